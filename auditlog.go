@@ -1,0 +1,99 @@
+package ext
+
+import (
+	"time"
+
+	"github.com/rs/zerolog"
+)
+
+// Audit event names: the value of the "event" field. They are part of the stable schema.
+const (
+	EventDelayApplied        = "delay_applied"         // a request departed after the computed interval
+	EventDelayIncreased      = "delay_increased"       // the adaptive delay grew (refusal or latency)
+	EventDelayDecreased      = "delay_decreased"       // the adaptive delay gave capacity back
+	EventRetryAfterHonoured  = "retry_after_honoured"  // no departure to the host before the window ends
+	EventCrawlDelayApplied   = "crawl_delay_applied"   // a robots.txt Crawl-delay became part of the interval
+	EventRateLimitApplied    = "rate_limit_applied"    // rate-limit headers set the interval or a hold
+	EventHeaderInvalid       = "header_invalid"        // a Retry-After or rate-limit field was ignored
+	EventRobotsInvalid       = "robots_invalid"        // part of robots.txt was not taken as published
+	EventRobotsUnavailable   = "robots_unavailable"    // robots.txt could not be read (5xx, network): retried later
+	EventRetryScheduled      = "retry_scheduled"       // a refused request will be sent again after the window
+	EventRetriesExhausted    = "retries_exhausted"     // a refused request reached the retry limit
+	EventPacingBypassed      = "pacing_bypassed"       // requests reach the network without the pacer's transport
+	EventLimitRuleStacked    = "limit_rule_stacked"    // a LimitRule Delay adds latency + delay on top of pacing
+	EventDepartureAbandoned  = "departure_abandoned"   // a wait ended by cancellation or a deadline
+	EventRetryAfterTooLong   = "retry_after_too_long"  // a Retry-After above the maximum: backoff applied instead
+	EventCrawlDelayClamped   = "crawl_delay_clamped"   // a Crawl-delay above the maximum was clamped
+	EventRedirectHopDeferred = "redirect_hop_deferred" // a redirect hop would wait past the request's deadline
+)
+
+// Audit field keys: the stable schema of every event.
+const (
+	FieldTimestamp      = "timestamp"
+	FieldPipelineID     = "pipeline_id"
+	FieldTargetDomain   = "target_domain"
+	FieldEvent          = "event"
+	FieldTrigger        = "trigger"
+	FieldBaseDelayMS    = "base_delay_ms"
+	FieldComputedDelay  = "computed_delay_ms"
+	FieldJitterMS       = "jitter_ms"
+	FieldComplianceFlag = "compliance_flag"
+	FieldStatusCode     = "status_code"
+	FieldDetail         = "detail"
+)
+
+// Outcome triggers: what caused an event, beside the interval triggers of delay.go.
+const (
+	TriggerDeparture      = "departure"
+	TriggerRefusal        = "refusal"
+	TriggerServerError    = "server_error"
+	TriggerTransportError = "transport_error"
+	TriggerLatency        = "latency"
+	TriggerClean          = "clean"
+	TriggerRobots         = "robots"
+	TriggerTransport      = "transport"
+	TriggerLimitRule      = "limit_rule"
+	TriggerCancel         = "cancel"
+)
+
+// auditEvent is one line of the audit trail.
+type auditEvent struct {
+	at        time.Time
+	host      string
+	event     string
+	trigger   string
+	base      time.Duration
+	computed  time.Duration
+	jitter    time.Duration
+	compliant bool
+	status    int
+	detail    string
+}
+
+// auditLog writes audit events through a zerolog.Logger without touching zerolog's globals.
+type auditLog struct {
+	logger     zerolog.Logger
+	pipelineID string
+}
+
+// emit writes e at the given level. A disabled level or a silent Logger costs a nil check.
+func (a *auditLog) emit(level zerolog.Level, e auditEvent) {
+	ev := a.logger.WithLevel(level)
+	if ev == nil {
+		return
+	}
+	ev.Str(FieldTimestamp, e.at.UTC().Format(time.RFC3339Nano)).
+		Str(FieldPipelineID, a.pipelineID).
+		Str(FieldTargetDomain, e.host).
+		Str(FieldEvent, e.event).
+		Str(FieldTrigger, e.trigger).
+		Int64(FieldBaseDelayMS, e.base.Milliseconds()).
+		Int64(FieldComputedDelay, e.computed.Milliseconds()).
+		Int64(FieldJitterMS, e.jitter.Milliseconds()).
+		Bool(FieldComplianceFlag, e.compliant).
+		Int(FieldStatusCode, e.status)
+	if e.detail != "" {
+		ev.Str(FieldDetail, e.detail)
+	}
+	ev.Send()
+}

@@ -1,0 +1,189 @@
+package ext
+
+import (
+	"slices"
+	"time"
+)
+
+// The adaptive delay policy (AIMD on the delay). The numbers are documented in the README.
+const (
+	// refusalFactor multiplies the adaptive delay on a refusal (429, 503, Retry-After, 5xx, timeout).
+	refusalFactor = 2
+	// slowFactor multiplies it when latency stays above the host's rolling p95.
+	slowFactor = 1.25
+	// slowRun is how many consecutive samples above p95 it takes: one healthy sample in twenty
+	// is above p95 by definition, three in a row by chance is one in 8 000.
+	slowRun = 3
+	// minLatencySamples is how many samples the window needs before its p95 means anything.
+	minLatencySamples = 20
+	// latencyWindowSize is how many recent latencies the rolling p95 is computed over.
+	latencyWindowSize = 64
+	// cleanRun is how many clean responses make one decrease step.
+	cleanRun = 2
+	// recoveryMargin puts the recovery target this far above the delay at which the host last refused
+	// (its known limit), so the delay settles just on the polite side of the host's capacity.
+	recoveryMargin = 1.10
+	// probeAfter is how many clean responses at the target it takes to lower the known limit by
+	// probeStep, so the pacer gives capacity back when a host recovers for good.
+	probeAfter = 40
+	probeStep  = 0.04
+	// minBackoff is what a refusal doubles when the delay is smaller (a base delay of 0).
+	minBackoff = 100 * time.Millisecond
+)
+
+// adaptive is the AIMD state of one host's adaptive delay. It is not safe for concurrent use:
+// the host's mutex protects it.
+type adaptive struct {
+	delay    time.Duration // the adaptive delay, in [floor, ceiling]
+	limit    time.Duration // the delay in effect at the last refusal that followed a clean response
+	gen      uint64        // bumped on every increase; an outcome of an older generation cannot increase again
+	clean    int           // clean responses of the current generation since the last step
+	atTarget int           // clean responses at the recovery target since the last probe
+	failures int           // consecutive refusals
+	slow     int           // consecutive latency samples above p95
+	lat      latencyWindow
+}
+
+func newAdaptive(floor time.Duration) adaptive {
+	return adaptive{delay: floor}
+}
+
+// refuse doubles the delay for an outcome that departed in generation gen. Only the first refusal of a
+// burst counts: the others departed before the increase took effect. It reports whether the delay changed.
+func (a *adaptive) refuse(gen uint64, floor, ceiling time.Duration) bool {
+	if gen != a.gen {
+		return false
+	}
+	if a.failures == 0 {
+		a.limit = a.delay
+	}
+	a.failures++
+	a.increase(time.Duration(float64(max(a.delay, floor, minBackoff))*refusalFactor), ceiling)
+	return true
+}
+
+// observeLatency feeds a clean response's latency to the rolling p95 and multiplies the delay by 1.25
+// when slowRun consecutive samples are above it. It reports whether the delay changed.
+func (a *adaptive) observeLatency(gen uint64, latency, ceiling time.Duration) bool {
+	p95, ok := a.lat.p95()
+	a.lat.add(latency)
+	if !ok || latency <= p95 {
+		a.slow = 0
+		return false
+	}
+	a.slow++
+	if a.slow < slowRun || gen != a.gen {
+		return false
+	}
+	a.slow = 0
+	a.increase(time.Duration(float64(a.delay)*slowFactor), ceiling)
+	return true
+}
+
+func (a *adaptive) increase(d, ceiling time.Duration) {
+	a.delay = min(d, ceiling)
+	a.gen++
+	a.clean, a.atTarget = 0, 0
+}
+
+// succeed counts a clean response of generation gen and, after cleanRun of them, steps the delay down
+// toward the recovery target: half the distance, so a delay doubled by one refusal comes back in a few
+// steps while a delay inflated by an outage falls to the floor within seconds of recovery. At the
+// target, after probeAfter clean responses, the known limit is lowered a little to probe for capacity.
+// It reports whether the delay changed.
+func (a *adaptive) succeed(gen uint64, floor time.Duration) bool {
+	if gen != a.gen {
+		return false
+	}
+	a.failures = 0
+	target := a.target(floor)
+	if a.delay <= target {
+		a.delay = max(a.delay, floor)
+		a.atTarget++
+		if a.atTarget >= probeAfter && a.limit > 0 {
+			a.atTarget = 0
+			a.limit -= time.Duration(float64(a.limit) * probeStep)
+			if a.limit < floor {
+				a.limit = 0
+			}
+		}
+		return false
+	}
+	a.clean++
+	if a.clean < cleanRun {
+		return false
+	}
+	a.clean = 0
+	step := max((a.delay-target)/2, time.Millisecond)
+	a.delay = max(a.delay-step, target)
+	return true
+}
+
+// target is where decreases stop: just above the host's known limit, never below the floor.
+func (a *adaptive) target(floor time.Duration) time.Duration {
+	return max(floor, time.Duration(float64(a.limit)*recoveryMargin))
+}
+
+// clamp keeps the delay within [floor, ceiling], for policies and stored state that changed.
+func (a *adaptive) clamp(floor, ceiling time.Duration) {
+	a.delay = min(max(a.delay, floor), ceiling)
+}
+
+// latencyWindow is a ring of the latest latencies.
+type latencyWindow struct {
+	samples [latencyWindowSize]time.Duration
+	n       int // samples written so far (saturates at the window size for reads)
+	next    int
+}
+
+func (w *latencyWindow) add(d time.Duration) {
+	w.samples[w.next] = d
+	w.next = (w.next + 1) % latencyWindowSize
+	w.n = min(w.n+1, latencyWindowSize)
+}
+
+// p95 returns the 95th percentile of the window; ok is false until it holds minLatencySamples.
+func (w *latencyWindow) p95() (time.Duration, bool) {
+	if w.n < minLatencySamples {
+		return 0, false
+	}
+	var buf [latencyWindowSize]time.Duration
+	s := buf[:w.n]
+	copy(s, w.samples[:w.n])
+	slices.Sort(s)
+	return s[(w.n*95+99)/100-1], true
+}
+
+// Interval triggers: what sets a host's interval (or holds it).
+const (
+	TriggerBase       = "base"
+	TriggerCrawlDelay = "crawl_delay"
+	TriggerRateLimit  = "rate_limit"
+	TriggerAdaptive   = "adaptive"
+	TriggerRetryAfter = "retry_after"
+)
+
+// interval is the maximum of the base delay, the Crawl-delay, the rate-limit interval and the adaptive
+// delay, with the trigger that set it (ties go to the published constraint).
+func interval(base, crawl, rate, adaptive time.Duration) (time.Duration, string) {
+	d, why := base, TriggerBase
+	if adaptive > d {
+		d, why = adaptive, TriggerAdaptive
+	}
+	if rate > 0 && rate >= d {
+		d, why = rate, TriggerRateLimit
+	}
+	if crawl > 0 && crawl >= d {
+		d, why = crawl, TriggerCrawlDelay
+	}
+	return d, why
+}
+
+// jitter returns the extra added on top of an interval: up to fraction × interval, never negative.
+// r is a random number in [0, 1).
+func jitter(d time.Duration, fraction, r float64) time.Duration {
+	if fraction <= 0 || d <= 0 || r <= 0 {
+		return 0
+	}
+	return time.Duration(float64(d) * fraction * min(r, 1))
+}

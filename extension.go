@@ -1,0 +1,236 @@
+package ext
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gocolly/colly/v2"
+	"github.com/rs/zerolog"
+)
+
+// AdaptivePacing installs start-based, adaptive, per-host pacing on c and returns the Pacer, whose
+// Hosts method shows each host's state. Call it right after creating the collector: it wraps the
+// collector's transport (pass your own with WithTransport, not Collector.WithTransport) and registers
+// OnRequestHeaders, OnResponse and OnError callbacks that must run before yours.
+func AdaptivePacing(c *colly.Collector, opts ...Option) *Pacer {
+	p := NewPacer(opts...)
+	p.Install(c)
+	return p
+}
+
+// Install paces c with p, for collectors made with Clone (which share the transport but not callbacks)
+// or several collectors sharing one schedule per host.
+func (p *Pacer) Install(c *colly.Collector) {
+	c.WithTransport(p.rt)
+	b := &binding{p: p, c: c}
+	c.OnRequestHeaders(b.onRequestHeaders)
+	c.OnResponse(b.onResponse)
+	c.OnError(b.onError)
+}
+
+// binding is the pacer's state for one collector: Colly request IDs are unique per collector.
+type binding struct {
+	p       *Pacer
+	c       *colly.Collector
+	flights sync.Map     // request ID (uint32) → *flight, from departure to the request's callback
+	stacked atomic.Int32 // consecutive responses whose callbacks ran late, as after a LimitRule Delay
+}
+
+// onRequestHeaders is where a Colly request waits for its departure: after the cache (hits are not
+// delayed) and the LimitRule slot, before http.Client.Do starts its timeout.
+func (b *binding) onRequestHeaders(r *colly.Request) {
+	p := b.p
+	ctx := b.c.Context
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	if p.cfg.robots {
+		agent := r.Headers.Get("User-Agent")
+		if agent == "" {
+			agent = b.c.UserAgent
+		}
+		if _, err := p.ensureRobots(ctx, r.URL, agent); err != nil {
+			r.Abort()
+			return
+		}
+	}
+	f, err := p.depart(ctx, p.host(p.cfg.hostKey(r.URL)))
+	if err != nil {
+		r.Abort()
+		return
+	}
+	b.flights.Store(r.ID, f)
+	p.rt.announce(*r.Headers, f)
+}
+
+func (b *binding) onResponse(resp *colly.Response) {
+	b.settle(resp, nil)
+}
+
+// onError settles the flight and retries a refused request after the host's window.
+func (b *binding) onError(resp *colly.Response, err error) {
+	if !b.settle(resp, err) || resp.Request == nil {
+		return
+	}
+	var header http.Header
+	if resp.Headers != nil {
+		header = *resp.Headers
+	}
+	v := classify(Outcome{Status: resp.StatusCode, Header: header, Err: transportErr(resp, err)})
+	if v.Retry {
+		b.retry(resp, v)
+	}
+}
+
+// transportErr returns err when it is a transport error (no status), nil otherwise: Colly turns a
+// status ≥ 203 into an error of its own.
+func transportErr(resp *colly.Response, err error) error {
+	if resp.StatusCode != 0 {
+		return nil
+	}
+	return err
+}
+
+// settle ends the flight of a network response: it detects a bypassed transport and a stacked
+// LimitRule Delay. It reports whether the response came from the network (not the cache).
+func (b *binding) settle(resp *colly.Response, err error) bool {
+	if resp.Request == nil {
+		return false
+	}
+	v, ok := b.flights.LoadAndDelete(resp.Request.ID)
+	if !ok {
+		return false
+	}
+	f := v.(*flight)
+	p := b.p
+	now := p.now()
+	if !f.claimed.Load() {
+		p.rt.unannounce(*resp.Request.Headers)
+		if resp.StatusCode != 0 {
+			// The response came back without passing the pacer's transport.
+			b.bypassed(f, resp, now)
+		}
+		f.finish(now)
+		return true
+	}
+	f.finish(now)
+	b.checkStacked(resp, now)
+	return true
+}
+
+// bypassed reports loudly that requests reach the network without the pacing transport (a proxy,
+// transport or client set after AdaptivePacing) and keeps pacing from the callbacks: departures still
+// wait in OnRequestHeaders, and outcomes are observed here. Redirect hops are no longer paced.
+func (b *binding) bypassed(f *flight, resp *colly.Response, now time.Time) {
+	p := b.p
+	var header http.Header
+	if resp.Headers != nil {
+		header = *resp.Headers
+	}
+	p.ObserveAt(f.res, Outcome{Status: resp.StatusCode, Header: header, Latency: now.Sub(f.departed)}, now)
+	if p.warn.first("bypass") {
+		p.audit.emit(zerolog.ErrorLevel, auditEvent{at: now, host: f.h.key, event: EventPacingBypassed, trigger: TriggerTransport,
+			base: f.h.policy.BaseDelay, status: resp.StatusCode, compliant: true,
+			detail: "the collector's transport was replaced after AdaptivePacing (SetProxy, SetProxyFunc, SetClient or WithTransport): " +
+				"redirect hops and robots.txt are no longer paced; pass your transport with ext.WithTransport instead"})
+	}
+}
+
+// checkStacked warns when Colly's callbacks run long after the response body was closed, the
+// signature of a LimitRule Delay sleeping while holding its slot: that adds latency + delay on top.
+func (b *binding) checkStacked(resp *colly.Response, now time.Time) {
+	if resp.Request == nil || resp.Request.URL == nil {
+		return
+	}
+	h := b.p.hosts.lookup(b.p.cfg.hostKey(resp.Request.URL))
+	if h == nil {
+		return
+	}
+	gap := now.Sub(time.Unix(0, h.lastBodyDone.Load()))
+	if gap < DefaultStackedDelayAlarm {
+		b.stacked.Store(0)
+		return
+	}
+	if b.stacked.Add(1) >= 2 && b.p.warn.first("limit_rule:"+h.key) {
+		b.p.audit.emit(zerolog.WarnLevel, auditEvent{at: now, host: h.key, event: EventLimitRuleStacked, trigger: TriggerLimitRule,
+			base: h.policy.BaseDelay, computed: gap, compliant: true, status: resp.StatusCode,
+			detail: "responses reach callbacks late, as after a LimitRule Delay: it adds latency + delay on top of pacing; remove Delay from the LimitRule"})
+	}
+}
+
+// retry sends a refused request again, tracked by c.Wait; it departs once the host's window ends.
+func (b *binding) retry(resp *colly.Response, v Verdict) {
+	p := b.p
+	r := resp.Request
+	h := p.host(p.cfg.hostKey(r.URL))
+	key := "_collypace_attempts " + r.Method + " " + r.URL.String()
+	attempts, _ := r.Ctx.GetAny(key).(int)
+	now := p.now()
+	ev := auditEvent{at: now, host: h.key, trigger: v.Trigger, base: h.policy.BaseDelay, compliant: true, status: resp.StatusCode}
+	if attempts >= p.cfg.maxRetries {
+		ev.event, ev.detail = EventRetriesExhausted, fmt.Sprintf("gave up after %d retries", attempts)
+		p.audit.emit(zerolog.WarnLevel, ev)
+		return
+	}
+	r.Ctx.Put(key, attempts+1)
+	h.mu.Lock()
+	h.retries++
+	ev.computed = max(h.holdUntil.Sub(now), 0)
+	h.mu.Unlock()
+	ev.event, ev.detail = EventRetryScheduled, fmt.Sprintf("retry %d of %d", attempts+1, p.cfg.maxRetries)
+	p.audit.emit(zerolog.InfoLevel, ev)
+	p.retrying.mark(resp, now)
+	if err := r.Retry(); err != nil {
+		p.retrying.unmark(resp)
+		ev.event, ev.detail = EventRetriesExhausted, "retry not sent: "+err.Error()
+		p.audit.emit(zerolog.WarnLevel, ev)
+	}
+}
+
+// Retrying reports, inside an OnError callback, whether the pacer is retrying this refused request;
+// the final failure of a request, when retries run out, reports false.
+func (p *Pacer) Retrying(resp *colly.Response) bool {
+	return p.retrying.marked(resp)
+}
+
+// retryMarks remembers responses whose request is being retried, for Retrying. Marks expire after
+// retryMarkTTL, long after the OnError callbacks that read them have run.
+type retryMarks struct {
+	mu sync.Mutex // protects m
+	m  map[*colly.Response]time.Time
+}
+
+const retryMarkTTL = 10 * time.Minute
+
+func (m *retryMarks) mark(resp *colly.Response, now time.Time) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.m == nil {
+		m.m = make(map[*colly.Response]time.Time)
+	}
+	if len(m.m) >= 1024 {
+		for r, at := range m.m {
+			if now.Sub(at) > retryMarkTTL {
+				delete(m.m, r)
+			}
+		}
+	}
+	m.m[resp] = now
+}
+
+func (m *retryMarks) unmark(resp *colly.Response) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.m, resp)
+}
+
+func (m *retryMarks) marked(resp *colly.Response) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	_, ok := m.m[resp]
+	return ok
+}

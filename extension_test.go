@@ -1,0 +1,178 @@
+package ext
+
+import (
+	"fmt"
+	"net/http"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/gocolly/colly/v2"
+)
+
+// pacedCollector returns an async collector paced over the fake network, without jitter so that
+// gaps are exact.
+func pacedCollector(n *fakeNet, opts ...Option) (*colly.Collector, *Pacer) {
+	c := colly.NewCollector(colly.Async(true))
+	p := AdaptivePacing(c, append([]Option{WithTransport(n.tr), WithJitter(0)}, opts...)...)
+	return c, p
+}
+
+// slowPage answers after latency.
+func slowPage(latency time.Duration) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/robots.txt" {
+			http.NotFound(w, r)
+			return
+		}
+		time.Sleep(latency)
+		fmt.Fprint(w, "<html><body>ok</body></html>")
+	}
+}
+
+func visitAll(t *testing.T, c *colly.Collector, base string, n int) {
+	t.Helper()
+	for i := range n {
+		if err := c.Visit(fmt.Sprintf("%s/p/%d", base, i)); err != nil {
+			t.Fatalf("visit %d: %v", i, err)
+		}
+	}
+	c.Wait()
+}
+
+func assertGaps(t *testing.T, gaps []time.Duration, want time.Duration) {
+	t.Helper()
+	if len(gaps) == 0 {
+		t.Fatal("no gaps: fewer than two arrivals")
+	}
+	for i, g := range gaps {
+		if g != want {
+			t.Errorf("gap %d = %v, want %v (all gaps %v)", i, g, want, gaps)
+			return
+		}
+	}
+}
+
+// A host answering in 2 s is paced at exactly 1 s start-to-start: departures, not arrivals, are spaced.
+func TestSlowHostPacedByStarts(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := newFakeNet(t)
+		h, base := n.host("slow.test", slowPage(2*time.Second))
+		c, _ := pacedCollector(n, WithBaseDelay(time.Second))
+		visitAll(t, c, base, 6)
+		assertGaps(t, h.gaps("/p/"), time.Second)
+	})
+}
+
+// The default in-flight cap keeps a host answering in 4 s on a 1 s interval.
+func TestDefaultInFlightCapKeepsSlowHostOnInterval(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := newFakeNet(t)
+		h, base := n.host("slow.test", slowPage(4*time.Second))
+		c, _ := pacedCollector(n, WithBaseDelay(time.Second))
+		visitAll(t, c, base, 10)
+		assertGaps(t, h.gaps("/p/"), time.Second)
+	})
+}
+
+// The in-flight cap holds requests back until a slot frees, beside the schedule.
+func TestInFlightCap(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := newFakeNet(t)
+		h, base := n.host("slow.test", slowPage(5*time.Second))
+		c, _ := pacedCollector(n, WithBaseDelay(time.Second), WithMaxInFlight(2))
+		visitAll(t, c, base, 4)
+		if got := h.maxInFlight(); got != 2 {
+			t.Errorf("max in flight at the server = %d, want 2", got)
+		}
+		gaps := h.gaps("/p/")
+		want := []time.Duration{time.Second, 4 * time.Second, time.Second}
+		if fmt.Sprint(gaps) != fmt.Sprint(want) {
+			t.Errorf("gaps = %v, want %v", gaps, want)
+		}
+	})
+}
+
+// A redirect hop is a departure like any other: it waits for the interval.
+func TestRedirectHopIsPaced(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := newFakeNet(t)
+		h, base := n.host("redir.test", func(w http.ResponseWriter, r *http.Request) {
+			switch r.URL.Path {
+			case "/a":
+				http.Redirect(w, r, "/b", http.StatusFound)
+			case "/b":
+				fmt.Fprint(w, "ok")
+			default:
+				http.NotFound(w, r)
+			}
+		})
+		c, _ := pacedCollector(n, WithBaseDelay(time.Second))
+		if err := c.Visit(base + "/a"); err != nil {
+			t.Fatal(err)
+		}
+		c.Wait()
+		log := h.log()
+		if len(log) != 3 || log[1].path != "/a" || log[2].path != "/b" {
+			t.Fatalf("arrivals = %v, want robots.txt, /a, /b", log)
+		}
+		if gap := log[2].at.Sub(log[1].at); gap != time.Second {
+			t.Errorf("redirect hop left %v after the first hop, want 1s", gap)
+		}
+	})
+}
+
+// The robots.txt fetch is paced too: the first page departs one interval after it.
+func TestRobotsFetchIsPaced(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := newFakeNet(t)
+		h, base := n.host("robots.test", slowPage(0))
+		c, _ := pacedCollector(n, WithBaseDelay(3*time.Second))
+		visitAll(t, c, base, 1)
+		log := h.log()
+		if len(log) != 2 || log[0].path != "/robots.txt" {
+			t.Fatalf("arrivals = %v, want robots.txt then the page", log)
+		}
+		if gap := log[1].at.Sub(log[0].at); gap != 3*time.Second {
+			t.Errorf("page left %v after robots.txt, want 3s", gap)
+		}
+	})
+}
+
+// A page served from Colly's cache is not delayed and sends nothing.
+func TestCachedPageIsNotDelayed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := newFakeNet(t)
+		h, base := n.host("cache.test", slowPage(0))
+		dir := t.TempDir()
+		c, p := pacedCollector(n, WithBaseDelay(5*time.Second))
+		c.CacheDir = dir
+		visitAll(t, c, base, 2)
+		sent := len(h.log())
+
+		c2 := colly.NewCollector(colly.Async(true), colly.CacheDir(dir))
+		p.Install(c2)
+		start := time.Now()
+		visitAll(t, c2, base, 2)
+		if got := len(h.log()); got != sent {
+			t.Errorf("cached visits sent %d requests", got-sent)
+		}
+		if waited := time.Since(start); waited != 0 {
+			t.Errorf("cached visits waited %v, want 0", waited)
+		}
+	})
+}
+
+// Spacing holds when the user also sets a LimitRule with Parallelism.
+func TestParallelismRuleKeepsSpacing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := newFakeNet(t)
+		h, base := n.host("par.test", slowPage(3*time.Second))
+		c, _ := pacedCollector(n, WithBaseDelay(time.Second))
+		if err := c.Limit(&colly.LimitRule{DomainGlob: "*", Parallelism: 4}); err != nil {
+			t.Fatal(err)
+		}
+		visitAll(t, c, base, 8)
+		assertGaps(t, h.gaps("/p/"), time.Second)
+	})
+}

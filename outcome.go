@@ -1,0 +1,172 @@
+package ext
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/rs/zerolog"
+)
+
+// Outcome is what came back for one departure.
+type Outcome struct {
+	Status  int           // HTTP status; 0 when Err is set
+	Header  http.Header   // response header; nil for a transport error
+	Err     error         // transport error (connection refused or reset, timeout…)
+	Latency time.Duration // from departure to the response headers
+}
+
+// Verdict is what the pacer made of an outcome.
+type Verdict struct {
+	// Refused is true when the host refused or failed (429, 503, other 5xx, Retry-After, transport
+	// error): the adaptive delay backed off.
+	Refused bool
+	// Retry is true when the request is worth sending again after the host's window.
+	Retry bool
+	// Trigger names the class of the outcome: refusal, server_error, transport_error, clean, or "" (neutral).
+	Trigger string
+}
+
+// classify applies the documented rule: 429 and 503 are refusals; any other 5xx is a server error;
+// a transport error (refused or reset connection, timeout) counts as one too, but not a cancellation
+// by the crawler itself; a 3xx or 4xx with Retry-After is a refusal; other 2xx/3xx are clean; other 4xx
+// are neutral (neither back off nor give back).
+func classify(o Outcome) Verdict {
+	switch {
+	case o.Err != nil:
+		if errors.Is(o.Err, context.Canceled) || errors.Is(o.Err, ErrWaitBeyondDeadline) {
+			return Verdict{}
+		}
+		return Verdict{Refused: true, Retry: true, Trigger: TriggerTransportError}
+	case o.Status == http.StatusTooManyRequests || o.Status == http.StatusServiceUnavailable:
+		return Verdict{Refused: true, Retry: true, Trigger: TriggerRefusal}
+	case o.Status >= 500:
+		return Verdict{Refused: true, Retry: true, Trigger: TriggerServerError}
+	case o.Status >= 300 && len(o.Header.Values("Retry-After")) > 0:
+		return Verdict{Refused: true, Retry: o.Status >= 400, Trigger: TriggerRefusal}
+	case o.Status >= 200 && o.Status < 400:
+		return Verdict{Trigger: TriggerClean}
+	}
+	return Verdict{}
+}
+
+// Observe records the outcome of a departure made under res, at the current time.
+func (p *Pacer) Observe(res Reservation, o Outcome) Verdict {
+	return p.ObserveAt(res, o, p.now())
+}
+
+// ObserveAt records the outcome of a departure made under res, received at now: it honours Retry-After
+// and rate-limit fields, and moves the adaptive delay.
+func (p *Pacer) ObserveAt(res Reservation, o Outcome, now time.Time) Verdict {
+	h := res.h
+	if h == nil {
+		h = p.host(res.Host)
+	}
+	v := classify(o)
+	var events []auditEvent
+
+	// Header parsing needs no lock.
+	var hold time.Time
+	retryAfterValid := false
+	if o.Status >= 300 {
+		wait, present, err := parseRetryAfter(o.Header.Values("Retry-After"), o.Header.Get("Date"), now, p.cfg.maxRetryAfter)
+		switch {
+		case present && err == nil:
+			retryAfterValid = true
+			hold = now.Add(wait + time.Duration(float64(wait)*p.cfg.retryAfterBuffer))
+		case errors.Is(err, ErrRetryAfterTooLong):
+			events = append(events, auditEvent{event: EventRetryAfterTooLong, trigger: TriggerRetryAfter, computed: wait, detail: err.Error()})
+		case present:
+			events = append(events, auditEvent{event: EventHeaderInvalid, trigger: TriggerRetryAfter, compliant: true, detail: err.Error()})
+		}
+	}
+	var sig rateLimitSignal
+	var sigFound bool
+	if !retryAfterValid && o.Header != nil {
+		var errs []error
+		sig, sigFound, errs = parseRateLimit(o.Header, now, p.cfg.maxRetryAfter)
+		for _, err := range errs {
+			events = append(events, auditEvent{event: EventHeaderInvalid, trigger: TriggerRateLimit, compliant: true, detail: err.Error()})
+		}
+	}
+
+	h.mu.Lock()
+	floor, ceiling := h.policy.BaseDelay, h.policy.MaxDelay
+	before, _ := h.intervalLocked(now)
+	if !hold.IsZero() && hold.After(h.holdUntil) {
+		h.holdUntil, h.holdTrigger = hold, TriggerRetryAfter
+		events = append(events, auditEvent{event: EventRetryAfterHonoured, trigger: TriggerRetryAfter, computed: hold.Sub(now), compliant: true})
+	}
+	if sigFound {
+		h.rate = sig
+		if sig.Exhausted && sig.Until.After(h.holdUntil) {
+			h.holdUntil, h.holdTrigger = sig.Until, TriggerRateLimit
+		}
+		if sig.Exhausted || sig.Interval > before {
+			computed := sig.Interval
+			if sig.Exhausted {
+				computed = sig.Until.Sub(now)
+			}
+			events = append(events, auditEvent{event: EventRateLimitApplied, trigger: TriggerRateLimit, computed: computed, compliant: true, detail: sig.Source})
+		}
+	}
+	changed, event, trigger := false, "", v.Trigger
+	switch {
+	case v.Refused:
+		h.refusals++
+		changed, event = h.delay.refuse(res.gen, floor, ceiling), EventDelayIncreased
+	case v.Trigger == TriggerClean:
+		if h.delay.observeLatency(res.gen, o.Latency, ceiling) {
+			changed, event, trigger = true, EventDelayIncreased, TriggerLatency
+		} else if h.delay.succeed(res.gen, floor) {
+			changed, event = true, EventDelayDecreased
+		}
+	}
+	after, _ := h.intervalLocked(now)
+	if after > before {
+		h.rescheduleLocked(now)
+	}
+	if changed {
+		events = append(events, auditEvent{event: event, trigger: trigger, computed: after, compliant: true})
+	}
+	compliant := !h.crawlClamped
+	h.mu.Unlock()
+
+	for _, e := range events {
+		e.at, e.host, e.base, e.status = now, h.key, floor, o.Status
+		e.compliant = e.compliant && compliant
+		level := zerolog.InfoLevel
+		if !e.compliant {
+			level = zerolog.WarnLevel
+		}
+		p.audit.emit(level, e)
+	}
+	return v
+}
+
+// auditDeparture records a departure: the delay applied.
+func (p *Pacer) auditDeparture(h *host, res Reservation) {
+	compliant := res.compliant
+	level := zerolog.InfoLevel
+	if !compliant {
+		level = zerolog.WarnLevel
+	}
+	p.audit.emit(level, auditEvent{
+		at: p.now(), host: h.key, event: EventDelayApplied, trigger: res.Trigger,
+		base: h.policy.BaseDelay, computed: res.Interval, jitter: res.Jitter, compliant: compliant,
+	})
+}
+
+// auditAbandoned records a wait that ended without a departure.
+func (p *Pacer) auditAbandoned(h *host, err error) {
+	event := EventDepartureAbandoned
+	if errors.Is(err, ErrWaitBeyondDeadline) {
+		event = EventRedirectHopDeferred
+	}
+	p.audit.emit(zerolog.InfoLevel, auditEvent{
+		at: p.now(), host: h.key, event: event, trigger: TriggerCancel,
+		base: h.policy.BaseDelay, compliant: true, detail: fmt.Sprint(err),
+	})
+}

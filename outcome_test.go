@@ -1,0 +1,330 @@
+package ext
+
+import (
+	"bytes"
+	"fmt"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/gocolly/colly/v2"
+	"github.com/rs/zerolog"
+)
+
+var t0 = time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+
+func header(kv ...string) http.Header {
+	h := http.Header{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		h.Add(kv[i], kv[i+1])
+	}
+	return h
+}
+
+// A Retry-After in seconds holds the host for the wait plus the 10% buffer, from the response's arrival.
+func TestRetryAfterSecondsHoldsHost(t *testing.T) {
+	p := NewPacer(WithBaseDelay(time.Second), WithJitter(0))
+	res := p.ReserveAt("h", t0)
+	p.ObserveAt(res, Outcome{Status: 429, Header: header("Retry-After", "10")}, t0)
+	if got := p.ReserveAt("h", t0).At; !got.Equal(t0.Add(11 * time.Second)) {
+		t.Errorf("next departure at %v, want t0+11s", got.Sub(t0))
+	}
+}
+
+// Retry-After: 0 means now: no hold beyond the interval.
+func TestRetryAfterZeroMeansNow(t *testing.T) {
+	p := NewPacer(WithBaseDelay(time.Second), WithJitter(0), withRandom(func() float64 { return 0 }))
+	res := p.ReserveAt("h", t0)
+	p.ObserveAt(res, Outcome{Status: 503, Header: header("Retry-After", "0")}, t0)
+	st, _ := p.HostAt("h", t0)
+	if !st.RetryAfterUntil.IsZero() {
+		t.Errorf("hold until %v, want none", st.RetryAfterUntil)
+	}
+}
+
+// An HTTP-date is measured against the response's own Date header: a server whose clock is an hour
+// ahead asking for 10 s gets 10 s (+10%), not an hour.
+func TestRetryAfterDateCorrectsServerSkew(t *testing.T) {
+	p := NewPacer(WithBaseDelay(time.Second), WithJitter(0))
+	server := t0.Add(time.Hour)
+	h := header("Date", server.Format(http.TimeFormat), "Retry-After", server.Add(10*time.Second).Format(http.TimeFormat))
+	p.ObserveAt(p.ReserveAt("h", t0), Outcome{Status: 429, Header: h}, t0)
+	st, _ := p.HostAt("h", t0)
+	if want := t0.Add(11 * time.Second); !st.RetryAfterUntil.Equal(want) {
+		t.Errorf("hold until t0+%v, want t0+11s", st.RetryAfterUntil.Sub(t0))
+	}
+}
+
+// Garbage and absurd Retry-After values never crash: an audit event, and the algorithmic backoff.
+func TestRetryAfterInvalidFallsBackToBackoff(t *testing.T) {
+	for _, tc := range []struct{ value, event string }{
+		{"soon", EventHeaderInvalid},
+		{"-5", EventHeaderInvalid},
+		{"99999999999999999999", EventRetryAfterTooLong},
+		{"86400", EventRetryAfterTooLong},
+	} {
+		var buf bytes.Buffer
+		p := NewPacer(WithBaseDelay(time.Second), WithMaxDelay(30*time.Second), WithJitter(0), WithLogger(zerolog.New(&buf)))
+		p.ObserveAt(p.ReserveAt("h", t0), Outcome{Status: 429, Header: header("Retry-After", tc.value)}, t0)
+		st, _ := p.HostAt("h", t0)
+		if st.AdaptiveDelay != 2*time.Second {
+			t.Errorf("%q: adaptive delay %v, want the 2s backoff", tc.value, st.AdaptiveDelay)
+		}
+		if !st.RetryAfterUntil.IsZero() {
+			t.Errorf("%q: held until %v, want no hold", tc.value, st.RetryAfterUntil)
+		}
+		if ev := findEvent(t, &buf, tc.event); ev == nil {
+			t.Errorf("%q: no %s event in %s", tc.value, tc.event, buf.String())
+		}
+	}
+}
+
+// A Retry-After above the maximum is not fully honoured: its event says so.
+func TestRetryAfterTooLongIsNotCompliant(t *testing.T) {
+	var buf bytes.Buffer
+	p := NewPacer(WithLogger(zerolog.New(&buf)))
+	p.ObserveAt(p.ReserveAt("h", t0), Outcome{Status: 503, Header: header("Retry-After", "86400")}, t0)
+	ev := findEvent(t, &buf, EventRetryAfterTooLong)
+	if ev == nil || ev[FieldComplianceFlag] != false {
+		t.Errorf("event = %v, want compliance_flag false", ev)
+	}
+}
+
+// Ten concurrent refusals of one burst double the delay once.
+func TestBurstOfRefusalsDoublesOnce(t *testing.T) {
+	p := NewPacer(WithBaseDelay(100*time.Millisecond), WithJitter(0))
+	var burst []Reservation
+	for range 10 {
+		burst = append(burst, p.ReserveAt("h", t0))
+	}
+	for _, res := range burst {
+		p.ObserveAt(res, Outcome{Status: 429}, t0.Add(2*time.Second))
+	}
+	st, _ := p.HostAt("h", t0)
+	if st.AdaptiveDelay != 200*time.Millisecond {
+		t.Errorf("adaptive delay %v, want 200ms", st.AdaptiveDelay)
+	}
+	// A request that departs after the increase can increase it again.
+	p.ObserveAt(p.ReserveAt("h", t0.Add(3*time.Second)), Outcome{Status: 429}, t0.Add(4*time.Second))
+	if st, _ := p.HostAt("h", t0); st.AdaptiveDelay != 400*time.Millisecond {
+		t.Errorf("adaptive delay %v, want 400ms after a refusal of the next burst", st.AdaptiveDelay)
+	}
+}
+
+// Refusal classes: transport errors and other 5xx back off; other 4xx are neutral.
+func TestClassify(t *testing.T) {
+	for _, tc := range []struct {
+		o       Outcome
+		refused bool
+		retry   bool
+	}{
+		{Outcome{Status: 200}, false, false},
+		{Outcome{Status: 301}, false, false},
+		{Outcome{Status: 404}, false, false},
+		{Outcome{Status: 429}, true, true},
+		{Outcome{Status: 503}, true, true},
+		{Outcome{Status: 500}, true, true},
+		{Outcome{Status: 504}, true, true},
+		{Outcome{Status: 403, Header: header("Retry-After", "5")}, true, true},
+		{Outcome{Err: fmt.Errorf("dial: %w", errTest)}, true, true},
+	} {
+		v := classify(tc.o)
+		if v.Refused != tc.refused || v.Retry != tc.retry {
+			t.Errorf("classify(%d, %v) = %+v, want refused=%v retry=%v", tc.o.Status, tc.o.Err, v, tc.refused, tc.retry)
+		}
+	}
+}
+
+var errTest = fmt.Errorf("connection reset by peer")
+
+// Rate-limit headers: an exhausted quota holds the host until the reset; a remaining quota is spread
+// over the time to reset.
+func TestRateLimitHeaders(t *testing.T) {
+	p := NewPacer(WithBaseDelay(100*time.Millisecond), WithJitter(0))
+	p.ObserveAt(p.ReserveAt("a", t0), Outcome{Status: 200, Header: header("X-RateLimit-Remaining", "0", "X-RateLimit-Reset", "30")}, t0)
+	if st, _ := p.HostAt("a", t0); !st.RetryAfterUntil.Equal(t0.Add(30*time.Second)) || st.Trigger != TriggerRateLimit {
+		t.Errorf("exhausted: hold until t0+%v (%s), want t0+30s (rate_limit)", st.RetryAfterUntil.Sub(t0), st.Trigger)
+	}
+	p.ObserveAt(p.ReserveAt("b", t0), Outcome{Status: 200, Header: header("RateLimit-Remaining", "10", "RateLimit-Reset", "20")}, t0)
+	if st, _ := p.HostAt("b", t0); st.Interval != 2*time.Second || st.Trigger != TriggerRateLimit {
+		t.Errorf("spread: interval %v (%s), want 2s (rate_limit)", st.Interval, st.Trigger)
+	}
+	if st, _ := p.HostAt("b", t0.Add(21*time.Second)); st.Interval != 100*time.Millisecond {
+		t.Errorf("after the reset: interval %v, want the 100ms base", st.Interval)
+	}
+}
+
+// Retry-After wins over rate-limit fields of the same response.
+func TestRetryAfterWinsOverRateLimit(t *testing.T) {
+	p := NewPacer(WithBaseDelay(100*time.Millisecond), WithJitter(0))
+	h := header("Retry-After", "5", "X-RateLimit-Remaining", "0", "X-RateLimit-Reset", "60")
+	p.ObserveAt(p.ReserveAt("a", t0), Outcome{Status: 429, Header: h}, t0)
+	if st, _ := p.HostAt("a", t0); !st.RetryAfterUntil.Equal(t0.Add(5500 * time.Millisecond)) {
+		t.Errorf("hold until t0+%v, want the Retry-After's t0+5.5s", st.RetryAfterUntil.Sub(t0))
+	}
+}
+
+// A malformed rate-limit field is ignored with an audit event.
+func TestRateLimitMalformedAudited(t *testing.T) {
+	var buf bytes.Buffer
+	p := NewPacer(WithBaseDelay(100*time.Millisecond), WithLogger(zerolog.New(&buf)))
+	p.ObserveAt(p.ReserveAt("a", t0), Outcome{Status: 200, Header: header("X-RateLimit-Remaining", "lots", "X-RateLimit-Reset", "10")}, t0)
+	if st, _ := p.HostAt("a", t0); st.Interval != 100*time.Millisecond {
+		t.Errorf("interval %v, want the base: the field is ignored", st.Interval)
+	}
+	if findEvent(t, &buf, EventHeaderInvalid) == nil {
+		t.Errorf("no header_invalid event in %s", buf.String())
+	}
+}
+
+// A request already waiting when a Retry-After arrives does not leave before the window ends.
+func TestWaitingRequestHonoursNewRetryAfter(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		p := NewPacer(WithBaseDelay(time.Second), WithJitter(0))
+		res, done, err := p.Wait(t.Context(), "h")
+		if err != nil {
+			t.Fatal(err)
+		}
+		departed := make(chan time.Time)
+		go func() {
+			_, done2, err := p.Wait(t.Context(), "h") // waits for its slot at start+1s
+			if err != nil {
+				t.Error(err)
+			}
+			done2()
+			departed <- time.Now()
+		}()
+		time.Sleep(500 * time.Millisecond)
+		p.Observe(res, Outcome{Status: 429, Header: header("Retry-After", "4")})
+		done()
+		if got := (<-departed).Sub(start); got != 500*time.Millisecond+4400*time.Millisecond {
+			t.Errorf("waiting request departed at +%v, want +4.9s (refusal at +0.5s, 4s + 10%%)", got)
+		}
+	})
+}
+
+// A refused request is retried after the host's window, tracked by c.Wait; OnError sees each refusal,
+// marked as retrying, and the page arrives in the end.
+func TestRefusedRequestIsRetried(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := newFakeNet(t)
+		var hits atomic.Int32
+		h, base := n.host("retry.test", func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/robots.txt" {
+				http.NotFound(w, r)
+				return
+			}
+			if hits.Add(1) <= 2 {
+				w.Header().Set("Retry-After", "3")
+				w.WriteHeader(http.StatusTooManyRequests)
+				return
+			}
+			fmt.Fprint(w, "ok")
+		})
+		c, p := pacedCollector(n, WithBaseDelay(time.Second))
+		var mu sync.Mutex
+		var retrying []bool
+		var pages int
+		c.OnError(func(r *colly.Response, err error) {
+			mu.Lock()
+			defer mu.Unlock()
+			retrying = append(retrying, p.Retrying(r))
+		})
+		c.OnResponse(func(r *colly.Response) { mu.Lock(); pages++; mu.Unlock() })
+		visitAll(t, c, base, 1)
+		if pages != 1 {
+			t.Errorf("pages = %d, want 1", pages)
+		}
+		if fmt.Sprint(retrying) != "[true true]" {
+			t.Errorf("OnError saw Retrying = %v, want [true true]", retrying)
+		}
+		// First retry: the 3.3 s window is longer than the doubled 2 s interval. Second: the
+		// interval, doubled again to 4 s, is longer than the window.
+		gaps := h.gaps("/p/")
+		if fmt.Sprint(gaps) != "[3.3s 4s]" {
+			t.Errorf("retry gaps = %v, want [3.3s 4s]", gaps)
+		}
+	})
+}
+
+// When retries run out, the user's OnError sees the final refusal, not marked as retrying.
+func TestRetriesExhausted(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := newFakeNet(t)
+		h, base := n.host("refuse.test", func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/robots.txt" {
+				http.NotFound(w, r)
+				return
+			}
+			w.WriteHeader(http.StatusServiceUnavailable)
+		})
+		var buf bytes.Buffer
+		c, p := pacedCollector(n, WithBaseDelay(time.Second), WithMaxRetries(2), WithLogger(zerolog.New(&buf)))
+		var final []int
+		c.OnError(func(r *colly.Response, err error) {
+			if !p.Retrying(r) {
+				final = append(final, r.StatusCode)
+			}
+		})
+		visitAll(t, c, base, 1)
+		if got := len(h.gaps("/p/")) + 1; got != 3 {
+			t.Errorf("sent %d times, want 3 (1 + 2 retries)", got)
+		}
+		if fmt.Sprint(final) != "[503]" {
+			t.Errorf("final OnError statuses = %v, want [503]", final)
+		}
+		if findEvent(t, &buf, EventRetriesExhausted) == nil {
+			t.Error("no retries_exhausted event")
+		}
+	})
+}
+
+// A host that answers 429 + Retry-After with its clock an hour ahead is waited for exactly
+// the asked time plus the buffer, measured at the server.
+func TestSkewedServerRetryAfterDate(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := newFakeNet(t)
+		var refused atomic.Bool
+		h, base := n.host("skew.test", func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/robots.txt" {
+				http.NotFound(w, r)
+				return
+			}
+			server := time.Now().Add(time.Hour)
+			w.Header().Set("Date", server.Format(http.TimeFormat))
+			if !refused.Swap(true) {
+				w.Header().Set("Retry-After", server.Add(20*time.Second).Format(http.TimeFormat))
+				w.WriteHeader(http.StatusTooManyRequests)
+				return
+			}
+			fmt.Fprint(w, "ok")
+		})
+		c, _ := pacedCollector(n, WithBaseDelay(time.Second))
+		visitAll(t, c, base, 2)
+		if gaps := h.gaps("/p/"); len(gaps) == 0 || gaps[0] != 22*time.Second {
+			t.Errorf("first request after the refusal came %v later, want 22s (20s + 10%%)", gaps)
+		}
+	})
+}
+
+// Rate-limit headers pace a real crawl: a quota of 4 per 8 s is spread at 2 s.
+func TestRateLimitHeadersPaceCrawl(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := newFakeNet(t)
+		h, base := n.host("rl.test", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("X-RateLimit-Limit", "100")
+			w.Header().Set("X-RateLimit-Remaining", "4")
+			w.Header().Set("X-RateLimit-Reset", strconv.Itoa(8))
+			fmt.Fprint(w, "ok")
+		})
+		c, _ := pacedCollector(n, WithBaseDelay(100*time.Millisecond), WithoutRobots())
+		c.Async = false
+		visitAll(t, c, base, 4)
+		assertGaps(t, h.gaps("/p/"), 2*time.Second)
+	})
+}

@@ -1,0 +1,212 @@
+package ext
+
+import (
+	"context"
+	"hash/maphash"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Pacer paces requests per host. It is safe for concurrent use; AdaptivePacing installs one on a
+// collector, and the same Pacer can serve several collectors (Install) so they share each host's schedule.
+type Pacer struct {
+	cfg      config
+	audit    auditLog
+	now      func() time.Time
+	hosts    hostTable
+	robots   robotsCache
+	rt       *transport // the pacing RoundTripper installed on collectors
+	warn     warnOnce
+	retrying retryMarks
+}
+
+// NewPacer builds a Pacer without installing it on a collector: for use with Install, or with
+// Wait and Observe around any HTTP client.
+func NewPacer(opts ...Option) *Pacer {
+	cfg := defaultConfig()
+	for _, o := range opts {
+		o(&cfg)
+	}
+	p := &Pacer{
+		cfg:   cfg,
+		audit: auditLog{logger: cfg.logger, pipelineID: cfg.pipelineID},
+		now:   time.Now,
+	}
+	p.hosts.init()
+	p.robots.init()
+	p.rt = &transport{p: p, inner: cfg.transport}
+	return p
+}
+
+// host returns the state of a host key, creating it on first use.
+func (p *Pacer) host(key string) *host {
+	return p.hosts.get(key, p.cfg.policyFor)
+}
+
+// ReserveAt books the next departure slot to a host at or after now, as Wait would, without waiting.
+// The caller departs at the returned At.
+func (p *Pacer) ReserveAt(hostKey string, now time.Time) Reservation {
+	return p.host(hostKey).reserveAt(now, p.cfg.jitter, p.cfg.random())
+}
+
+// Wait blocks until a request to hostKey may depart: an in-flight slot is free and its departure slot
+// has come. The returned release function must be called when the response is done.
+func (p *Pacer) Wait(ctx context.Context, hostKey string) (Reservation, func(), error) {
+	f, err := p.depart(ctx, p.host(hostKey))
+	if err != nil {
+		return Reservation{}, nil, err
+	}
+	return f.res, func() { f.finish(p.now()) }, nil
+}
+
+// HostStatus is a snapshot of one host's pacing state.
+type HostStatus struct {
+	Host              string
+	Interval          time.Duration // current interval before jitter: max(base, Crawl-delay, rate limit, adaptive)
+	Trigger           string        // what sets it: base, crawl_delay, rate_limit, adaptive, or retry_after/rate_limit while held
+	BaseDelay         time.Duration
+	AdaptiveDelay     time.Duration
+	CrawlDelay        time.Duration
+	RateLimitInterval time.Duration
+	NextDeparture     time.Time
+	RetryAfterUntil   time.Time // end of the current hold (Retry-After or exhausted rate limit), zero when none
+	InFlight          int
+	Departures        int64
+	Refusals          int64
+	Retries           int64
+}
+
+// Host returns the state of one host at the current time.
+func (p *Pacer) Host(hostKey string) (HostStatus, bool) {
+	return p.HostAt(hostKey, p.now())
+}
+
+// HostAt returns the state of one host at now.
+func (p *Pacer) HostAt(hostKey string, now time.Time) (HostStatus, bool) {
+	h := p.hosts.lookup(hostKey)
+	if h == nil {
+		return HostStatus{}, false
+	}
+	return h.statusAt(now), true
+}
+
+// Hosts returns the state of every host seen so far, sorted by host.
+func (p *Pacer) Hosts() []HostStatus {
+	now := p.now()
+	var out []HostStatus
+	p.hosts.each(func(h *host) { out = append(out, h.statusAt(now)) })
+	slices.SortFunc(out, func(a, b HostStatus) int { return strings.Compare(a.Host, b.Host) })
+	return out
+}
+
+func (h *host) statusAt(now time.Time) HostStatus {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	iv, why := h.intervalLocked(now)
+	s := HostStatus{
+		Host:          h.key,
+		Interval:      iv,
+		Trigger:       why,
+		BaseDelay:     h.policy.BaseDelay,
+		AdaptiveDelay: h.delay.delay,
+		CrawlDelay:    h.crawlDelay,
+		NextDeparture: h.next,
+		InFlight:      len(h.slots),
+		Departures:    h.departures,
+		Refusals:      h.refusals,
+		Retries:       h.retries,
+	}
+	if now.Before(h.rate.Until) {
+		s.RateLimitInterval = h.rate.Interval
+	}
+	if now.Before(h.holdUntil) {
+		s.RetryAfterUntil, s.Trigger = h.holdUntil, h.holdTrigger
+	}
+	if s.NextDeparture.Before(now) {
+		s.NextDeparture = now
+	}
+	return s
+}
+
+// hostTable is a sharded map of host keys to their state: lookups take a read lock on one shard
+// and allocate nothing.
+type hostTable struct {
+	seed   maphash.Seed
+	shards [64]hostShard
+}
+
+type hostShard struct {
+	mu sync.RWMutex // protects m
+	m  map[string]*host
+}
+
+func (t *hostTable) init() {
+	t.seed = maphash.MakeSeed()
+	for i := range t.shards {
+		t.shards[i].m = make(map[string]*host)
+	}
+}
+
+func (t *hostTable) shard(key string) *hostShard {
+	return &t.shards[maphash.String(t.seed, key)%uint64(len(t.shards))]
+}
+
+func (t *hostTable) lookup(key string) *host {
+	s := t.shard(key)
+	s.mu.RLock()
+	h := s.m[key]
+	s.mu.RUnlock()
+	return h
+}
+
+func (t *hostTable) get(key string, policy func(string) HostPolicy) *host {
+	if h := t.lookup(key); h != nil {
+		return h
+	}
+	s := t.shard(key)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if h := s.m[key]; h != nil {
+		return h
+	}
+	h := newHost(key, policy(key))
+	s.m[key] = h
+	return h
+}
+
+func (t *hostTable) each(f func(*host)) {
+	for i := range t.shards {
+		s := &t.shards[i]
+		s.mu.RLock()
+		hs := make([]*host, 0, len(s.m))
+		for _, h := range s.m {
+			hs = append(hs, h)
+		}
+		s.mu.RUnlock()
+		for _, h := range hs {
+			f(h)
+		}
+	}
+}
+
+// warnOnce remembers which one-time warnings were emitted.
+type warnOnce struct {
+	mu   sync.Mutex // protects seen
+	seen map[string]bool
+}
+
+// first reports whether key is seen for the first time.
+func (w *warnOnce) first(key string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.seen[key] {
+		return false
+	}
+	if w.seen == nil {
+		w.seen = make(map[string]bool)
+	}
+	w.seen[key] = true
+	return true
+}

@@ -1,0 +1,838 @@
+package ext
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// Sentinel errors of the response-header parsers. The errors returned wrap
+// them with the offending value; match them with errors.Is.
+var (
+	// ErrInvalidRetryAfter reports a Retry-After value that is neither
+	// delay-seconds nor an HTTP-date.
+	ErrInvalidRetryAfter = errors.New("ext: invalid Retry-After")
+	// ErrRetryAfterTooLong reports a Retry-After wait above the accepted maximum.
+	ErrRetryAfterTooLong = errors.New("ext: Retry-After above the maximum")
+	// ErrInvalidRateLimit reports a malformed rate-limit field that was ignored.
+	ErrInvalidRateLimit = errors.New("ext: invalid rate-limit header")
+)
+
+// hdrMaxDuration is the largest time.Duration: overflowing waits saturate to it.
+const hdrMaxDuration = time.Duration(math.MaxInt64)
+
+// hdrQuoteLimit bounds how many bytes of a header value an error quotes, so a
+// hostile server cannot flood the audit log.
+const hdrQuoteLimit = 64
+
+// parseRetryAfter returns how long from now the server asked us to wait
+// (RFC 9110 §10.2.3).
+//
+// values are all Retry-After field values of the response
+// (h.Values("Retry-After")), date its Date field ("" when absent), now the
+// local time the response arrived, maxWait the largest wait we accept (a
+// negative maxWait counts as 0). present is false when there is no
+// Retry-After at all.
+//
+// An HTTP-date is measured against the response's own Date when that parses,
+// so a server whose clock is skewed still gets the delay it meant; otherwise
+// against now. A date in the past means no wait. Several values (several
+// fields, or a comma-separated list) yield the largest wait within maxWait.
+// When none is, a wait above maxWait is returned with ErrRetryAfterTooLong
+// (the largest such, saturated at the largest Duration on overflow), and
+// failing that 0 with the first ErrInvalidRetryAfter.
+func parseRetryAfter(values []string, date string, now time.Time, maxWait time.Duration) (wait time.Duration, present bool, err error) {
+	if len(values) == 0 {
+		return 0, false, nil
+	}
+	maxWait = max(maxWait, 0)
+	base := now
+	if t, ok := parseHTTPDate(hdrTrimOWS(date)); ok {
+		base = t
+	}
+
+	var (
+		best, long      time.Duration
+		haveBest        bool
+		longErr, badErr error
+	)
+	for _, v := range values {
+		parts := strings.Split(v, ",")
+		for i := 0; i < len(parts); i++ {
+			elem := parts[i]
+			// IMF-fixdate and RFC 850 dates contain a comma: rejoin the halves.
+			if i+1 < len(parts) {
+				joined := parts[i] + "," + parts[i+1]
+				if _, ok := parseHTTPDate(hdrTrimOWS(joined)); ok {
+					elem = joined
+					i++
+				}
+			}
+			w, err := retryAfterElement(elem, base, maxWait)
+			switch {
+			case err == nil:
+				if !haveBest || w > best {
+					best, haveBest = w, true
+				}
+			case errors.Is(err, ErrRetryAfterTooLong):
+				if longErr == nil || w > long {
+					long, longErr = w, err
+				}
+			case badErr == nil:
+				badErr = err
+			}
+		}
+	}
+	switch {
+	case haveBest:
+		return best, true, nil
+	case longErr != nil:
+		return long, true, longErr
+	default:
+		return 0, true, badErr
+	}
+}
+
+// retryAfterElement parses one delay-seconds or HTTP-date, the date measured
+// from base.
+func retryAfterElement(raw string, base time.Time, maxWait time.Duration) (time.Duration, error) {
+	s := hdrTrimOWS(raw)
+	if s == "" {
+		return 0, fmt.Errorf("%w: empty value", ErrInvalidRetryAfter)
+	}
+	var d time.Duration
+	if hdrIsDigits(s) {
+		const maxSeconds = int64(hdrMaxDuration / time.Second)
+		var n int64
+		for i := 0; i < len(s); i++ {
+			n = n*10 + int64(s[i]-'0')
+			if n > maxSeconds {
+				return hdrMaxDuration, fmt.Errorf("%w: %s seconds overflow a duration", ErrRetryAfterTooLong, hdrQuote(s))
+			}
+		}
+		d = time.Duration(n) * time.Second
+	} else if t, ok := parseHTTPDate(s); ok {
+		d = max(t.Sub(base), 0) // Sub saturates instead of wrapping.
+	} else {
+		return 0, fmt.Errorf("%w: %s", ErrInvalidRetryAfter, hdrQuote(s))
+	}
+	if d > maxWait {
+		return d, fmt.Errorf("%w: %s is %v, maximum %v", ErrRetryAfterTooLong, hdrQuote(s), d, maxWait)
+	}
+	return d, nil
+}
+
+// httpDateLayouts are the three HTTP-date formats of RFC 9110 §5.6.7:
+// IMF-fixdate, obsolete RFC 850 and ANSI C asctime.
+var httpDateLayouts = [...]string{
+	http.TimeFormat,
+	"Monday, 02-Jan-06 15:04:05 GMT",
+	time.ANSIC,
+}
+
+// parseHTTPDate is http.ParseTime in UTC: RFC 850 dates must say GMT, as the
+// RFC requires, rather than any zone name, which time.Parse would resolve
+// against the process's local zone. The day name is not checked against the
+// date (time.Parse ignores it). Two-digit RFC 850 years follow time.Parse:
+// 69-99 are 19xx, 00-68 are 20xx.
+func parseHTTPDate(s string) (time.Time, bool) {
+	for _, layout := range httpDateLayouts {
+		if t, err := time.ParseInLocation(layout, s, time.UTC); err == nil {
+			return t, true
+		}
+	}
+	return time.Time{}, false
+}
+
+// rateLimitSignal is what a response's rate-limit fields imply for the next
+// departures to the host.
+type rateLimitSignal struct {
+	// Interval spreads the remaining quota over the time to reset:
+	// reset / remaining, rounded up; when Exhausted, the whole time to reset.
+	// 0 = no constraint.
+	Interval time.Duration
+	// Until is the reset instant: the signal expires then.
+	Until time.Time
+	// Exhausted reports remaining == 0: nothing may depart before Until.
+	Exhausted bool
+	// Source is the header family used: rateLimitSourceX, rateLimitSourceDraft
+	// or rateLimitSourceSF.
+	Source string
+}
+
+// Values of rateLimitSignal.Source.
+const (
+	rateLimitSourceX     = "x-ratelimit"  // X-RateLimit-Limit, -Remaining, -Reset
+	rateLimitSourceDraft = "ratelimit"    // RateLimit-Limit, -Remaining, -Reset (older IETF drafts)
+	rateLimitSourceSF    = "ratelimit-sf" // structured RateLimit and RateLimit-Policy (newer IETF drafts)
+)
+
+// moreRestrictive reports whether s constrains departures more than o:
+// exhausted first, then the longer interval, then the later reset.
+func (s rateLimitSignal) moreRestrictive(o rateLimitSignal) bool {
+	if s.Exhausted != o.Exhausted {
+		return s.Exhausted
+	}
+	if s.Interval != o.Interval {
+		return s.Interval > o.Interval
+	}
+	return s.Until.After(o.Until)
+}
+
+// rateLimitSignalFor is the signal of remaining requests until a reset that
+// is reset from now, at until. ok is false when it constrains nothing: a
+// reset now, whatever remains, means a fresh window.
+func rateLimitSignalFor(remaining int64, reset time.Duration, until time.Time, source string) (rateLimitSignal, bool) {
+	if reset <= 0 {
+		return rateLimitSignal{}, false
+	}
+	sig := rateLimitSignal{Until: until, Source: source}
+	if remaining == 0 {
+		sig.Interval, sig.Exhausted = reset, true
+		return sig, true
+	}
+	n := time.Duration(remaining)
+	sig.Interval = reset / n
+	if reset%n != 0 {
+		sig.Interval++ // round up: never spend the quota faster than allowed
+	}
+	return sig, true
+}
+
+// parseRateLimit reads the rate-limit fields of a response received at now.
+// maxReset bounds the time to reset we accept (larger is invalid; a negative
+// maxReset counts as 0). found is false when the response carries no usable
+// rate-limit field. errs has one error, wrapping ErrInvalidRateLimit and
+// naming the field and its value, per malformed field that was ignored.
+//
+// When several families are present and valid, the most restrictive signal
+// wins (see moreRestrictive); a tie goes to the structured fields, then the
+// draft ones. A family missing its remaining or reset part is ignored
+// silently: it is incomplete, not malformed.
+func parseRateLimit(h http.Header, now time.Time, maxReset time.Duration) (sig rateLimitSignal, found bool, errs []error) {
+	maxReset = max(maxReset, 0)
+	consider := func(s rateLimitSignal, ok bool) {
+		if ok && (!found || s.moreRestrictive(sig)) {
+			sig, found = s, true
+		}
+	}
+	consider(parseRateLimitSF(h, now, maxReset, &errs))
+	consider(rateLimitDraft.parse(h, now, maxReset, &errs))
+	consider(rateLimitX.parse(h, now, maxReset, &errs))
+	return sig, found, errs
+}
+
+// rateLimitFamily names the three fields of a Limit/Remaining/Reset family.
+// Keys are canonical, for http.Header lookups; names are for messages.
+type rateLimitFamily struct {
+	source                              string
+	limitKey, remainingKey, resetKey    string
+	limitName, remainingName, resetName string
+	epochReset                          bool // Reset may be an epoch instead of delta seconds
+}
+
+var (
+	rateLimitX = rateLimitFamily{
+		source:   rateLimitSourceX,
+		limitKey: "X-Ratelimit-Limit", remainingKey: "X-Ratelimit-Remaining", resetKey: "X-Ratelimit-Reset",
+		limitName: "X-RateLimit-Limit", remainingName: "X-RateLimit-Remaining", resetName: "X-RateLimit-Reset",
+		epochReset: true,
+	}
+	rateLimitDraft = rateLimitFamily{
+		source:   rateLimitSourceDraft,
+		limitKey: "Ratelimit-Limit", remainingKey: "Ratelimit-Remaining", resetKey: "Ratelimit-Reset",
+		limitName: "RateLimit-Limit", remainingName: "RateLimit-Remaining", resetName: "RateLimit-Reset",
+	}
+)
+
+// Reset values of X-RateLimit-Reset at or above these are epoch seconds and
+// epoch milliseconds (2001-09-09 and 33658 AD as epoch seconds); below,
+// delta seconds.
+const (
+	rateLimitEpochSeconds = 1_000_000_000
+	rateLimitEpochMillis  = 1_000_000_000_000
+)
+
+// parse reads one Limit/Remaining/Reset family. A malformed Limit is reported
+// and dropped; a malformed Remaining or Reset, or Remaining above Limit,
+// invalidates the family.
+//
+// Each field may repeat (several fields or a comma-separated list) if every
+// copy agrees. In a Limit field, list elements with parameters ("10;w=1", the
+// quota policies of draft-ietf-httpapi-ratelimit-headers up to -06) are
+// skipped. Reset accepts fractional seconds ("1.5", as Discord sends), rounded
+// up to the millisecond. In the X- family a Reset of 1e9 or more is epoch
+// seconds and of 1e12 or more epoch milliseconds; an epoch not after now means
+// the window already reset: no constraint, no error.
+func (f rateLimitFamily) parse(h http.Header, now time.Time, maxReset time.Duration, errs *[]error) (rateLimitSignal, bool) {
+	limVals, remVals, resetVals := h.Values(f.limitKey), h.Values(f.remainingKey), h.Values(f.resetKey)
+	if len(limVals) == 0 && len(remVals) == 0 && len(resetVals) == 0 {
+		return rateLimitSignal{}, false
+	}
+	fail := func(name string, vals []string, reason string) {
+		*errs = append(*errs, rateLimitError(name, strings.Join(vals, ", "), reason))
+	}
+
+	limit := int64(-1) // absent
+	if len(limVals) > 0 {
+		if v, reason := rateLimitFieldValue(limVals, true); reason != "" {
+			fail(f.limitName, limVals, reason)
+		} else if n, ok := hdrParseUint(v); !ok {
+			fail(f.limitName, limVals, "not a non-negative integer")
+		} else if n < 1 {
+			fail(f.limitName, limVals, "below 1")
+		} else {
+			limit = n
+		}
+	}
+
+	remaining, remOK := int64(0), false
+	if len(remVals) > 0 {
+		if v, reason := rateLimitFieldValue(remVals, false); reason != "" {
+			fail(f.remainingName, remVals, reason)
+		} else if n, ok := hdrParseUint(v); !ok {
+			fail(f.remainingName, remVals, "not a non-negative integer")
+		} else if limit >= 0 && n > limit {
+			fail(f.remainingName, remVals, fmt.Sprintf("above %s %d", f.limitName, limit))
+		} else {
+			remaining, remOK = n, true
+		}
+	}
+
+	var (
+		reset   time.Duration
+		until   time.Time
+		resetOK bool
+	)
+	if len(resetVals) > 0 {
+		v, reason := rateLimitFieldValue(resetVals, false)
+		if reason == "" {
+			reset, until, reason = f.parseReset(v, now, maxReset)
+		}
+		if reason != "" {
+			fail(f.resetName, resetVals, reason)
+		} else {
+			resetOK = true
+		}
+	}
+
+	if !remOK || !resetOK {
+		return rateLimitSignal{}, false
+	}
+	return rateLimitSignalFor(remaining, reset, until, f.source)
+}
+
+// parseReset returns the time from now to the reset and its instant, or why
+// v is invalid. An epoch at or before now yields a zero reset.
+func (f rateLimitFamily) parseReset(v string, now time.Time, maxReset time.Duration) (time.Duration, time.Time, string) {
+	whole, milli, ok := hdrParseDecimal(v)
+	if !ok {
+		return 0, time.Time{}, "not a non-negative number of seconds"
+	}
+	if f.epochReset && whole >= rateLimitEpochSeconds {
+		var until time.Time
+		if whole >= rateLimitEpochMillis {
+			until = time.UnixMilli(whole)
+			if milli > 0 {
+				until = until.Add(time.Millisecond)
+			}
+		} else {
+			until = time.Unix(whole, 0).Add(time.Duration(milli) * time.Millisecond)
+		}
+		if !until.After(now) {
+			return 0, until, ""
+		}
+		reset := until.Sub(now)
+		if reset > maxReset {
+			return 0, time.Time{}, fmt.Sprintf("resets in %v, above the maximum %v", reset, maxReset)
+		}
+		return reset, until, ""
+	}
+	extra := time.Duration(milli) * time.Millisecond
+	if whole > int64(maxReset/time.Second) || time.Duration(whole)*time.Second > maxReset-extra {
+		return 0, time.Time{}, fmt.Sprintf("above the maximum %v", maxReset)
+	}
+	reset := time.Duration(whole)*time.Second + extra
+	return reset, now.Add(reset), ""
+}
+
+// rateLimitFieldValue returns the one value of a field that may repeat, or
+// why there is none: empty, or copies that disagree. skipParams skips list
+// elements carrying parameters.
+func rateLimitFieldValue(vals []string, skipParams bool) (string, string) {
+	var got string
+	have := false
+	for _, v := range vals {
+		for _, e := range strings.Split(v, ",") {
+			e = hdrTrimOWS(e)
+			if e == "" || (skipParams && strings.Contains(e, ";")) {
+				continue
+			}
+			if have && e != got {
+				return "", "conflicting values"
+			}
+			got, have = e, true
+		}
+	}
+	if !have {
+		return "", "no value"
+	}
+	return got, ""
+}
+
+// rateLimitError is the audit error for a rate-limit field that was ignored.
+func rateLimitError(name, value, reason string) error {
+	return fmt.Errorf("%w: %s %s: %s", ErrInvalidRateLimit, name, hdrQuote(value), reason)
+}
+
+// Header keys of the structured rate-limit fields (canonical) and their names.
+const (
+	rateLimitSFKey        = "Ratelimit"
+	rateLimitSFName       = "RateLimit"
+	rateLimitPolicyKey    = "Ratelimit-Policy"
+	rateLimitPolicyName   = "RateLimit-Policy"
+	rateLimitSFMaxInteger = 999_999_999_999_999 // RFC 8941 integers have at most 15 digits
+)
+
+// rateLimitPolicy is one item of RateLimit-Policy: q is the quota, w the
+// window in seconds; -1 when absent.
+type rateLimitPolicy struct {
+	name string
+	q, w int64
+}
+
+// parseRateLimitSF reads the structured fields of
+// draft-ietf-httpapi-ratelimit-headers (-08 and later):
+//
+//	RateLimit: "default";r=REMAINING;t=SECONDS, "other";r=...
+//	RateLimit-Policy: "default";q=QUOTA;w=WINDOW
+//
+// Each item is a policy's state; the most restrictive valid item wins. An
+// item's policy, matched by name, checks r against q and supplies w as the
+// time to reset when t is absent; an item with neither is ignored silently.
+// A syntax error discards the whole field; a bad parameter value (not a
+// non-negative integer, r above q, reset above maxReset) discards its item.
+// Each discarded item is reported. RateLimit-Policy is read only alongside
+// RateLimit, whose remaining count it needs.
+func parseRateLimitSF(h http.Header, now time.Time, maxReset time.Duration, errs *[]error) (rateLimitSignal, bool) {
+	lines := h.Values(rateLimitSFKey)
+	if len(lines) == 0 {
+		return rateLimitSignal{}, false
+	}
+	value := sfJoinLines(lines)
+	items, reason := parseSFList(value)
+	if reason != "" {
+		*errs = append(*errs, rateLimitError(rateLimitSFName, value, reason))
+		return rateLimitSignal{}, false
+	}
+	policies := parseRateLimitPolicies(h.Values(rateLimitPolicyKey), errs)
+
+	var (
+		best  rateLimitSignal
+		found bool
+	)
+	for _, it := range items {
+		fail := func(name, reason string) {
+			*errs = append(*errs, rateLimitError(name, it.raw, reason))
+		}
+		r, ok := it.uintParam("r")
+		if !ok {
+			fail(rateLimitSFName, "r is not a non-negative integer")
+			continue
+		}
+		t, tOK := it.uintParam("t")
+		if !tOK && it.hasParam("t") {
+			fail(rateLimitSFName, "t is not a non-negative integer")
+			continue
+		}
+		pol := rateLimitPolicy{q: -1, w: -1}
+		for _, p := range policies {
+			if p.name == it.val {
+				pol = p
+				break
+			}
+		}
+		if pol.q >= 0 && r > pol.q {
+			fail(rateLimitSFName, fmt.Sprintf("r above the policy quota q=%d", pol.q))
+			continue
+		}
+		resetName := rateLimitSFName
+		if !tOK {
+			if pol.w < 0 {
+				continue
+			}
+			t, resetName = pol.w, rateLimitPolicyName
+		}
+		if t > int64(maxReset/time.Second) {
+			fail(resetName, fmt.Sprintf("reset %ds above the maximum %v", t, maxReset))
+			continue
+		}
+		reset := time.Duration(t) * time.Second
+		if s, ok := rateLimitSignalFor(r, reset, now.Add(reset), rateLimitSourceSF); ok && (!found || s.moreRestrictive(best)) {
+			best, found = s, true
+		}
+	}
+	return best, found
+}
+
+// parseRateLimitPolicies returns the valid items of RateLimit-Policy; the
+// first of a name wins.
+func parseRateLimitPolicies(lines []string, errs *[]error) []rateLimitPolicy {
+	if len(lines) == 0 {
+		return nil
+	}
+	value := sfJoinLines(lines)
+	items, reason := parseSFList(value)
+	if reason != "" {
+		*errs = append(*errs, rateLimitError(rateLimitPolicyName, value, reason))
+		return nil
+	}
+	policies := make([]rateLimitPolicy, 0, len(items))
+	for _, it := range items {
+		p := rateLimitPolicy{name: it.val, q: -1, w: -1}
+		bad := ""
+		if q, ok := it.uintParam("q"); ok && q >= 1 {
+			p.q = q
+		} else if it.hasParam("q") {
+			bad = "q is not a positive integer"
+		}
+		if w, ok := it.uintParam("w"); ok {
+			p.w = w
+		} else if it.hasParam("w") {
+			bad = "w is not a non-negative integer"
+		}
+		if bad != "" {
+			*errs = append(*errs, rateLimitError(rateLimitPolicyName, it.raw, bad))
+			continue
+		}
+		policies = append(policies, p)
+	}
+	return policies
+}
+
+// sfJoinLines combines the lines of a structured list field (RFC 8941 §3.1),
+// skipping empty ones.
+func sfJoinLines(lines []string) string {
+	var b strings.Builder
+	for _, l := range lines {
+		if l = hdrTrimOWS(l); l == "" {
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(l)
+	}
+	return b.String()
+}
+
+// sfKind is the type of a structured-field bare item (RFC 8941 §3.3).
+type sfKind uint8
+
+const (
+	sfInteger sfKind = iota + 1
+	sfDecimal
+	sfString
+	sfToken
+	sfBytes
+	sfBoolean
+)
+
+// sfItem is one list member: its bare item (a string is unescaped, any other
+// kind kept as written), its parameters and its source text for messages.
+type sfItem struct {
+	kind   sfKind
+	val    string
+	params []sfParam
+	raw    string
+}
+
+// sfParam is one parameter; a parameter without a value is the boolean true.
+type sfParam struct {
+	key  string
+	kind sfKind
+	val  string
+}
+
+// param returns the last parameter named key: RFC 8941 lets later ones
+// override earlier ones.
+func (it sfItem) param(key string) (sfParam, bool) {
+	for i := len(it.params) - 1; i >= 0; i-- {
+		if it.params[i].key == key {
+			return it.params[i], true
+		}
+	}
+	return sfParam{}, false
+}
+
+func (it sfItem) hasParam(key string) bool {
+	_, ok := it.param(key)
+	return ok
+}
+
+// uintParam returns parameter key when it is a non-negative sf-integer.
+func (it sfItem) uintParam(key string) (int64, bool) {
+	p, ok := it.param(key)
+	if !ok || p.kind != sfInteger {
+		return 0, false
+	}
+	n, ok := hdrParseUint(p.val)
+	if !ok || n > rateLimitSFMaxInteger {
+		return 0, false
+	}
+	return n, true
+}
+
+// parseSFList parses a structured-field list (RFC 8941 §4.2.1), or returns
+// why it cannot. Tolerant beyond the RFC: tabs count as spaces, spaces may
+// surround ";" and "=", and parameter keys are case-insensitive. Inner lists
+// are not supported.
+func parseSFList(s string) ([]sfItem, string) {
+	p := sfParser{s: s}
+	p.skipOWS()
+	var items []sfItem
+	for !p.done() {
+		start := p.i
+		kind, val, reason := p.bareItem()
+		if reason != "" {
+			return nil, reason
+		}
+		params, reason := p.params()
+		if reason != "" {
+			return nil, reason
+		}
+		items = append(items, sfItem{kind: kind, val: val, params: params, raw: hdrTrimOWS(s[start:p.i])})
+		p.skipOWS()
+		if p.done() {
+			break
+		}
+		if p.s[p.i] != ',' {
+			return nil, fmt.Sprintf("unexpected %q at byte %d", p.s[p.i], p.i)
+		}
+		p.i++
+		p.skipOWS()
+		if p.done() {
+			return nil, "trailing comma"
+		}
+	}
+	return items, ""
+}
+
+// sfParser is a cursor over a structured field value.
+type sfParser struct {
+	s string
+	i int
+}
+
+func (p *sfParser) done() bool { return p.i >= len(p.s) }
+
+func (p *sfParser) skipOWS() {
+	for !p.done() && (p.s[p.i] == ' ' || p.s[p.i] == '\t') {
+		p.i++
+	}
+}
+
+// params parses the ";key[=value]" parameters after a bare item.
+func (p *sfParser) params() ([]sfParam, string) {
+	var params []sfParam
+	for {
+		back := p.i
+		p.skipOWS()
+		if p.done() || p.s[p.i] != ';' {
+			p.i = back
+			return params, ""
+		}
+		p.i++
+		p.skipOWS()
+		start := p.i
+		for !p.done() && sfIsKeyChar(p.s[p.i], p.i == start) {
+			p.i++
+		}
+		if p.i == start {
+			return nil, fmt.Sprintf("bad parameter key at byte %d", start)
+		}
+		prm := sfParam{key: strings.ToLower(p.s[start:p.i]), kind: sfBoolean, val: "?1"}
+		back = p.i
+		p.skipOWS()
+		if !p.done() && p.s[p.i] == '=' {
+			p.i++
+			p.skipOWS()
+			var reason string
+			if prm.kind, prm.val, reason = p.bareItem(); reason != "" {
+				return nil, reason
+			}
+		} else {
+			p.i = back
+		}
+		params = append(params, prm)
+	}
+}
+
+// bareItem parses an integer, decimal, string, token, byte sequence or
+// boolean. Numbers are kept as written; their range is checked by the user.
+func (p *sfParser) bareItem() (sfKind, string, string) {
+	if p.done() {
+		return 0, "", "missing item"
+	}
+	start := p.i
+	switch c := p.s[p.i]; {
+	case c == '-' || sfIsDigit(c):
+		p.i++
+		for !p.done() && sfIsDigit(p.s[p.i]) {
+			p.i++
+		}
+		kind := sfInteger
+		if !p.done() && p.s[p.i] == '.' {
+			kind = sfDecimal
+			p.i++
+			fracStart := p.i
+			for !p.done() && sfIsDigit(p.s[p.i]) {
+				p.i++
+			}
+			if p.i == fracStart {
+				return 0, "", fmt.Sprintf("bad decimal at byte %d", start)
+			}
+		}
+		if p.s[start:p.i] == "-" || (p.s[start] == '-' && p.s[start+1] == '.') {
+			return 0, "", fmt.Sprintf("bad number at byte %d", start)
+		}
+		return kind, p.s[start:p.i], ""
+	case c == '"':
+		var b strings.Builder
+		for p.i++; !p.done(); p.i++ {
+			switch c := p.s[p.i]; {
+			case c == '"':
+				p.i++
+				return sfString, b.String(), ""
+			case c == '\\':
+				p.i++
+				if p.done() || (p.s[p.i] != '"' && p.s[p.i] != '\\') {
+					return 0, "", fmt.Sprintf("bad escape in string at byte %d", p.i-1)
+				}
+				b.WriteByte(p.s[p.i])
+			case c < 0x20 || c > 0x7e:
+				return 0, "", fmt.Sprintf("bad character in string at byte %d", p.i)
+			default:
+				b.WriteByte(c)
+			}
+		}
+		return 0, "", "unterminated string"
+	case c == '*' || sfIsAlpha(c):
+		for p.i++; !p.done() && sfIsTokenChar(p.s[p.i]); p.i++ {
+		}
+		return sfToken, p.s[start:p.i], ""
+	case c == ':':
+		for p.i++; !p.done() && p.s[p.i] != ':'; p.i++ {
+			if c := p.s[p.i]; !sfIsAlpha(c) && !sfIsDigit(c) && c != '+' && c != '/' && c != '=' {
+				return 0, "", fmt.Sprintf("bad byte sequence at byte %d", start)
+			}
+		}
+		if p.done() {
+			return 0, "", "unterminated byte sequence"
+		}
+		p.i++
+		return sfBytes, p.s[start:p.i], ""
+	case c == '?':
+		if p.i+1 < len(p.s) && (p.s[p.i+1] == '0' || p.s[p.i+1] == '1') {
+			p.i += 2
+			return sfBoolean, p.s[start:p.i], ""
+		}
+		return 0, "", fmt.Sprintf("bad boolean at byte %d", start)
+	default:
+		return 0, "", fmt.Sprintf("unexpected %q at byte %d", c, start)
+	}
+}
+
+func sfIsDigit(c byte) bool { return '0' <= c && c <= '9' }
+
+func sfIsAlpha(c byte) bool { return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' }
+
+// sfIsKeyChar reports whether c may appear in a parameter key (RFC 8941
+// §3.1.2, any letter case accepted); first is the key's first character.
+func sfIsKeyChar(c byte, first bool) bool {
+	if sfIsAlpha(c) || c == '*' {
+		return true
+	}
+	return !first && (sfIsDigit(c) || c == '_' || c == '-' || c == '.')
+}
+
+// sfIsTokenChar reports whether c may continue a token: tchar, ":" or "/".
+func sfIsTokenChar(c byte) bool {
+	return sfIsAlpha(c) || sfIsDigit(c) || strings.IndexByte("!#$%&'*+-.^_`|~:/", c) >= 0
+}
+
+// hdrTrimOWS trims optional whitespace (spaces and tabs, RFC 9110 §5.6.3).
+func hdrTrimOWS(s string) string { return strings.Trim(s, " \t") }
+
+// hdrIsDigits reports whether s is one or more ASCII digits.
+func hdrIsDigits(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if !sfIsDigit(s[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// hdrParseUint parses ASCII digits into a non-negative int64, refusing
+// signs, spaces and overflow.
+func hdrParseUint(s string) (int64, bool) {
+	if !hdrIsDigits(s) {
+		return 0, false
+	}
+	var n int64
+	for i := 0; i < len(s); i++ {
+		d := int64(s[i] - '0')
+		if n > (math.MaxInt64-d)/10 {
+			return 0, false
+		}
+		n = n*10 + d
+	}
+	return n, true
+}
+
+// hdrParseDecimal parses "digits[.digits]" into its whole part and its
+// fraction in thousandths, rounded up (so 0..1000).
+func hdrParseDecimal(s string) (whole, milli int64, ok bool) {
+	intPart, frac, hasFrac := strings.Cut(s, ".")
+	if whole, ok = hdrParseUint(intPart); !ok {
+		return 0, 0, false
+	}
+	if !hasFrac {
+		return whole, 0, true
+	}
+	if !hdrIsDigits(frac) {
+		return 0, 0, false
+	}
+	for i := 0; i < 3; i++ {
+		milli *= 10
+		if i < len(frac) {
+			milli += int64(frac[i] - '0')
+		}
+	}
+	if len(frac) > 3 && strings.Trim(frac[3:], "0") != "" {
+		milli++
+	}
+	return whole, milli, true
+}
+
+// hdrQuote quotes a header value for an error message, truncated to
+// hdrQuoteLimit bytes (on a rune boundary when it can) with "..." appended.
+func hdrQuote(s string) string {
+	if len(s) <= hdrQuoteLimit {
+		return strconv.Quote(s)
+	}
+	cut := hdrQuoteLimit
+	for i := 0; i < utf8.UTFMax-1 && !utf8.RuneStart(s[cut]); i++ {
+		cut--
+	}
+	return strconv.Quote(s[:cut]) + "..."
+}

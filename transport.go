@@ -1,0 +1,132 @@
+package ext
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"reflect"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// flight is one departure between its wait and the end of its response.
+type flight struct {
+	h        *host
+	res      Reservation
+	departed time.Time
+	claimed  atomic.Bool // the pacing transport carried it
+	finished atomic.Bool
+}
+
+// finish gives the in-flight slot back, once.
+func (f *flight) finish(now time.Time) {
+	if f.finished.CompareAndSwap(false, true) {
+		f.h.lastBodyDone.Store(now.UnixNano())
+		f.h.release()
+	}
+}
+
+// depart waits for an in-flight slot and a departure slot on h.
+func (p *Pacer) depart(ctx context.Context, h *host) (*flight, error) {
+	if err := h.acquire(ctx); err != nil {
+		p.auditAbandoned(h, err)
+		return nil, err
+	}
+	res, err := p.waitDeparture(ctx, h)
+	if err != nil {
+		h.release()
+		p.auditAbandoned(h, err)
+		return nil, err
+	}
+	p.auditDeparture(h, res)
+	return &flight{h: h, res: res, departed: p.now()}, nil
+}
+
+// transport is the RoundTripper the pacer installs on collectors. Every request that reaches the
+// network passes it, including redirect hops and robots.txt fetches, so it is where departures are
+// paced and outcomes observed. A request Colly announced in OnRequestHeaders has already waited there
+// (before http.Client's timeout starts): the transport recognises it by its header map and only
+// observes it.
+type transport struct {
+	p         *Pacer
+	inner     http.RoundTripper
+	announced sync.Map // header map identity (uintptr) → *flight waiting for its first hop
+}
+
+// announce registers a departed request whose first hop will carry header.
+func (t *transport) announce(header http.Header, f *flight) {
+	t.announced.Store(headerID(header), f)
+}
+
+// unannounce forgets a request the transport never carried.
+func (t *transport) unannounce(header http.Header) {
+	t.announced.Delete(headerID(header))
+}
+
+func (t *transport) claim(header http.Header) *flight {
+	v, ok := t.announced.LoadAndDelete(headerID(header))
+	if !ok {
+		return nil
+	}
+	f := v.(*flight)
+	f.claimed.Store(true)
+	return f
+}
+
+// headerID is the identity of a header map: Colly's Request.Headers and the first hop's
+// http.Request.Header are the same map.
+func headerID(h http.Header) uintptr {
+	if h == nil {
+		return 0
+	}
+	return reflect.ValueOf(h).Pointer()
+}
+
+type robotsFetchKey struct{}
+
+// RoundTrip paces the request unless it was announced, sends it, and observes the outcome.
+func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	p := t.p
+	f := t.claim(req.Header)
+	if f == nil {
+		if p.cfg.robots && isRobotsRequest(req) && req.Context().Value(robotsFetchKey{}) == nil {
+			return p.serveRobots(req)
+		}
+		var err error
+		if f, err = p.depart(req.Context(), p.host(p.cfg.hostKey(req.URL))); err != nil {
+			return nil, err
+		}
+	}
+	start := p.now()
+	resp, err := t.inner.RoundTrip(req)
+	now := p.now()
+	o := Outcome{Err: err, Latency: now.Sub(start)}
+	if resp != nil {
+		o.Status, o.Header = resp.StatusCode, resp.Header
+	}
+	p.ObserveAt(f.res, o, now)
+	if err != nil {
+		f.finish(now)
+		return nil, err
+	}
+	resp.Body = &flightBody{ReadCloser: resp.Body, f: f, now: p.now}
+	return resp, nil
+}
+
+// flightBody ends the flight when the response body is closed.
+type flightBody struct {
+	io.ReadCloser
+	f   *flight
+	now func() time.Time
+}
+
+func (b *flightBody) Close() error {
+	err := b.ReadCloser.Close()
+	b.f.finish(b.now())
+	return err
+}
+
+func isRobotsRequest(req *http.Request) bool {
+	return req.Method == http.MethodGet && req.URL.Path == "/robots.txt" && req.Response == nil
+}
