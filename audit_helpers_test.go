@@ -32,3 +32,15 @@ func findEvent(t *testing.T, buf *bytes.Buffer, name string) map[string]any {
 	}
 	return nil
 }
+
+// lastEvent returns the last audit event named name, or nil.
+func lastEvent(t *testing.T, buf *bytes.Buffer, name string) map[string]any {
+	t.Helper()
+	var last map[string]any
+	for _, e := range events(t, buf) {
+		if e[FieldEvent] == name {
+			last = e
+		}
+	}
+	return last
+}

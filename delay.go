@@ -86,9 +86,10 @@ func (a *adaptive) increase(d, ceiling time.Duration) {
 	a.clean, a.atTarget = 0, 0
 }
 
-// succeed counts a clean response of generation gen and, after cleanRun of them, steps the delay down
-// toward the recovery target: half the distance, so a delay doubled by one refusal comes back in a few
-// steps while a delay inflated by an outage falls to the floor within seconds of recovery. At the
+// succeed counts a clean response of generation gen and, after cleanRun of them, subtracts a step
+// sized to the distance from the recovery target (three quarters of it), so a delay doubled by one
+// refusal comes back in a few steps and a delay inflated by an outage falls to the floor within
+// seconds of recovery, while it never undershoots the host's known limit. At the
 // target, after probeAfter clean responses, the known limit is lowered a little to probe for capacity.
 // It reports whether the delay changed.
 func (a *adaptive) succeed(gen uint64, floor time.Duration) bool {
@@ -114,7 +115,7 @@ func (a *adaptive) succeed(gen uint64, floor time.Duration) bool {
 		return false
 	}
 	a.clean = 0
-	step := max((a.delay-target)/2, time.Millisecond)
+	step := max((a.delay-target)*3/4, time.Millisecond)
 	a.delay = max(a.delay-step, target)
 	return true
 }
@@ -122,11 +123,6 @@ func (a *adaptive) succeed(gen uint64, floor time.Duration) bool {
 // target is where decreases stop: just above the host's known limit, never below the floor.
 func (a *adaptive) target(floor time.Duration) time.Duration {
 	return max(floor, time.Duration(float64(a.limit)*recoveryMargin))
-}
-
-// clamp keeps the delay within [floor, ceiling], for policies and stored state that changed.
-func (a *adaptive) clamp(floor, ceiling time.Duration) {
-	a.delay = min(max(a.delay, floor), ceiling)
 }
 
 // latencyWindow is a ring of the latest latencies.

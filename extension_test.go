@@ -1,13 +1,18 @@
 package ext
 
 import (
+	"bytes"
+	"context"
+	"errors"
 	"fmt"
 	"net/http"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/gocolly/colly/v2"
+	"github.com/rs/zerolog"
 )
 
 // pacedCollector returns an async collector paced over the fake network, without jitter so that
@@ -173,6 +178,109 @@ func TestParallelismRuleKeepsSpacing(t *testing.T) {
 			t.Fatal(err)
 		}
 		visitAll(t, c, base, 8)
+		assertGaps(t, h.gaps("/p/"), time.Second)
+	})
+}
+
+// Replacing the transport after installing is detected on the first response and said loudly;
+// departures keep their spacing, since they wait in OnRequestHeaders.
+func TestBypassedTransportDetected(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := newFakeNet(t)
+		h, base := n.host("bypass.test", slowPage(0))
+		var buf bytes.Buffer
+		c, _ := pacedCollector(n, WithBaseDelay(time.Second), WithoutRobots(), WithLogger(zerolog.New(&buf)))
+		c.WithTransport(n.tr) // the user's own transport, set after AdaptivePacing
+		visitAll(t, c, base, 3)
+		ev := findEvent(t, &buf, EventPacingBypassed)
+		if ev == nil || ev["level"] != "error" {
+			t.Errorf("pacing_bypassed event = %v, want one at error level", ev)
+		}
+		assertGaps(t, h.gaps("/p/"), time.Second)
+	})
+}
+
+// A LimitRule Delay stacked on top of pacing is detected and warned about.
+func TestStackedLimitRuleDelayWarned(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := newFakeNet(t)
+		_, base := n.host("stacked.test", slowPage(0))
+		var buf bytes.Buffer
+		c, _ := pacedCollector(n, WithBaseDelay(time.Second), WithoutRobots(), WithLogger(zerolog.New(&buf)))
+		if err := c.Limit(&colly.LimitRule{DomainGlob: "*", Delay: 500 * time.Millisecond}); err != nil {
+			t.Fatal(err)
+		}
+		visitAll(t, c, base, 3)
+		if ev := findEvent(t, &buf, EventLimitRuleStacked); ev == nil || ev["level"] != "warn" {
+			t.Errorf("limit_rule_stacked event = %v, want one at warn level", ev)
+		}
+	})
+}
+
+// Without a stacked LimitRule Delay, no warning.
+func TestNoStackedWarningWithoutDelay(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := newFakeNet(t)
+		_, base := n.host("plain.test", slowPage(0))
+		var buf bytes.Buffer
+		c, _ := pacedCollector(n, WithBaseDelay(time.Second), WithoutRobots(), WithLogger(zerolog.New(&buf)))
+		visitAll(t, c, base, 3)
+		if ev := findEvent(t, &buf, EventLimitRuleStacked); ev != nil {
+			t.Errorf("unexpected limit_rule_stacked event %v", ev)
+		}
+	})
+}
+
+// Cancelling the collector's context ends the waits: the waiting requests are not sent.
+func TestCancelEndsWaits(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := newFakeNet(t)
+		h, base := n.host("cancel.test", slowPage(0))
+		c, _ := pacedCollector(n, WithBaseDelay(10*time.Second), WithoutRobots())
+		ctx, cancel := context.WithCancel(t.Context())
+		c.Context = ctx
+		var aborted atomic.Int32
+		c.OnError(func(_ *colly.Response, err error) {
+			if errors.Is(err, colly.ErrAbortedBeforeRequest) {
+				aborted.Add(1)
+			}
+		})
+		go func() {
+			time.Sleep(time.Second)
+			cancel()
+		}()
+		start := time.Now()
+		visitAll(t, c, base, 3)
+		if got := len(h.log()); got != 1 {
+			t.Errorf("server saw %d requests, want only the first", got)
+		}
+		if got := aborted.Load(); got != 2 {
+			t.Errorf("%d waits ended in OnError, want 2", got)
+		}
+		if waited := time.Since(start); waited != time.Second {
+			t.Errorf("Wait returned after %v, want 1s (at the cancellation)", waited)
+		}
+	})
+}
+
+// A cloned collector installed on the same Pacer shares each host's schedule.
+func TestInstallSharesScheduleAcrossCollectors(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := newFakeNet(t)
+		h, base := n.host("shared.test", slowPage(0))
+		c, p := pacedCollector(n, WithBaseDelay(time.Second), WithoutRobots())
+		c2 := c.Clone()
+		p.Install(c2)
+		for i := range 3 {
+			if err := c.Visit(fmt.Sprintf("%s/p/a%d", base, i)); err != nil {
+				t.Fatal(err)
+			}
+			if err := c2.Visit(fmt.Sprintf("%s/p/b%d", base, i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		c.Wait()
+		c2.Wait()
 		assertGaps(t, h.gaps("/p/"), time.Second)
 	})
 }

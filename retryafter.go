@@ -45,7 +45,7 @@ const hdrQuoteLimit = 64
 // fields, or a comma-separated list) yield the largest wait within maxWait.
 // When none is, a wait above maxWait is returned with ErrRetryAfterTooLong
 // (the largest such, saturated at the largest Duration on overflow), and
-// failing that 0 with the first ErrInvalidRetryAfter.
+// failing that 0 with ErrInvalidRetryAfter quoting the first field value.
 func parseRetryAfter(values []string, date string, now time.Time, maxWait time.Duration) (wait time.Duration, present bool, err error) {
 	if len(values) == 0 {
 		return 0, false, nil
@@ -62,6 +62,7 @@ func parseRetryAfter(values []string, date string, now time.Time, maxWait time.D
 		longErr, badErr error
 	)
 	for _, v := range values {
+		usable := false
 		parts := strings.Split(v, ",")
 		for i := 0; i < len(parts); i++ {
 			elem := parts[i]
@@ -76,15 +77,24 @@ func parseRetryAfter(values []string, date string, now time.Time, maxWait time.D
 			w, err := retryAfterElement(elem, base, maxWait)
 			switch {
 			case err == nil:
+				usable = true
 				if !haveBest || w > best {
 					best, haveBest = w, true
 				}
 			case errors.Is(err, ErrRetryAfterTooLong):
+				usable = true
 				if longErr == nil || w > long {
 					long, longErr = w, err
 				}
-			case badErr == nil:
-				badErr = err
+			}
+		}
+		// Quote the whole value, not the fragment that failed: a bad date
+		// would otherwise be reported as its day name.
+		if !usable && badErr == nil {
+			if v = hdrTrimOWS(v); v == "" {
+				badErr = fmt.Errorf("%w: empty value", ErrInvalidRetryAfter)
+			} else {
+				badErr = fmt.Errorf("%w: %s", ErrInvalidRetryAfter, hdrQuote(v))
 			}
 		}
 	}
@@ -99,12 +109,10 @@ func parseRetryAfter(values []string, date string, now time.Time, maxWait time.D
 }
 
 // retryAfterElement parses one delay-seconds or HTTP-date, the date measured
-// from base.
+// from base. An invalid element yields the bare ErrInvalidRetryAfter: the
+// caller quotes the whole field value.
 func retryAfterElement(raw string, base time.Time, maxWait time.Duration) (time.Duration, error) {
 	s := hdrTrimOWS(raw)
-	if s == "" {
-		return 0, fmt.Errorf("%w: empty value", ErrInvalidRetryAfter)
-	}
 	var d time.Duration
 	if hdrIsDigits(s) {
 		const maxSeconds = int64(hdrMaxDuration / time.Second)
@@ -119,7 +127,7 @@ func retryAfterElement(raw string, base time.Time, maxWait time.Duration) (time.
 	} else if t, ok := parseHTTPDate(s); ok {
 		d = max(t.Sub(base), 0) // Sub saturates instead of wrapping.
 	} else {
-		return 0, fmt.Errorf("%w: %s", ErrInvalidRetryAfter, hdrQuote(s))
+		return 0, ErrInvalidRetryAfter
 	}
 	if d > maxWait {
 		return d, fmt.Errorf("%w: %s is %v, maximum %v", ErrRetryAfterTooLong, hdrQuote(s), d, maxWait)

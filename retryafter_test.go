@@ -106,10 +106,24 @@ func TestParseRetryAfterAbsent(t *testing.T) {
 	}
 }
 
-func TestParseRetryAfterErrorQuotesFirstBadValue(t *testing.T) {
-	_, _, err := parseRetryAfter([]string{"soon", "later"}, "", raT0, time.Hour)
-	if err == nil || err.Error() != `ext: invalid Retry-After: "soon"` {
-		t.Errorf("err = %v, want the first value quoted", err)
+func TestParseRetryAfterErrorMessage(t *testing.T) {
+	tests := []struct {
+		name   string
+		values []string
+		want   string
+	}{
+		{"first bad field quoted", []string{"soon", "later"}, `ext: invalid Retry-After: "soon"`},
+		{"bad date quoted whole", []string{"Tue, 04 Mar 2025 23:59:60 GMT"}, `ext: invalid Retry-After: "Tue, 04 Mar 2025 23:59:60 GMT"`},
+		{"empty field", []string{" "}, `ext: invalid Retry-After: empty value`},
+		{"above the maximum", []string{"7200"}, `ext: Retry-After above the maximum: "7200" is 2h0m0s, maximum 1h0m0s`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, _, err := parseRetryAfter(tt.values, "", raT0, time.Hour)
+			if err == nil || err.Error() != tt.want {
+				t.Errorf("err = %v, want %s", err, tt.want)
+			}
+		})
 	}
 }
 

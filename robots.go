@@ -18,6 +18,13 @@ const maxRobotsBody = 500 << 10
 // summarized in a single line, so a hostile file cannot flood the audit log.
 const maxRobotsLineProblems = 16
 
+// maxRobotsWork bounds robotstxt's work on one body: it appends every Allow/Disallow
+// rule (and sets every Crawl-delay) once per User-agent line of its group, so 16k
+// User-agent lines followed by 20k rules, in 500 KiB, take minutes and 10 GB. The
+// sanitized body is cut before the line that would exceed this many agent × directive
+// pairs, as if the file were that long (RFC 9309 §2.5 allows a parser to stop).
+const maxRobotsWork = 1 << 20
+
 // maxRobotsValueQuote is how many bytes of an offending value a Problem quotes.
 const maxRobotsValueQuote = 64
 
@@ -53,7 +60,9 @@ type robotsInfo struct {
 // end a line). Every change made to the body is reported in Problems, except the last
 // two below:
 //   - a UTF-8 BOM (or several) at the start is stripped;
-//   - a body over maxRobotsBody is cut after the last line ending before the limit;
+//   - a body over maxRobotsBody is cut after the last line ending before the limit, and
+//     one that would cost robotstxt too much work before the line that exceeds
+//     maxRobotsWork;
 //   - a Crawl-delay line whose value (after an optional ':', up to an optional '#'
 //     comment) is not an unsigned decimal number (digits, optional fraction, optional
 //     exponent: no sign, NaN, Inf or hex) is removed;
@@ -97,6 +106,9 @@ func parseRobots(status int, body []byte, agent string, max time.Duration) robot
 	if s.dropped > 0 {
 		info.Problems = append(info.Problems, fmt.Sprintf("%d more robots.txt lines changed, not listed", s.dropped))
 	}
+	if s.stop != "" {
+		info.Problems = append(info.Problems, s.stop)
+	}
 
 	data, err := robotstxt.FromBytes(info.Body)
 	if err != nil {
@@ -130,9 +142,16 @@ func fmtDelay(d time.Duration) string {
 // robotsSanitizer rewrites a robots.txt body line by line so that robotstxt.FromBytes
 // accepts it; see parseRobots.
 type robotsSanitizer struct {
-	sawAgent bool     // a User-agent field has been kept: rules and Crawl-delay are in a group
+	// agents and emptyGroup mirror robotstxt's parser: the number of User-agent lines
+	// (duplicates included) of the group being read, which a new User-agent line after
+	// a rule starts afresh. agents > 0: rules and Crawl-delay lines are in a group.
+	agents     int
+	emptyGroup bool
+	work       int // agents × directive lines so far; see maxRobotsWork
+
 	problems []string // at most maxRobotsLineProblems
 	dropped  int      // problems not listed
+	stop     string   // why the body was cut short, if it was; always reported
 }
 
 func (s *robotsSanitizer) problem(format string, args ...any) {
@@ -182,9 +201,15 @@ func (s *robotsSanitizer) sanitize(body []byte) []byte {
 		}
 		switch key {
 		case keyAgent:
-			s.sawAgent = true
+			if !s.emptyGroup {
+				s.agents = 0
+			}
+			if s.agents == 0 {
+				s.emptyGroup = true
+			}
+			s.agents++
 		case keyRule:
-			if !s.sawAgent {
+			if s.agents == 0 {
 				s.problem("line %d: %s before any User-agent, line removed", n, quoteTrunc(string(fields[0])))
 				continue
 			}
@@ -195,7 +220,7 @@ func (s *robotsSanitizer) sanitize(body []byte) []byte {
 			case !ok:
 				s.problem("line %d: Crawl-delay %s is not a non-negative decimal number, line removed", n, quoteTrunc(value))
 				continue
-			case !s.sawAgent:
+			case s.agents == 0:
 				s.problem("line %d: Crawl-delay before any User-agent, line removed", n)
 				continue
 			case secs > robotsDelayCeiling:
@@ -206,9 +231,16 @@ func (s *robotsSanitizer) sanitize(body []byte) []byte {
 			}
 			line = append([]byte("Crawl-delay: "), value...)
 		}
+		if key == keyRule || key == keyDelay {
+			s.emptyGroup = false
+			if s.work += s.agents; s.work > maxRobotsWork {
+				s.stop = fmt.Sprintf("robots.txt truncated at line %d: over %d rule × User-agent pairs", n, maxRobotsWork)
+				break
+			}
+		}
 		if len(out)+len(line)+len(eol) > maxRobotsBody {
 			// Only reachable when rewriting lengthened lines of a body near the limit.
-			s.problem("line %d: robots.txt truncated at %d bytes after rewriting", n, len(out))
+			s.stop = fmt.Sprintf("robots.txt truncated at line %d, at %d bytes after rewriting", n, len(out))
 			break
 		}
 		out = append(append(out, line...), eol...)

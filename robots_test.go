@@ -2,6 +2,7 @@ package ext
 
 import (
 	"bytes"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -402,6 +403,44 @@ func TestParseRobotsNoNewlineBeforeLimit(t *testing.T) {
 	if len(info.Body) != 0 || !hasProblem(info.Problems, "truncated") {
 		t.Errorf("len(Body) = %d, Problems = %q; want empty and a truncation", len(info.Body), info.Problems)
 	}
+}
+
+func TestParseRobotsWorkLimit(t *testing.T) {
+	// robotstxt appends each rule once per User-agent line of its group.
+	var b strings.Builder
+	for i := range 2048 {
+		fmt.Fprintf(&b, "User-agent: a%d\n", i)
+	}
+	b.WriteString("User-agent: mybot\nCrawl-delay: 2\nDisallow: /first\n")
+	for range maxRobotsWork / 2048 {
+		b.WriteString("Disallow: /more\n")
+	}
+	b.WriteString("Disallow: /last\n")
+	start := time.Now()
+	info := parseRobots(200, []byte(b.String()), "mybot", testMaxDelay)
+	elapsed := time.Since(start)
+	t.Run("truncated", func(t *testing.T) {
+		if !hasProblem(info.Problems, "truncated at line", "User-agent pairs") {
+			t.Errorf("Problems = %q; want a work-limit truncation", info.Problems)
+		}
+		if bytes.Contains(info.Body, []byte("/last")) {
+			t.Error("Body not truncated")
+		}
+	})
+	t.Run("rules before the limit kept", func(t *testing.T) {
+		data := reparse(t, info.Body)
+		if data.TestAgent("/first", "mybot") || data.TestAgent("/more", "a7") {
+			t.Error("rules before the limit lost")
+		}
+		if info.CrawlDelay != 2*time.Second {
+			t.Errorf("CrawlDelay = %v; want 2s", info.CrawlDelay)
+		}
+	})
+	t.Run("fast", func(t *testing.T) {
+		if elapsed > 5*time.Second {
+			t.Errorf("parseRobots took %v", elapsed)
+		}
+	})
 }
 
 func TestParseRobotsProblemsCapped(t *testing.T) {

@@ -1,0 +1,173 @@
+package ext
+
+import (
+	"testing"
+	"time"
+)
+
+const ms = time.Millisecond
+
+// The interval is the maximum of its four parts; ties go to the published constraint.
+func TestIntervalIsTheMaximum(t *testing.T) {
+	for _, tc := range []struct {
+		base, crawl, rate, adaptive time.Duration
+		want                        time.Duration
+		why                         string
+	}{
+		{1000 * ms, 0, 0, 1000 * ms, 1000 * ms, TriggerBase},
+		{1000 * ms, 2000 * ms, 0, 1000 * ms, 2000 * ms, TriggerCrawlDelay},
+		{1000 * ms, 0, 1500 * ms, 1000 * ms, 1500 * ms, TriggerRateLimit},
+		{1000 * ms, 2000 * ms, 1500 * ms, 4000 * ms, 4000 * ms, TriggerAdaptive},
+		{1000 * ms, 2000 * ms, 2000 * ms, 2000 * ms, 2000 * ms, TriggerCrawlDelay},
+		{5000 * ms, 2000 * ms, 0, 100 * ms, 5000 * ms, TriggerBase},
+	} {
+		got, why := interval(tc.base, tc.crawl, tc.rate, tc.adaptive)
+		if got != tc.want || why != tc.why {
+			t.Errorf("interval(%v, %v, %v, %v) = %v %s, want %v %s", tc.base, tc.crawl, tc.rate, tc.adaptive, got, why, tc.want, tc.why)
+		}
+	}
+}
+
+// Jitter only adds, up to the fraction, and 0 turns it off.
+func TestJitterOnlyAdds(t *testing.T) {
+	for _, tc := range []struct {
+		fraction, r float64
+		want        time.Duration
+	}{
+		{0.1, 0, 0},
+		{0.1, 0.5, 50 * ms},
+		{0.1, 0.75, 75 * ms},
+		{0, 0.7, 0},
+	} {
+		if got := jitter(time.Second, tc.fraction, tc.r).Round(time.Microsecond); got != tc.want {
+			t.Errorf("jitter(1s, %v, %v) = %v, want %v", tc.fraction, tc.r, got, tc.want)
+		}
+	}
+}
+
+// A reservation's jitter lengthens the gap to the next departure.
+func TestReservationAddsJitter(t *testing.T) {
+	p := NewPacer(WithBaseDelay(time.Second), WithJitter(0.1), withRandom(func() float64 { return 0.5 }))
+	p.ReserveAt("h", t0)
+	if got := p.ReserveAt("h", t0).At.Sub(t0); got != 1050*ms {
+		t.Errorf("second departure at +%v, want +1.05s", got)
+	}
+}
+
+// Departures are booked one interval apart, from the previous departure, whatever the latency.
+func TestReservationsAreStartBased(t *testing.T) {
+	p := NewPacer(WithBaseDelay(time.Second), WithJitter(0))
+	for i := range 5 {
+		res := p.ReserveAt("h", t0)
+		if want := t0.Add(time.Duration(i) * time.Second); !res.At.Equal(want) {
+			t.Fatalf("reservation %d at +%v, want +%v", i, res.At.Sub(t0), want.Sub(t0))
+		}
+	}
+}
+
+// The adaptive delay never exceeds its ceiling.
+func TestRefusalsClampToCeiling(t *testing.T) {
+	a := newAdaptive(time.Second)
+	for range 10 {
+		a.refuse(a.gen, time.Second, 30*time.Second)
+	}
+	if a.delay != 30*time.Second {
+		t.Errorf("delay %v after 10 refusals, want the 30s ceiling", a.delay)
+	}
+}
+
+// Latency above p95 raises the delay by 1.25 only after slowRun samples in a row: the one healthy
+// sample in twenty above p95 cannot ratchet it up.
+func TestLatencyAboveP95NeedsARun(t *testing.T) {
+	a := newAdaptive(time.Second)
+	for i := range 200 {
+		lat := 100 * ms
+		if i%20 == 19 {
+			lat = 900 * ms // one healthy outlier in twenty
+		}
+		if a.observeLatency(a.gen, lat, 30*time.Second) {
+			t.Fatalf("sample %d: isolated outliers raised the delay to %v", i, a.delay)
+		}
+	}
+	a.observeLatency(a.gen, 100*ms, 30*time.Second) // healthy: the run starts after it
+	var raised bool
+	for range slowRun {
+		raised = a.observeLatency(a.gen, 5*time.Second, 30*time.Second)
+	}
+	if !raised || a.delay != 1250*ms {
+		t.Errorf("after %d slow samples: raised=%v delay=%v, want 1.25s", slowRun, raised, a.delay)
+	}
+}
+
+// After an outage inflated the delay, clean responses bring it back to the floor.
+func TestCleanResponsesReturnToFloor(t *testing.T) {
+	a := newAdaptive(100 * ms)
+	a.succeed(a.gen, 100*ms) // a clean response before the outage
+	for range 6 {
+		a.refuse(a.gen, 100*ms, 30*time.Second)
+	}
+	if a.delay != 6400*ms {
+		t.Fatalf("delay after the outage = %v, want 6.4s", a.delay)
+	}
+	var spent time.Duration
+	for i := 0; a.delay > 100*ms && i < 100; i++ {
+		spent += a.delay // one response per interval
+		a.succeed(a.gen, 100*ms)
+	}
+	if a.delay != 100*ms {
+		t.Fatalf("delay = %v after 100 clean responses, want the 100ms floor", a.delay)
+	}
+	if spent > 30*time.Second {
+		t.Errorf("back to the floor after %v of clean responses, want under 30s", spent)
+	}
+}
+
+// After a refusal that followed clean responses, the delay settles just above the delay that was
+// refused (the host's known limit), not back at the floor where it would be refused again.
+func TestDecreaseSettlesAboveKnownLimit(t *testing.T) {
+	a := newAdaptive(100 * ms)
+	a.delay = 220 * ms
+	a.refuse(a.gen, 100*ms, 30*time.Second) // refused at 220ms
+	for range 20 {
+		a.succeed(a.gen, 100*ms)
+	}
+	if want := 242 * ms; a.delay != want {
+		t.Errorf("delay settled at %v, want %v (known limit + 10%%)", a.delay, want)
+	}
+	for range probeAfter {
+		a.succeed(a.gen, 100*ms)
+	}
+	if a.limit >= 220*ms {
+		t.Errorf("known limit %v after %d clean responses at the target, want it probed lower", a.limit, probeAfter)
+	}
+}
+
+// A clean response of an older generation neither decreases nor counts toward a decrease.
+func TestStaleCleanResponseDoesNotDecrease(t *testing.T) {
+	a := newAdaptive(100 * ms)
+	old := a.gen
+	a.refuse(a.gen, 100*ms, 30*time.Second)
+	for range 5 {
+		if a.succeed(old, 100*ms) {
+			t.Fatal("a response that departed before the increase decreased the delay")
+		}
+	}
+}
+
+// The rolling p95 reads the window's 95th percentile once it has enough samples.
+func TestLatencyWindowP95(t *testing.T) {
+	var w latencyWindow
+	for i := 1; i <= minLatencySamples-1; i++ {
+		w.add(time.Duration(i) * ms)
+	}
+	if _, ok := w.p95(); ok {
+		t.Fatal("p95 reported before the window had enough samples")
+	}
+	for i := minLatencySamples; i <= 100; i++ {
+		w.add(time.Duration(i) * ms)
+	}
+	// The window holds the last 64 samples: 37..100 ms; the 95th percentile is the 61st of them.
+	if got, _ := w.p95(); got != 97*ms {
+		t.Errorf("p95 = %v, want 97ms", got)
+	}
+}

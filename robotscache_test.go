@@ -1,0 +1,145 @@
+package ext
+
+import (
+	"bytes"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/gocolly/colly/v2"
+	"github.com/rs/zerolog"
+)
+
+// robotsSite serves body as robots.txt (with the given status) and "ok" pages.
+func robotsSite(status int, body string, fetches *atomic.Int32) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/robots.txt" {
+			if fetches != nil {
+				fetches.Add(1)
+			}
+			w.WriteHeader(status)
+			fmt.Fprint(w, body)
+			return
+		}
+		fmt.Fprint(w, "<html>ok</html>")
+	}
+}
+
+// A robots.txt Crawl-delay sets the interval when it is longer than the base delay.
+func TestCrawlDelayPacesHost(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := newFakeNet(t)
+		h, base := n.host("cd.test", robotsSite(200, "User-agent: *\nCrawl-delay: 2\n", nil))
+		c, p := pacedCollector(n, WithBaseDelay(500*time.Millisecond))
+		visitAll(t, c, base, 4)
+		assertGaps(t, h.gaps("/p/"), 2*time.Second)
+		if st, _ := p.Host("cd.test"); st.Trigger != TriggerCrawlDelay {
+			t.Errorf("trigger = %q, want crawl_delay", st.Trigger)
+		}
+	})
+}
+
+// One bad Crawl-delay line does not lose the rest: the group for our product token still applies.
+func TestBadCrawlDelayLineKeepsTheRest(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := newFakeNet(t)
+		body := "User-agent: other\nCrawl-delay: soon\n\nUser-agent: pacebot\nCrawl-delay: 3\n"
+		h, base := n.host("bad.test", robotsSite(200, body, nil))
+		var buf bytes.Buffer
+		c, _ := pacedCollector(n, WithBaseDelay(time.Second), WithLogger(zerolog.New(&buf)))
+		c.UserAgent = "PaceBot/1.0 (+https://example.org/bot)"
+		visitAll(t, c, base, 3)
+		assertGaps(t, h.gaps("/p/"), 3*time.Second)
+		if findEvent(t, &buf, EventRobotsInvalid) == nil {
+			t.Error("no robots_invalid event for the bad line")
+		}
+	})
+}
+
+// An absurd Crawl-delay is clamped to the maximum and audited as not fully honoured.
+func TestAbsurdCrawlDelayClamped(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := newFakeNet(t)
+		h, base := n.host("huge.test", robotsSite(200, "User-agent: *\nCrawl-delay: 1e20\n", nil))
+		var buf bytes.Buffer
+		c, _ := pacedCollector(n, WithBaseDelay(time.Second), WithMaxCrawlDelay(5*time.Second), WithLogger(zerolog.New(&buf)))
+		visitAll(t, c, base, 3)
+		assertGaps(t, h.gaps("/p/"), 5*time.Second)
+		ev := findEvent(t, &buf, EventCrawlDelayClamped)
+		if ev == nil || ev[FieldComplianceFlag] != false {
+			t.Errorf("crawl_delay_clamped event = %v, want one with compliance_flag false", ev)
+		}
+		if ev := lastEvent(t, &buf, EventDelayApplied); ev == nil || ev[FieldComplianceFlag] != false {
+			t.Errorf("delay_applied = %v, want compliance_flag false while the Crawl-delay is clamped", ev)
+		}
+	})
+}
+
+// A 4xx robots.txt means no rules and no delay.
+func TestRobots404NoDelay(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := newFakeNet(t)
+		h, base := n.host("none.test", robotsSite(404, "", nil))
+		c, _ := pacedCollector(n, WithBaseDelay(time.Second))
+		visitAll(t, c, base, 3)
+		assertGaps(t, h.gaps("/p/"), time.Second)
+	})
+}
+
+// A 5xx robots.txt is fetched again after the retry delay, not on every request.
+func TestRobots5xxRetriedLater(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := newFakeNet(t)
+		var fetches atomic.Int32
+		_, base := n.host("down.test", robotsSite(503, "", &fetches))
+		c, _ := pacedCollector(n, WithBaseDelay(time.Second), WithMaxRetries(0))
+		visitAll(t, c, base, 3)
+		if got := fetches.Load(); got != 1 {
+			t.Errorf("robots.txt fetched %d times within the retry delay, want 1", got)
+		}
+		time.Sleep(DefaultRobotsRetryDelay)
+		if err := c.Visit(base + "/later"); err != nil {
+			t.Fatal(err)
+		}
+		c.Wait()
+		if got := fetches.Load(); got != 2 {
+			t.Errorf("robots.txt fetched %d times after the retry delay, want 2", got)
+		}
+	})
+}
+
+// Colly's own robots.txt check is answered from the pacer's cache: one fetch per host, and Colly
+// parses the sanitized body, so a bad line no longer fails every Visit.
+func TestCollyRobotsCheckServedFromCache(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := newFakeNet(t)
+		var fetches atomic.Int32
+		body := "User-agent: *\nCrawl-delay: nope\nDisallow: /private\n"
+		_, base := n.host("colly.test", robotsSite(200, body, &fetches))
+		c, _ := pacedCollector(n, WithBaseDelay(time.Second))
+		c.IgnoreRobotsTxt = false
+		visitAll(t, c, base, 2)
+		if err := c.Visit(base + "/private/x"); err != colly.ErrRobotsTxtBlocked {
+			t.Errorf("Visit of a disallowed path = %v, want ErrRobotsTxtBlocked", err)
+		}
+		if got := fetches.Load(); got != 1 {
+			t.Errorf("robots.txt fetched %d times, want 1", got)
+		}
+	})
+}
+
+// robots.txt bodies are read up to the cap: a 10 MiB body does not take 10 MiB.
+func TestRobotsBodyCapped(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := newFakeNet(t)
+		big := "User-agent: *\nCrawl-delay: 2\n" + strings.Repeat("# filler line of a very large robots.txt\n", 10<<20/41)
+		h, base := n.host("big.test", robotsSite(200, big, nil))
+		c, _ := pacedCollector(n, WithBaseDelay(time.Second))
+		visitAll(t, c, base, 2)
+		assertGaps(t, h.gaps("/p/"), 2*time.Second)
+	})
+}
