@@ -1,6 +1,7 @@
 package ext
 
 import (
+	"net/url"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -25,6 +26,15 @@ const (
 	EventRetryAfterTooLong   = "retry_after_too_long"  // a Retry-After above the maximum: backoff applied instead
 	EventCrawlDelayClamped   = "crawl_delay_clamped"   // a Crawl-delay above the maximum was clamped
 	EventRedirectHopDeferred = "redirect_hop_deferred" // a redirect hop would wait past the request's deadline
+	EventBreakerOpened       = "breaker_opened"        // the host is parked: its requests are deferred
+	EventBreakerHalfOpen     = "breaker_half_open"     // the cool-down is over: one probe goes out
+	EventBreakerClosed       = "breaker_closed"        // the probe succeeded: the host is crawled again
+	EventRequestDeferred     = "request_deferred"      // a request to a parked host was stored, not sent
+	EventDeferredDrained     = "deferred_drained"      // deferred requests were handed back to a collector
+	EventStateRepaired       = "state_repaired"        // a stored value could not be trusted and was fixed
+	EventStateCorrupt        = "state_corrupt"         // a stored row could not be decoded: the host starts afresh
+	EventStoreUnavailable    = "store_unavailable"     // the store failed: pacing continues locally
+	EventStoreRecovered      = "store_recovered"       // the store answers again
 )
 
 // Audit field keys: the stable schema of every event.
@@ -54,6 +64,8 @@ const (
 	TriggerTransport      = "transport"
 	TriggerLimitRule      = "limit_rule"
 	TriggerCancel         = "cancel"
+	TriggerBreaker        = "breaker"
+	TriggerStore          = "store"
 )
 
 // auditEvent is one line of the audit trail.
@@ -96,4 +108,14 @@ func (a *auditLog) emit(level zerolog.Level, e auditEvent) {
 		ev.Str(FieldDetail, e.detail)
 	}
 	ev.Send()
+}
+
+// redactURL drops userinfo from a URL before it is logged.
+func redactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(unparseable URL)"
+	}
+	u.User = nil
+	return u.String()
 }

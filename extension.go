@@ -2,6 +2,7 @@ package ext
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"sync"
@@ -48,6 +49,11 @@ func (b *binding) onRequestHeaders(r *colly.Request) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
+	h := p.host(p.cfg.hostKey(r.URL))
+	if h.parked(p.now(), p.cfg.breaker) {
+		b.deferRequest(r, h, ErrBreakerOpen)
+		return
+	}
 	if p.cfg.robots {
 		agent := r.Headers.Get("User-Agent")
 		if agent == "" {
@@ -58,7 +64,11 @@ func (b *binding) onRequestHeaders(r *colly.Request) {
 			return
 		}
 	}
-	f, err := p.depart(ctx, p.host(p.cfg.hostKey(r.URL)))
+	f, err := p.depart(ctx, h)
+	if errors.Is(err, ErrBreakerOpen) {
+		b.deferRequest(r, h, err)
+		return
+	}
 	if err != nil {
 		r.Abort()
 		return
@@ -71,9 +81,14 @@ func (b *binding) onResponse(resp *colly.Response) {
 	b.settle(resp, nil)
 }
 
-// onError settles the flight and retries a refused request after the host's window.
+// onError settles the flight and retries a refused request after the host's window; a request whose
+// redirect hop met an open breaker is deferred.
 func (b *binding) onError(resp *colly.Response, err error) {
 	if !b.settle(resp, err) || resp.Request == nil {
+		return
+	}
+	if errors.Is(err, ErrBreakerOpen) {
+		b.deferRequest(resp.Request, b.p.host(b.p.cfg.hostKey(resp.Request.URL)), err)
 		return
 	}
 	var header http.Header
@@ -183,9 +198,9 @@ func (b *binding) retry(resp *colly.Response, v Verdict) {
 	h.mu.Unlock()
 	ev.event, ev.detail = EventRetryScheduled, fmt.Sprintf("retry %d of %d", attempts+1, p.cfg.maxRetries)
 	p.audit.emit(zerolog.InfoLevel, ev)
-	p.retrying.mark(resp, now)
+	p.retrying.mark(r, now)
 	if err := r.Retry(); err != nil {
-		p.retrying.unmark(resp)
+		p.retrying.unmark(r)
 		ev.event, ev.detail = EventRetriesExhausted, "retry not sent: "+err.Error()
 		p.audit.emit(zerolog.WarnLevel, ev)
 	}
@@ -197,20 +212,20 @@ func (p *Pacer) Retrying(resp *colly.Response) bool {
 	return p.retrying.marked(resp)
 }
 
-// retryMarks remembers responses whose request is being retried, for Retrying. Marks expire after
-// retryMarkTTL, long after the OnError callbacks that read them have run.
-type retryMarks struct {
+// responseMarks remembers responses whose request is being retried (or was deferred), for Retrying
+// and Deferred. Marks expire after retryMarkTTL, long after the OnError callbacks that read them have run.
+type responseMarks struct {
 	mu sync.Mutex // protects m
-	m  map[*colly.Response]time.Time
+	m  map[*colly.Request]time.Time
 }
 
 const retryMarkTTL = 10 * time.Minute
 
-func (m *retryMarks) mark(resp *colly.Response, now time.Time) {
+func (m *responseMarks) mark(r *colly.Request, now time.Time) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.m == nil {
-		m.m = make(map[*colly.Response]time.Time)
+		m.m = make(map[*colly.Request]time.Time)
 	}
 	if len(m.m) >= 1024 {
 		for r, at := range m.m {
@@ -219,18 +234,21 @@ func (m *retryMarks) mark(resp *colly.Response, now time.Time) {
 			}
 		}
 	}
-	m.m[resp] = now
+	m.m[r] = now
 }
 
-func (m *retryMarks) unmark(resp *colly.Response) {
+func (m *responseMarks) unmark(r *colly.Request) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	delete(m.m, resp)
+	delete(m.m, r)
 }
 
-func (m *retryMarks) marked(resp *colly.Response) bool {
+func (m *responseMarks) marked(resp *colly.Response) bool {
+	if resp == nil || resp.Request == nil {
+		return false
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	_, ok := m.m[resp]
+	_, ok := m.m[resp.Request]
 	return ok
 }

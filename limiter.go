@@ -23,7 +23,9 @@ type host struct {
 	policy HostPolicy
 	slots  chan struct{} // the in-flight semaphore, capacity policy.MaxInFlight
 
-	lastBodyDone atomic.Int64 // unix nanos when a response body to this host was last closed
+	lastBodyDone atomic.Int64  // unix nanos when a response body to this host was last closed
+	ready        chan struct{} // closed once the stored state is restored
+	dirty        atomic.Bool   // changed since the last write-behind flush
 
 	mu            sync.Mutex // protects the fields below
 	delay         adaptive
@@ -35,6 +37,7 @@ type host struct {
 	crawlDelay    time.Duration
 	crawlClamped  bool // robots.txt asked for more than we honour
 	rate          rateLimitSignal
+	brk           breaker
 	departures    int64
 	refusals      int64
 	retries       int64
@@ -46,6 +49,7 @@ func newHost(key string, p HostPolicy) *host {
 		policy: p,
 		slots:  make(chan struct{}, p.MaxInFlight),
 		delay:  newAdaptive(p.BaseDelay),
+		ready:  make(chan struct{}),
 	}
 }
 
@@ -59,6 +63,7 @@ type Reservation struct {
 	gen       uint64        // the adaptive generation at booking: one increase per burst
 	epoch     uint64        // the schedule epoch at booking: a change voids the slot
 	compliant bool          // every constraint the host published is honoured in full
+	probe     bool   // the half-open breaker's probe
 	h         *host
 }
 
@@ -94,16 +99,46 @@ func (h *host) reserveAt(now time.Time, jitterFraction, r float64) Reservation {
 }
 
 // confirmAt turns a reservation into a departure at now. It fails when the schedule changed after the
-// reservation was made (an increase or a new hold): the caller must reserve again.
-func (h *host) confirmAt(res Reservation, now time.Time) bool {
+// reservation was made (an increase or a new hold): the caller must reserve again; or with
+// ErrBreakerOpen when the host's breaker opened meanwhile.
+func (h *host) confirmAt(res Reservation, now time.Time) (bool, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if h.brk.state == BreakerOpen {
+		return false, ErrBreakerOpen
+	}
 	if res.epoch != h.epoch || now.Before(h.holdUntil) || now.Before(res.At) {
-		return false
+		return false, nil
 	}
 	h.lastDeparture = now
 	h.departures++
-	return true
+	return true, nil
+}
+
+// admitAt asks the breaker whether a departure may go at now.
+func (h *host) admitAt(now time.Time, b BreakerPolicy) (admission, <-chan struct{}, *breakerChange) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	adm, ch := h.brk.admitLocked(now, b.Cooldown, h.crawlClamped && !b.IgnoreCaps)
+	return adm, h.brk.resolved, ch
+}
+
+// abandonProbe lets another request be the half-open probe when this one gives up waiting.
+func (h *host) abandonProbe() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.brk.state == BreakerHalfOpen {
+		h.brk.settleProbe()
+	}
+}
+
+// pushNext moves the next departure to at least t (a slot booked in a shared store).
+func (h *host) pushNext(t time.Time) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if t.After(h.next) {
+		h.next = t
+	}
 }
 
 // cancel gives a reservation back when it is the last one booked, so an abandoned wait
@@ -143,15 +178,35 @@ func (h *host) acquire(ctx context.Context) error {
 func (h *host) release() { <-h.slots }
 
 // waitDeparture blocks until a reservation on h is confirmed, holding no lock while it sleeps.
-// It fails when ctx ends first, or at once when the departure would come after ctx's deadline.
-// The caller holds an in-flight slot.
+// It fails when ctx ends first, at once when the departure would come after ctx's deadline, and with
+// ErrBreakerOpen when the host is parked. The caller holds an in-flight slot.
 func (p *Pacer) waitDeparture(ctx context.Context, h *host) (Reservation, error) {
+	probe := false
 	for {
 		now := p.now()
-		res := h.reserveAt(now, p.cfg.jitter, p.cfg.random())
+		if !probe {
+			adm, resolved, ch := h.admitAt(now, p.cfg.breaker)
+			p.reportBreaker(h, ch, now)
+			switch adm {
+			case deferIt:
+				return Reservation{Host: h.key, h: h}, fmt.Errorf("%w: %s", ErrBreakerOpen, h.key)
+			case waitProbe:
+				select {
+				case <-resolved:
+					continue
+				case <-ctx.Done():
+					return Reservation{Host: h.key, h: h}, fmt.Errorf("ext: waiting for the probe of %s: %w", h.key, context.Cause(ctx))
+				}
+			case admittedProbe:
+				probe = true
+			}
+		}
+		res := p.book(ctx, h, now)
+		res.probe = probe
 		wait := res.DelayFrom(now)
 		if deadline, ok := ctx.Deadline(); ok && res.At.After(deadline) {
 			h.cancel(res)
+			p.giveUpProbe(h, probe)
 			return res, fmt.Errorf("%w: %s must wait %v", ErrWaitBeyondDeadline, h.key, wait.Round(time.Millisecond))
 		}
 		if wait > 0 {
@@ -161,11 +216,23 @@ func (p *Pacer) waitDeparture(ctx context.Context, h *host) (Reservation, error)
 			case <-ctx.Done():
 				t.Stop()
 				h.cancel(res)
+				p.giveUpProbe(h, probe)
 				return res, fmt.Errorf("ext: waiting to depart to %s: %w", h.key, context.Cause(ctx))
 			}
 		}
-		if h.confirmAt(res, p.now()) {
+		ok, err := h.confirmAt(res, p.now())
+		if err != nil {
+			return res, fmt.Errorf("%w: %s", err, h.key)
+		}
+		if ok {
+			h.markDirty(p)
 			return res, nil
 		}
+	}
+}
+
+func (p *Pacer) giveUpProbe(h *host, probe bool) {
+	if probe {
+		h.abandonProbe()
 	}
 }

@@ -64,6 +64,10 @@ type config struct {
 	hostKey          func(*url.URL) string
 	transport        http.RoundTripper
 	random           func() float64 // in [0, 1); injected so jitter is testable
+	store            Store          // durable or shared state; nil: in memory only
+	flushInterval    time.Duration
+	breaker          BreakerPolicy
+	alert            func(Alert)
 }
 
 func defaultConfig() config {
@@ -83,6 +87,11 @@ func defaultConfig() config {
 		hostKey:          func(u *url.URL) string { return u.Host },
 		transport:        http.DefaultTransport,
 		random:           rand.Float64,
+		flushInterval:    DefaultFlushInterval,
+		breaker: BreakerPolicy{
+			Threshold: DefaultBreakerThreshold, Sustain: DefaultBreakerSustain,
+			Failures: DefaultBreakerFailures, Cooldown: DefaultBreakerCooldown,
+		},
 	}
 }
 
@@ -200,6 +209,50 @@ func WithTransport(rt http.RoundTripper) Option {
 			c.transport = rt
 		}
 	}
+}
+
+// WithStore keeps per-host state and deferred requests in s, so they survive a restart (sqlitestore)
+// or are shared by a fleet of crawlers (redisstore). Call Pacer.Close before exiting to write what is
+// still pending; the store itself stays open (it is yours to close).
+func WithStore(s Store) Option {
+	return func(c *config) { c.store = s }
+}
+
+// WithFlushInterval sets how often changed state is written behind to the store (default 1 s).
+// Retry-After windows and breaker transitions are written at once, whatever the interval.
+func WithFlushInterval(d time.Duration) Option {
+	return func(c *config) {
+		if d > 0 {
+			c.flushInterval = d
+		}
+	}
+}
+
+// WithBreaker sets when a host's circuit breaker trips and how long it stays open. Zero fields keep
+// the defaults (45 s for 2 min, 10 consecutive refusals, 5 min cool-down); Failures < 0 disables
+// the failure count.
+func WithBreaker(b BreakerPolicy) Option {
+	return func(c *config) {
+		if b.Threshold > 0 {
+			c.breaker.Threshold = b.Threshold
+		}
+		if b.Sustain > 0 {
+			c.breaker.Sustain = b.Sustain
+		}
+		if b.Failures != 0 {
+			c.breaker.Failures = max(b.Failures, 0)
+		}
+		if b.Cooldown > 0 {
+			c.breaker.Cooldown = b.Cooldown
+		}
+		c.breaker.IgnoreCaps = b.IgnoreCaps
+	}
+}
+
+// WithAlert registers a function called when a host's breaker opens or the store fails. It runs on the
+// goroutine that saw the event, with no lock held; keep it short.
+func WithAlert(f func(Alert)) Option {
+	return func(c *config) { c.alert = f }
 }
 
 // withRandom injects the jitter source (tests).

@@ -69,7 +69,7 @@ func (p *Pacer) ObserveAt(res Reservation, o Outcome, now time.Time) Verdict {
 
 	// Header parsing needs no lock.
 	var hold time.Time
-	retryAfterValid := false
+	retryAfterValid, retryAfterTooLong := false, false
 	if o.Status >= 300 {
 		wait, present, err := parseRetryAfter(o.Header.Values("Retry-After"), o.Header.Get("Date"), now, p.cfg.maxRetryAfter)
 		switch {
@@ -77,6 +77,7 @@ func (p *Pacer) ObserveAt(res Reservation, o Outcome, now time.Time) Verdict {
 			retryAfterValid = true
 			hold = now.Add(wait + time.Duration(float64(wait)*p.cfg.retryAfterBuffer))
 		case errors.Is(err, ErrRetryAfterTooLong):
+			retryAfterTooLong = true
 			events = append(events, auditEvent{event: EventRetryAfterTooLong, trigger: TriggerRetryAfter, computed: wait, detail: err.Error()})
 		case present:
 			events = append(events, auditEvent{event: EventHeaderInvalid, trigger: TriggerRetryAfter, compliant: true, detail: err.Error()})
@@ -131,8 +132,18 @@ func (p *Pacer) ObserveAt(res Reservation, o Outcome, now time.Time) Verdict {
 	if changed {
 		events = append(events, auditEvent{event: event, trigger: trigger, computed: after, compliant: true})
 	}
+	brk := h.brk.observeLocked(v, res.probe, after, p.cfg.breaker, now)
+	if retryAfterTooLong && brk == nil && !p.cfg.breaker.IgnoreCaps {
+		brk = h.brk.tripLocked(now, TripRetryAfter)
+	}
+	held := now.Before(h.holdUntil)
 	compliant := !h.crawlClamped
 	h.mu.Unlock()
+	h.markDirty(p)
+	p.reportBreaker(h, brk, now)
+	if brk == nil && held && !hold.IsZero() {
+		p.persistNow(h) // a Retry-After window is written before the next departure
+	}
 
 	for _, e := range events {
 		e.at, e.host, e.base, e.status = now, h.key, floor, o.Status

@@ -19,7 +19,11 @@ type Pacer struct {
 	robots   robotsCache
 	rt       *transport // the pacing RoundTripper installed on collectors
 	warn     warnOnce
-	retrying retryMarks
+	retrying responseMarks
+	deferred responseMarks
+	persist  *persistence // nil without a store
+	queue    Store        // where deferred requests go: the store, or memory
+	fallback *MemoryStore // where they go when the store fails (never lose a URL)
 }
 
 // NewPacer builds a Pacer without installing it on a collector: for use with Install, or with
@@ -37,12 +41,23 @@ func NewPacer(opts ...Option) *Pacer {
 	p.hosts.init()
 	p.robots.init()
 	p.rt = &transport{p: p, inner: cfg.transport}
+	p.fallback = NewMemoryStore()
+	p.queue = cfg.store
+	if p.queue == nil {
+		p.queue = p.fallback
+	}
+	p.startPersistence()
 	return p
 }
 
-// host returns the state of a host key, creating it on first use.
+// host returns the state of a host key, creating it (and restoring its stored state) on first use.
 func (p *Pacer) host(key string) *host {
-	return p.hosts.get(key, p.cfg.policyFor)
+	h, created := p.hosts.get(key, p.cfg.policyFor)
+	if created {
+		p.restore(h)
+	}
+	<-h.ready
+	return h
 }
 
 // ReserveAt books the next departure slot to a host at or after now, as Wait would, without waiting.
@@ -161,19 +176,21 @@ func (t *hostTable) lookup(key string) *host {
 	return h
 }
 
-func (t *hostTable) get(key string, policy func(string) HostPolicy) *host {
+// get returns the host of key, creating it when missing; created reports that the caller must
+// restore it and close its ready channel.
+func (t *hostTable) get(key string, policy func(string) HostPolicy) (h *host, created bool) {
 	if h := t.lookup(key); h != nil {
-		return h
+		return h, false
 	}
 	s := t.shard(key)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if h := s.m[key]; h != nil {
-		return h
+		return h, false
 	}
-	h := newHost(key, policy(key))
+	h = newHost(key, policy(key))
 	s.m[key] = h
-	return h
+	return h, true
 }
 
 func (t *hostTable) each(f func(*host)) {

@@ -407,13 +407,6 @@ const (
 	rateLimitSFMaxInteger = 999_999_999_999_999 // RFC 8941 integers have at most 15 digits
 )
 
-// rateLimitPolicy is one item of RateLimit-Policy: q is the quota, w the
-// window in seconds; -1 when absent.
-type rateLimitPolicy struct {
-	name string
-	q, w int64
-}
-
 // parseRateLimitSF reads the structured fields of
 // draft-ietf-httpapi-ratelimit-headers (-08 and later):
 //
@@ -425,8 +418,8 @@ type rateLimitPolicy struct {
 // time to reset when t is absent; an item with neither is ignored silently.
 // A syntax error discards the whole field; a bad parameter value (not a
 // non-negative integer, r above q, reset above maxReset) discards its item.
-// Each discarded item is reported. RateLimit-Policy is read only alongside
-// RateLimit, whose remaining count it needs.
+// RateLimit-Policy is read only alongside RateLimit, whose remaining count it
+// needs. Each field yields at most one error, however many items it loses.
 func parseRateLimitSF(h http.Header, now time.Time, maxReset time.Duration, errs *[]error) (rateLimitSignal, bool) {
 	lines := h.Values(rateLimitSFKey)
 	if len(lines) == 0 {
@@ -443,41 +436,32 @@ func parseRateLimitSF(h http.Header, now time.Time, maxReset time.Duration, errs
 	var (
 		best  rateLimitSignal
 		found bool
+		bad   = rateLimitItemErrors{name: rateLimitSFName}
 	)
 	for _, it := range items {
-		fail := func(name, reason string) {
-			*errs = append(*errs, rateLimitError(name, it.raw, reason))
-		}
 		r, ok := it.uintParam("r")
 		if !ok {
-			fail(rateLimitSFName, "r is not a non-negative integer")
+			bad.add(it.raw, "r is not a non-negative integer")
 			continue
 		}
 		t, tOK := it.uintParam("t")
 		if !tOK && it.hasParam("t") {
-			fail(rateLimitSFName, "t is not a non-negative integer")
+			bad.add(it.raw, "t is not a non-negative integer")
 			continue
 		}
-		pol := rateLimitPolicy{q: -1, w: -1}
-		for _, p := range policies {
-			if p.name == it.val {
-				pol = p
-				break
-			}
-		}
-		if pol.q >= 0 && r > pol.q {
-			fail(rateLimitSFName, fmt.Sprintf("r above the policy quota q=%d", pol.q))
+		pol, ok := policies[it.val]
+		if ok && pol.q >= 0 && r > pol.q {
+			bad.add(it.raw, fmt.Sprintf("r above the policy quota q=%d", pol.q))
 			continue
 		}
-		resetName := rateLimitSFName
 		if !tOK {
-			if pol.w < 0 {
+			if !ok || pol.w < 0 {
 				continue
 			}
-			t, resetName = pol.w, rateLimitPolicyName
+			t = pol.w
 		}
 		if t > int64(maxReset/time.Second) {
-			fail(resetName, fmt.Sprintf("reset %ds above the maximum %v", t, maxReset))
+			bad.add(it.raw, fmt.Sprintf("reset %ds above the maximum %v", t, maxReset))
 			continue
 		}
 		reset := time.Duration(t) * time.Second
@@ -485,12 +469,19 @@ func parseRateLimitSF(h http.Header, now time.Time, maxReset time.Duration, errs
 			best, found = s, true
 		}
 	}
+	bad.flush(errs)
 	return best, found
 }
 
-// parseRateLimitPolicies returns the valid items of RateLimit-Policy; the
-// first of a name wins.
-func parseRateLimitPolicies(lines []string, errs *[]error) []rateLimitPolicy {
+// rateLimitPolicy is one item of RateLimit-Policy: q is the quota, w the
+// window in seconds; -1 when absent.
+type rateLimitPolicy struct {
+	q, w int64
+}
+
+// parseRateLimitPolicies returns the valid items of RateLimit-Policy by name;
+// the first of a name wins.
+func parseRateLimitPolicies(lines []string, errs *[]error) map[string]rateLimitPolicy {
 	if len(lines) == 0 {
 		return nil
 	}
@@ -500,27 +491,52 @@ func parseRateLimitPolicies(lines []string, errs *[]error) []rateLimitPolicy {
 		*errs = append(*errs, rateLimitError(rateLimitPolicyName, value, reason))
 		return nil
 	}
-	policies := make([]rateLimitPolicy, 0, len(items))
+	policies := make(map[string]rateLimitPolicy, len(items))
+	bad := rateLimitItemErrors{name: rateLimitPolicyName}
 	for _, it := range items {
-		p := rateLimitPolicy{name: it.val, q: -1, w: -1}
-		bad := ""
+		p := rateLimitPolicy{q: -1, w: -1}
 		if q, ok := it.uintParam("q"); ok && q >= 1 {
 			p.q = q
 		} else if it.hasParam("q") {
-			bad = "q is not a positive integer"
+			bad.add(it.raw, "q is not a positive integer")
+			continue
 		}
 		if w, ok := it.uintParam("w"); ok {
 			p.w = w
 		} else if it.hasParam("w") {
-			bad = "w is not a non-negative integer"
-		}
-		if bad != "" {
-			*errs = append(*errs, rateLimitError(rateLimitPolicyName, it.raw, bad))
+			bad.add(it.raw, "w is not a non-negative integer")
 			continue
 		}
-		policies = append(policies, p)
+		if _, dup := policies[it.val]; !dup {
+			policies[it.val] = p
+		}
 	}
+	bad.flush(errs)
 	return policies
+}
+
+// rateLimitItemErrors folds the ignored items of one structured field into a
+// single error, so a hostile list cannot flood the audit log.
+type rateLimitItemErrors struct {
+	name, raw, reason string // field name; first ignored item and why
+	n                 int    // items ignored
+}
+
+func (e *rateLimitItemErrors) add(raw, reason string) {
+	if e.n == 0 {
+		e.raw, e.reason = raw, reason
+	}
+	e.n++
+}
+
+// flush appends the error, if any item was ignored.
+func (e *rateLimitItemErrors) flush(errs *[]error) {
+	switch {
+	case e.n == 1:
+		*errs = append(*errs, rateLimitError(e.name, e.raw, e.reason))
+	case e.n > 1:
+		*errs = append(*errs, rateLimitError(e.name, e.raw, fmt.Sprintf("%s (and %d more items ignored)", e.reason, e.n-1)))
+	}
 }
 
 // sfJoinLines combines the lines of a structured list field (RFC 8941 §3.1),

@@ -57,8 +57,8 @@ type robotsInfo struct {
 // robotstxt rejects a whole file for one bad line, so the body is sanitized first, line
 // by line, with the tokenization robotstxt itself uses (fields split on space, tab, \v and
 // after the first ':'; '#' starts a comment only at the start of a field; \r, \n and \r\n
-// end a line). Every change made to the body is reported in Problems, except the last
-// two below:
+// end a line). Every change made to the body is reported in Problems, except the first
+// and the last below:
 //   - a UTF-8 BOM (or several) at the start is stripped;
 //   - a body over maxRobotsBody is cut after the last line ending before the limit, and
 //     one that would cost robotstxt too much work before the line that exceeds
@@ -92,12 +92,12 @@ func parseRobots(status int, body []byte, agent string, max time.Duration) robot
 	}
 
 	var info robotsInfo
-	for bytes.HasPrefix(body, utf8BOM) {
-		body = body[len(utf8BOM):]
+	for bytes.HasPrefix(body, robotsBOM) {
+		body = body[len(robotsBOM):]
 	}
 	if len(body) > maxRobotsBody {
 		cut := bytes.LastIndexAny(body[:maxRobotsBody], "\r\n") + 1
-		info.Problems = append(info.Problems, fmt.Sprintf("robots.txt truncated from %d to %d bytes", len(body), cut))
+		info.Problems = append(info.Problems, fmt.Sprintf("robots.txt over %d bytes, truncated to %d", maxRobotsBody, cut))
 		body = body[:cut]
 	}
 	var s robotsSanitizer
@@ -113,7 +113,7 @@ func parseRobots(status int, body []byte, agent string, max time.Duration) robot
 	data, err := robotstxt.FromBytes(info.Body)
 	if err != nil {
 		msg := strings.Join(strings.Fields(err.Error()), " ")
-		info.Problems = append(info.Problems, "robots.txt not parsed, Crawl-delay ignored: "+quoteTrunc(msg))
+		info.Problems = append(info.Problems, "robots.txt not parsed, Crawl-delay ignored: "+robotsQuote(msg))
 		return info
 	}
 	// FindGroup may return a package-level group shared by all callers: read only.
@@ -124,15 +124,15 @@ func parseRobots(status int, body []byte, agent string, max time.Duration) robot
 	info.Published = published
 	info.CrawlDelay = min(published, max)
 	if info.CrawlDelay < published {
-		info.Problems = append(info.Problems, fmt.Sprintf("Crawl-delay %s for %q clamped to %s", fmtDelay(published), agent, max))
+		info.Problems = append(info.Problems, fmt.Sprintf("Crawl-delay %s for %s clamped to %s", robotsFmtDelay(published), robotsQuote(agent), max))
 	}
 	return info
 }
 
-var utf8BOM = []byte("\xef\xbb\xbf")
+var robotsBOM = []byte("\xef\xbb\xbf")
 
-// fmtDelay formats a published delay, naming the saturated value.
-func fmtDelay(d time.Duration) string {
+// robotsFmtDelay formats a published delay, naming the saturated value.
+func robotsFmtDelay(d time.Duration) string {
 	if d == math.MaxInt64 {
 		return "overflowing"
 	}
@@ -179,8 +179,8 @@ func (s *robotsSanitizer) sanitize(body []byte) []byte {
 		}
 		if len(out) == 0 {
 			// robotstxt skips a BOM at offset 0, which a removed first line can expose.
-			for bytes.HasPrefix(line, utf8BOM) {
-				line = line[len(utf8BOM):]
+			for bytes.HasPrefix(line, robotsBOM) {
+				line = line[len(robotsBOM):]
 			}
 		}
 		fields = robotsFields(fields[:0], line)
@@ -192,15 +192,15 @@ func (s *robotsSanitizer) sanitize(body []byte) []byte {
 		// robotstxt reads fields in (key, value) pairs; a directive in a later pair is
 		// read as one too. Keep the first pair only. (A Crawl-delay line with extra
 		// fields has no valid value and is removed below.)
-		for j := 2; j < len(fields) && key != keyDelay; j += 2 {
-			if robotsKey(fields[j]) != keyOther {
-				s.problem("line %d: stray %s field after the value, line cut to its first field", n, quoteTrunc(string(fields[j])))
+		for j := 2; j < len(fields) && key != robotsDelay; j += 2 {
+			if robotsKey(fields[j]) != robotsOther {
+				s.problem("line %d: stray %s field after the value, line cut to its first field and value", n, robotsQuote(string(fields[j])))
 				line = append(append(append([]byte(nil), fields[0]...), ": "...), fields[1]...)
 				break
 			}
 		}
 		switch key {
-		case keyAgent:
+		case robotsAgent:
 			if !s.emptyGroup {
 				s.agents = 0
 			}
@@ -208,30 +208,30 @@ func (s *robotsSanitizer) sanitize(body []byte) []byte {
 				s.emptyGroup = true
 			}
 			s.agents++
-		case keyRule:
+		case robotsRule:
 			if s.agents == 0 {
-				s.problem("line %d: %s before any User-agent, line removed", n, quoteTrunc(string(fields[0])))
+				s.problem("line %d: %s before any User-agent, line removed", n, robotsQuote(string(fields[0])))
 				continue
 			}
-		case keyDelay:
+		case robotsDelay:
 			value := crawlDelayValue(line, len(fields[0]))
 			secs, ok := parseCrawlDelay(value)
 			switch {
 			case !ok:
-				s.problem("line %d: Crawl-delay %s is not a non-negative decimal number, line removed", n, quoteTrunc(value))
+				s.problem("line %d: Crawl-delay %s is not a non-negative decimal number, line removed", n, robotsQuote(value))
 				continue
 			case s.agents == 0:
 				s.problem("line %d: Crawl-delay before any User-agent, line removed", n)
 				continue
 			case secs > robotsDelayCeiling:
-				s.problem("line %d: Crawl-delay %s too large, rewritten to %d", n, quoteTrunc(value), robotsDelayCeiling)
+				s.problem("line %d: Crawl-delay %s too large, rewritten to %d", n, robotsQuote(value), robotsDelayCeiling)
 				value = strconv.Itoa(robotsDelayCeiling)
 			case secs == 0:
 				value = "0" // also a value that underflows a float64
 			}
 			line = append([]byte("Crawl-delay: "), value...)
 		}
-		if key == keyRule || key == keyDelay {
+		if key == robotsRule || key == robotsDelay {
 			s.emptyGroup = false
 			if s.work += s.agents; s.work > maxRobotsWork {
 				s.stop = fmt.Sprintf("robots.txt truncated at line %d: over %d rule × User-agent pairs", n, maxRobotsWork)
@@ -252,25 +252,25 @@ func (s *robotsSanitizer) sanitize(body []byte) []byte {
 type robotsKeyKind int
 
 const (
-	keyOther robotsKeyKind = iota
-	keyAgent               // User-agent
-	keyRule                // Allow, Disallow
-	keyDelay               // Crawl-delay
+	robotsOther robotsKeyKind = iota
+	robotsAgent               // User-agent
+	robotsRule                // Allow, Disallow
+	robotsDelay               // Crawl-delay
 )
 
 func robotsKey(field []byte) robotsKeyKind {
 	if len(field) > len("crawl-delay") {
-		return keyOther
+		return robotsOther
 	}
 	switch strings.ToLower(string(field)) {
 	case "user-agent", "useragent":
-		return keyAgent
+		return robotsAgent
 	case "allow", "disallow":
-		return keyRule
+		return robotsRule
 	case "crawl-delay", "crawldelay":
-		return keyDelay
+		return robotsDelay
 	}
-	return keyOther
+	return robotsOther
 }
 
 // robotsFields appends to dst the fields robotstxt's scanner produces for one line (no
@@ -326,11 +326,11 @@ func crawlDelayValue(line []byte, keyLen int) string {
 // float64 is +Inf (it is still a finite decimal, and clamped like 1e20).
 func parseCrawlDelay(s string) (float64, bool) {
 	i, digits := 0, 0
-	for ; i < len(s) && isDigit(s[i]); i++ {
+	for ; i < len(s) && isRobotsDigit(s[i]); i++ {
 		digits++
 	}
 	if i < len(s) && s[i] == '.' {
-		for i++; i < len(s) && isDigit(s[i]); i++ {
+		for i++; i < len(s) && isRobotsDigit(s[i]); i++ {
 			digits++
 		}
 	}
@@ -343,7 +343,7 @@ func parseCrawlDelay(s string) (float64, bool) {
 			i++
 		}
 		expStart := i
-		for ; i < len(s) && isDigit(s[i]); i++ {
+		for ; i < len(s) && isRobotsDigit(s[i]); i++ {
 		}
 		if i == expStart {
 			return 0, false
@@ -359,10 +359,10 @@ func parseCrawlDelay(s string) (float64, bool) {
 	return v, true
 }
 
-func isDigit(c byte) bool { return '0' <= c && c <= '9' }
+func isRobotsDigit(c byte) bool { return '0' <= c && c <= '9' }
 
-// quoteTrunc quotes s for a Problem, truncated to maxRobotsValueQuote bytes.
-func quoteTrunc(s string) string {
+// robotsQuote quotes s for a Problem, truncated to maxRobotsValueQuote bytes.
+func robotsQuote(s string) string {
 	if len(s) > maxRobotsValueQuote {
 		return strconv.Quote(s[:maxRobotsValueQuote]) + "…"
 	}
@@ -378,21 +378,21 @@ func quoteTrunc(s string) string {
 func productToken(userAgent string) string {
 	ua := strings.ToLower(userAgent)
 	if _, after, ok := strings.Cut(ua, "compatible;"); ok {
-		if tok := leadingToken(after); tok != "" {
+		if tok := productTokenPrefix(after); tok != "" {
 			return tok
 		}
 	}
-	if tok := leadingToken(ua); tok != "" {
+	if tok := productTokenPrefix(ua); tok != "" {
 		return tok
 	}
 	return "*"
 }
 
-// leadingToken returns the run of [a-z0-9_-] at the start of s after spaces and tabs.
-func leadingToken(s string) string {
+// productTokenPrefix returns the run of [a-z0-9_-] at the start of s after spaces and tabs.
+func productTokenPrefix(s string) string {
 	s = strings.TrimLeft(s, " \t")
 	i := 0
-	for i < len(s) && (s[i] >= 'a' && s[i] <= 'z' || isDigit(s[i]) || s[i] == '_' || s[i] == '-') {
+	for i < len(s) && (s[i] >= 'a' && s[i] <= 'z' || isRobotsDigit(s[i]) || s[i] == '_' || s[i] == '-') {
 		i++
 	}
 	return s[:i]

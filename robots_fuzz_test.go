@@ -34,7 +34,7 @@ func FuzzParseRobots(f *testing.F) {
 		if info.Published < info.CrawlDelay {
 			t.Fatalf("Published = %v < CrawlDelay = %v", info.Published, info.CrawlDelay)
 		}
-		if (info.Published > info.CrawlDelay) != hasProblem(info.Problems, "clamped") {
+		if (info.Published > info.CrawlDelay) != hasRobotsProblem(info.Problems, "clamped") {
 			t.Fatalf("Published = %v, CrawlDelay = %v, Problems = %q: clamp not reported as such", info.Published, info.CrawlDelay, info.Problems)
 		}
 		if len(info.Body) > maxRobotsBody {

@@ -11,10 +11,10 @@ import (
 	"github.com/temoto/robotstxt"
 )
 
-const testMaxDelay = time.Minute
+const robotsTestMax = time.Minute
 
-// reparse parses a sanitized body as Colly would, failing the test if robotstxt rejects it.
-func reparse(t *testing.T, body []byte) *robotstxt.RobotsData {
+// reparseRobots parses a sanitized body as Colly would, failing the test if robotstxt rejects it.
+func reparseRobots(t *testing.T, body []byte) *robotstxt.RobotsData {
 	t.Helper()
 	data, err := robotstxt.FromBytes(body)
 	if err != nil {
@@ -23,8 +23,8 @@ func reparse(t *testing.T, body []byte) *robotstxt.RobotsData {
 	return data
 }
 
-// hasProblem reports whether one of problems contains all of the substrings.
-func hasProblem(problems []string, substrings ...string) bool {
+// hasRobotsProblem reports whether one of problems contains all of the substrings.
+func hasRobotsProblem(problems []string, substrings ...string) bool {
 	for _, p := range problems {
 		all := true
 		for _, s := range substrings {
@@ -56,7 +56,7 @@ func TestParseRobotsGroupMatch(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			info := parseRobots(200, []byte(tt.body), tt.agent, testMaxDelay)
+			info := parseRobots(200, []byte(tt.body), tt.agent, robotsTestMax)
 			if info.CrawlDelay != tt.want || info.Published != tt.want {
 				t.Errorf("CrawlDelay, Published = %v, %v; want %v", info.CrawlDelay, info.Published, tt.want)
 			}
@@ -111,9 +111,9 @@ func TestParseRobotsBadCrawlDelay(t *testing.T) {
 		t.Run(tt.line, func(t *testing.T) {
 			body := "User-agent: other\nCrawl-delay: 7\nDisallow: /other\n\n" +
 				"User-agent: mybot\nDisallow: /private\n" + tt.line + "\nAllow: /private/ok\n"
-			info := parseRobots(200, []byte(body), "mybot", testMaxDelay)
+			info := parseRobots(200, []byte(body), "mybot", robotsTestMax)
 			t.Run("reported with line number and value", func(t *testing.T) {
-				if !hasProblem(info.Problems, "line 7:", tt.quoted, "removed") {
+				if !hasRobotsProblem(info.Problems, "line 7:", tt.quoted, "removed") {
 					t.Errorf("Problems = %q; want line 7 and %s", info.Problems, tt.quoted)
 				}
 			})
@@ -128,7 +128,7 @@ func TestParseRobotsBadCrawlDelay(t *testing.T) {
 				}
 			})
 			t.Run("rest of the file survives", func(t *testing.T) {
-				data := reparse(t, info.Body)
+				data := reparseRobots(t, info.Body)
 				if d := data.FindGroup("other").CrawlDelay; d != 7*time.Second {
 					t.Errorf("other group's Crawl-delay = %v; want 7s", d)
 				}
@@ -173,14 +173,14 @@ func TestParseRobotsCrawlDelayValues(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			info := parseRobots(200, []byte("User-agent: mybot\n"+tt.line+"\n"), "mybot", testMaxDelay)
+			info := parseRobots(200, []byte("User-agent: mybot\n"+tt.line+"\n"), "mybot", robotsTestMax)
 			if info.CrawlDelay != tt.want || info.Published != tt.want {
 				t.Errorf("CrawlDelay, Published = %v, %v; want %v", info.CrawlDelay, info.Published, tt.want)
 			}
 			if len(info.Problems) != 0 {
 				t.Errorf("Problems = %q; want none", info.Problems)
 			}
-			if d := reparse(t, info.Body).FindGroup("mybot").CrawlDelay; d != tt.want {
+			if d := reparseRobots(t, info.Body).FindGroup("mybot").CrawlDelay; d != tt.want {
 				t.Errorf("reparsed Body's Crawl-delay = %v; want %v", d, tt.want)
 			}
 		})
@@ -212,10 +212,10 @@ func TestParseRobotsClamp(t *testing.T) {
 			if info.CrawlDelay != tt.wantDelay {
 				t.Errorf("CrawlDelay = %v; want %v", info.CrawlDelay, tt.wantDelay)
 			}
-			if clamped := tt.wantPublished > tt.wantDelay; clamped != hasProblem(info.Problems, "clamped") {
+			if clamped := tt.wantPublished > tt.wantDelay; clamped != hasRobotsProblem(info.Problems, "clamped") {
 				t.Errorf("Problems = %q; want a clamp Problem: %v", info.Problems, clamped)
 			}
-			data := reparse(t, info.Body)
+			data := reparseRobots(t, info.Body)
 			if d := data.FindGroup("mybot").CrawlDelay; d < 0 {
 				t.Errorf("reparsed Body's Crawl-delay = %v; want not negative", d)
 			}
@@ -231,7 +231,7 @@ func TestParseRobotsHugeDelayRewritten(t *testing.T) {
 	if !bytes.Contains(info.Body, []byte("Crawl-delay: 9223372036\n")) {
 		t.Errorf("Body = %q; want the value rewritten to 9223372036", info.Body)
 	}
-	if !hasProblem(info.Problems, "line 2:", `"1e20"`, "too large") {
+	if !hasRobotsProblem(info.Problems, "line 2:", `"1e20"`, "too large") {
 		t.Errorf("Problems = %q; want the rewrite of line 2", info.Problems)
 	}
 }
@@ -255,11 +255,11 @@ func TestParseRobotsStatus(t *testing.T) {
 		{0, 0, true},
 	}
 	for _, tt := range tests {
-		info := parseRobots(tt.status, []byte(body), "mybot", testMaxDelay)
+		info := parseRobots(tt.status, []byte(body), "mybot", robotsTestMax)
 		if info.CrawlDelay != tt.wantDelay {
 			t.Errorf("status %d: CrawlDelay = %v; want %v", tt.status, info.CrawlDelay, tt.wantDelay)
 		}
-		if got := hasProblem(info.Problems, "not parsed"); got != tt.wantProblem {
+		if got := hasRobotsProblem(info.Problems, "not parsed"); got != tt.wantProblem {
 			t.Errorf("status %d: Problems = %q; want a not-parsed Problem: %v", tt.status, info.Problems, tt.wantProblem)
 		}
 		if tt.status >= 300 && info.Body != nil {
@@ -280,14 +280,14 @@ func TestParseRobotsEncoding(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			info := parseRobots(200, []byte(tt.body), "mybot", testMaxDelay)
+			info := parseRobots(200, []byte(tt.body), "mybot", robotsTestMax)
 			if info.CrawlDelay != 2*time.Second {
 				t.Errorf("CrawlDelay = %v; want 2s (Problems %q)", info.CrawlDelay, info.Problems)
 			}
-			if bytes.HasPrefix(info.Body, utf8BOM) {
+			if bytes.HasPrefix(info.Body, robotsBOM) {
 				t.Errorf("Body starts with a BOM")
 			}
-			if reparse(t, info.Body).TestAgent("/x", "mybot") {
+			if reparseRobots(t, info.Body).TestAgent("/x", "mybot") {
 				t.Error("Disallow: /x lost")
 			}
 		})
@@ -295,8 +295,8 @@ func TestParseRobotsEncoding(t *testing.T) {
 }
 
 func TestParseRobotsBadLineNumbersCountCRLFOnce(t *testing.T) {
-	info := parseRobots(200, []byte("User-agent: *\r\n\r\nCrawl-delay: x\r\n"), "mybot", testMaxDelay)
-	if !hasProblem(info.Problems, "line 3:") {
+	info := parseRobots(200, []byte("User-agent: *\r\n\r\nCrawl-delay: x\r\n"), "mybot", robotsTestMax)
+	if !hasRobotsProblem(info.Problems, "line 3:") {
 		t.Errorf("Problems = %q; want line 3", info.Problems)
 	}
 }
@@ -316,17 +316,17 @@ func TestParseRobotsStructuralLines(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			info := parseRobots(200, []byte(tt.body), "mybot", testMaxDelay)
+			info := parseRobots(200, []byte(tt.body), "mybot", robotsTestMax)
 			if tt.problem == "" && len(info.Problems) != 0 {
 				t.Errorf("Problems = %q; want none", info.Problems)
 			}
-			if tt.problem != "" && !hasProblem(info.Problems, tt.problem) {
+			if tt.problem != "" && !hasRobotsProblem(info.Problems, tt.problem) {
 				t.Errorf("Problems = %q; want %q", info.Problems, tt.problem)
 			}
 			if info.CrawlDelay != 2*time.Second {
 				t.Errorf("CrawlDelay = %v; want 2s", info.CrawlDelay)
 			}
-			if reparse(t, info.Body).TestAgent(tt.disallowed, "mybot") {
+			if reparseRobots(t, info.Body).TestAgent(tt.disallowed, "mybot") {
 				t.Errorf("%s no longer disallowed", tt.disallowed)
 			}
 		})
@@ -350,12 +350,12 @@ func TestParseRobotsGarbage(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			info := parseRobots(200, tt.body, "mybot", testMaxDelay)
-			reparse(t, info.Body)
+			info := parseRobots(200, tt.body, "mybot", robotsTestMax)
+			reparseRobots(t, info.Body)
 			if info.CrawlDelay != 0 {
 				t.Errorf("CrawlDelay = %v; want 0", info.CrawlDelay)
 			}
-			if hasProblem(info.Problems, "not parsed") {
+			if hasRobotsProblem(info.Problems, "not parsed") {
 				t.Errorf("Problems = %q; want the sanitized body parsed", info.Problems)
 			}
 		})
@@ -369,7 +369,7 @@ func TestParseRobotsLargeBody(t *testing.T) {
 		b.WriteString("Disallow: /generated/path/that/is/long/enough/to/fill/the/file\n")
 	}
 	start := time.Now()
-	info := parseRobots(200, b.Bytes(), "mybot", testMaxDelay)
+	info := parseRobots(200, b.Bytes(), "mybot", robotsTestMax)
 	elapsed := time.Since(start)
 	t.Run("truncated", func(t *testing.T) {
 		if len(info.Body) > maxRobotsBody || len(info.Body) < maxRobotsBody-100 {
@@ -378,7 +378,7 @@ func TestParseRobotsLargeBody(t *testing.T) {
 		if !bytes.HasSuffix(info.Body, []byte("\n")) {
 			t.Error("Body not cut at a line boundary")
 		}
-		if !hasProblem(info.Problems, "truncated", "10485") {
+		if !hasRobotsProblem(info.Problems, "truncated to") {
 			t.Errorf("Problems = %q; want a truncation", info.Problems)
 		}
 	})
@@ -386,7 +386,7 @@ func TestParseRobotsLargeBody(t *testing.T) {
 		if info.CrawlDelay != 3*time.Second {
 			t.Errorf("CrawlDelay = %v; want 3s", info.CrawlDelay)
 		}
-		if reparse(t, info.Body).TestAgent("/private", "mybot") {
+		if reparseRobots(t, info.Body).TestAgent("/private", "mybot") {
 			t.Error("Disallow: /private lost")
 		}
 	})
@@ -399,8 +399,8 @@ func TestParseRobotsLargeBody(t *testing.T) {
 
 func TestParseRobotsNoNewlineBeforeLimit(t *testing.T) {
 	body := append([]byte("User-agent: *"), bytes.Repeat([]byte("x"), maxRobotsBody)...)
-	info := parseRobots(200, body, "mybot", testMaxDelay)
-	if len(info.Body) != 0 || !hasProblem(info.Problems, "truncated") {
+	info := parseRobots(200, body, "mybot", robotsTestMax)
+	if len(info.Body) != 0 || !hasRobotsProblem(info.Problems, "truncated") {
 		t.Errorf("len(Body) = %d, Problems = %q; want empty and a truncation", len(info.Body), info.Problems)
 	}
 }
@@ -417,10 +417,10 @@ func TestParseRobotsWorkLimit(t *testing.T) {
 	}
 	b.WriteString("Disallow: /last\n")
 	start := time.Now()
-	info := parseRobots(200, []byte(b.String()), "mybot", testMaxDelay)
+	info := parseRobots(200, []byte(b.String()), "mybot", robotsTestMax)
 	elapsed := time.Since(start)
 	t.Run("truncated", func(t *testing.T) {
-		if !hasProblem(info.Problems, "truncated at line", "User-agent pairs") {
+		if !hasRobotsProblem(info.Problems, "truncated at line", "User-agent pairs") {
 			t.Errorf("Problems = %q; want a work-limit truncation", info.Problems)
 		}
 		if bytes.Contains(info.Body, []byte("/last")) {
@@ -428,7 +428,7 @@ func TestParseRobotsWorkLimit(t *testing.T) {
 		}
 	})
 	t.Run("rules before the limit kept", func(t *testing.T) {
-		data := reparse(t, info.Body)
+		data := reparseRobots(t, info.Body)
 		if data.TestAgent("/first", "mybot") || data.TestAgent("/more", "a7") {
 			t.Error("rules before the limit lost")
 		}
@@ -445,11 +445,11 @@ func TestParseRobotsWorkLimit(t *testing.T) {
 
 func TestParseRobotsProblemsCapped(t *testing.T) {
 	body := "User-agent: *\n" + strings.Repeat("Crawl-delay: x\n", 1000) + "Crawl-delay: 1\n"
-	info := parseRobots(200, []byte(body), "mybot", testMaxDelay)
+	info := parseRobots(200, []byte(body), "mybot", robotsTestMax)
 	if len(info.Problems) != maxRobotsLineProblems+1 {
 		t.Errorf("len(Problems) = %d; want %d", len(info.Problems), maxRobotsLineProblems+1)
 	}
-	if !hasProblem(info.Problems, "984 more") {
+	if !hasRobotsProblem(info.Problems, "984 more") {
 		t.Errorf("Problems = %q; want a summary of 984 more", info.Problems)
 	}
 	if info.CrawlDelay != time.Second {
@@ -460,7 +460,7 @@ func TestParseRobotsProblemsCapped(t *testing.T) {
 func TestParseRobotsDoesNotMutateSharedGroup(t *testing.T) {
 	// FindGroup returns a package-level empty group when nothing matches.
 	for range 2 {
-		info := parseRobots(200, []byte("User-agent: other\nCrawl-delay: 1e20\n"), "mybot", testMaxDelay)
+		info := parseRobots(200, []byte("User-agent: other\nCrawl-delay: 1e20\n"), "mybot", robotsTestMax)
 		if info.CrawlDelay != 0 || info.Published != 0 {
 			t.Fatalf("CrawlDelay, Published = %v, %v; want 0", info.CrawlDelay, info.Published)
 		}

@@ -144,7 +144,13 @@ func (p *Pacer) applyCrawlDelay(h *host, e *robotsEntry) {
 	if grew {
 		h.rescheduleLocked(now)
 	}
+	var brk *breakerChange
+	if h.crawlClamped && !p.cfg.breaker.IgnoreCaps {
+		brk = h.brk.tripLocked(now, TripCrawlDelay)
+	}
 	h.mu.Unlock()
+	h.markDirty(p)
+	p.reportBreaker(h, brk, now)
 
 	for _, problem := range info.Problems {
 		p.audit.emit(zerolog.WarnLevel, auditEvent{at: now, host: h.key, event: EventRobotsInvalid, trigger: TriggerRobots,

@@ -60,13 +60,15 @@ func TestBadCrawlDelayLineKeepsTheRest(t *testing.T) {
 	})
 }
 
-// An absurd Crawl-delay is clamped to the maximum and audited as not fully honoured.
+// An absurd Crawl-delay is clamped to the maximum and audited as not fully honoured, when the breaker
+// is told to crawl on over caps.
 func TestAbsurdCrawlDelayClamped(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		n := newFakeNet(t)
 		h, base := n.host("huge.test", robotsSite(200, "User-agent: *\nCrawl-delay: 1e20\n", nil))
 		var buf bytes.Buffer
-		c, _ := pacedCollector(n, WithBaseDelay(time.Second), WithMaxCrawlDelay(5*time.Second), WithLogger(zerolog.New(&buf)))
+		c, _ := pacedCollector(n, WithBaseDelay(time.Second), WithMaxCrawlDelay(5*time.Second), WithLogger(zerolog.New(&buf)),
+			WithBreaker(BreakerPolicy{IgnoreCaps: true}))
 		visitAll(t, c, base, 3)
 		assertGaps(t, h.gaps("/p/"), 5*time.Second)
 		ev := findEvent(t, &buf, EventCrawlDelayClamped)

@@ -1,0 +1,164 @@
+package ext
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/gocolly/colly/v2"
+	"github.com/rs/zerolog"
+)
+
+// parked reports whether h's breaker is open and cooling down at now: its requests are deferred
+// without waiting.
+func (h *host) parked(now time.Time, b BreakerPolicy) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.brk.state == BreakerOpen && (now.Sub(h.brk.changed) < b.Cooldown || h.crawlClamped && !b.IgnoreCaps)
+}
+
+// deferRequest stores r, with what is needed to send it again, instead of sending it, and aborts it.
+// Colly then calls OnError with ErrAbortedBeforeRequest; Pacer.Deferred tells it apart.
+func (b *binding) deferRequest(r *colly.Request, h *host, cause error) {
+	p := b.p
+	now := p.now()
+	d := DeferredRequest{
+		Host: h.key, Method: r.Method, URL: r.URL.String(), Depth: r.Depth,
+		Ctx: stringValues(r.Ctx), DeferredAt: now, Reason: cause.Error(),
+	}
+	if r.Headers != nil {
+		d.Header = r.Headers.Clone()
+	}
+	if r.Body != nil {
+		if s, ok := r.Body.(io.ReadSeeker); ok {
+			if _, err := s.Seek(0, io.SeekStart); err == nil {
+				d.Body, _ = io.ReadAll(s)
+				_, _ = s.Seek(0, io.SeekStart)
+			}
+		} else {
+			d.BodyLost = true
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+	defer cancel()
+	id, err := p.queue.AddDeferred(ctx, d)
+	if err != nil && p.queue != Store(p.fallback) {
+		// Never lose a URL: keep it in memory and say so.
+		p.audit.emit(zerolog.ErrorLevel, auditEvent{at: now, host: h.key, event: EventStoreUnavailable, trigger: TriggerStore,
+			compliant: true, detail: "deferring to memory: " + err.Error()})
+		id, err = p.fallback.AddDeferred(ctx, d)
+	}
+	detail := fmt.Sprintf("deferred %s %s (id %d): %v", d.Method, redactURL(d.URL), id, cause)
+	if d.BodyLost {
+		detail += "; its body could not be re-read and is not kept"
+	}
+	if err != nil {
+		detail = "deferral failed: " + err.Error()
+	}
+	p.audit.emit(zerolog.WarnLevel, auditEvent{at: now, host: h.key, event: EventRequestDeferred, trigger: TriggerBreaker,
+		base: h.policy.BaseDelay, compliant: true, detail: detail})
+	p.deferred.mark(r, now)
+	r.Abort()
+}
+
+// Deferred reports, inside an OnError callback, whether the request was deferred (its host's breaker
+// is open) rather than failed: Drain sends it again later.
+func (p *Pacer) Deferred(resp *colly.Response) bool {
+	return p.deferred.marked(resp)
+}
+
+// DeferredRequests returns the requests deferred so far, oldest first; host "" means every host.
+func (p *Pacer) DeferredRequests(ctx context.Context, host string) ([]DeferredRequest, error) {
+	out, err := p.queue.ListDeferred(ctx, host, 0)
+	if err != nil {
+		return nil, err
+	}
+	if p.queue != Store(p.fallback) {
+		more, _ := p.fallback.ListDeferred(ctx, host, 0)
+		out = append(out, more...)
+	}
+	return out, nil
+}
+
+// Drain hands deferred requests back to c (for a later, low-priority pass) and removes them from the
+// store: every host's, or only those of the given hosts. Requests of a host still parked are left
+// where they are. A drained request bypasses Colly's revisit check (its URL was marked visited when
+// first requested) and is tracked by c.Wait. It returns how many were handed back.
+func (p *Pacer) Drain(ctx context.Context, c *colly.Collector, hosts ...string) (int, error) {
+	if len(hosts) == 0 {
+		hosts = []string{""}
+	}
+	now := p.now()
+	drained := 0
+	queues := []Store{p.queue}
+	if p.queue != Store(p.fallback) {
+		queues = append(queues, p.fallback)
+	}
+	for _, q := range queues {
+		for _, host := range hosts {
+			reqs, err := q.ListDeferred(ctx, host, 0)
+			if err != nil {
+				return drained, fmt.Errorf("ext: listing deferred requests: %w", err)
+			}
+			var done []int64
+			for _, d := range reqs {
+				if p.host(d.Host).parked(now, p.cfg.breaker) {
+					continue
+				}
+				if err := resend(c, d); err != nil {
+					p.audit.emit(zerolog.WarnLevel, auditEvent{at: now, host: d.Host, event: EventDeferredDrained, trigger: TriggerBreaker,
+						compliant: true, detail: fmt.Sprintf("could not resend %s: %v (kept)", redactURL(d.URL), err)})
+					continue
+				}
+				done = append(done, d.ID)
+			}
+			if len(done) > 0 {
+				if err := q.DeleteDeferred(ctx, done); err != nil {
+					return drained, fmt.Errorf("ext: removing drained requests: %w", err)
+				}
+				drained += len(done)
+				p.audit.emit(zerolog.InfoLevel, auditEvent{at: now, host: host, event: EventDeferredDrained, trigger: TriggerBreaker,
+					compliant: true, detail: fmt.Sprintf("%d deferred requests handed back", len(done))})
+			}
+		}
+	}
+	return drained, nil
+}
+
+// resend issues a deferred request on c through Colly's own serialized form, so depth, headers, body
+// and context come back and the revisit check is bypassed (Request.Retry).
+func resend(c *colly.Collector, d DeferredRequest) error {
+	ctx := make(map[string]any, len(d.Ctx))
+	for k, v := range d.Ctx {
+		ctx[k] = v
+	}
+	raw, err := json.Marshal(map[string]any{
+		"URL": d.URL, "Method": d.Method, "Depth": d.Depth, "Body": d.Body, "Ctx": ctx, "Headers": d.Header,
+	})
+	if err != nil {
+		return err
+	}
+	r, err := c.UnmarshalRequest(raw)
+	if err != nil {
+		return err
+	}
+	return r.Retry()
+}
+
+// stringValues returns the string values of a colly.Context, without the pacer's private keys.
+func stringValues(ctx *colly.Context) map[string]string {
+	if ctx == nil {
+		return nil
+	}
+	out := map[string]string{}
+	ctx.ForEach(func(k string, v any) any {
+		if s, ok := v.(string); ok && !strings.HasPrefix(k, "_collypace") {
+			out[k] = s
+		}
+		return nil
+	})
+	return out
+}

@@ -1,0 +1,240 @@
+// Package storetest is the conformance suite every ext.Store runs: the memory store, sqlitestore and
+// redisstore must behave the same.
+package storetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/collypace/ext"
+)
+
+var t0 = time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+
+// Run runs the Store conformance tests against fresh stores made by newStore.
+func Run(t *testing.T, newStore func(t *testing.T) ext.Store) {
+	t.Run("LoadMissing", func(t *testing.T) {
+		s := newStore(t)
+		if _, ok, err := s.LoadHost(context.Background(), "nowhere.test"); ok || err != nil {
+			t.Errorf("LoadHost of an unknown host = ok %v, err %v; want false, nil", ok, err)
+		}
+	})
+	t.Run("RoundTrip", func(t *testing.T) {
+		s := newStore(t)
+		want := Sample("a.test:8080")
+		if err := s.SaveHosts(context.Background(), []ext.HostState{want}); err != nil {
+			t.Fatal(err)
+		}
+		got, ok, err := s.LoadHost(context.Background(), want.Host)
+		if !ok || err != nil {
+			t.Fatalf("LoadHost = ok %v, err %v", ok, err)
+		}
+		if d := Diff(got, want); d != "" {
+			t.Errorf("round trip: %s", d)
+		}
+	})
+	t.Run("MergeKeepsLaterTimes", func(t *testing.T) {
+		s := newStore(t)
+		ctx := context.Background()
+		first := Sample("m.test")
+		first.NextDeparture, first.HoldUntil = t0.Add(time.Minute), t0.Add(2*time.Minute)
+		second := Sample("m.test")
+		second.NextDeparture, second.HoldUntil = t0.Add(time.Second), t0.Add(time.Second)
+		second.AdaptiveDelay = 9 * time.Second
+		if err := s.SaveHosts(ctx, []ext.HostState{first}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.SaveHosts(ctx, []ext.HostState{second}); err != nil {
+			t.Fatal(err)
+		}
+		got, _, err := s.LoadHost(ctx, "m.test")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !got.NextDeparture.Equal(first.NextDeparture) || !got.HoldUntil.Equal(first.HoldUntil) {
+			t.Errorf("after an earlier write: next %v hold %v, want the later %v %v", got.NextDeparture, got.HoldUntil, first.NextDeparture, first.HoldUntil)
+		}
+		if got.AdaptiveDelay != 9*time.Second {
+			t.Errorf("adaptive delay %v, want the overwritten 9s", got.AdaptiveDelay)
+		}
+	})
+	t.Run("Deferred", func(t *testing.T) {
+		s := newStore(t)
+		ctx := context.Background()
+		var ids []int64
+		for i, host := range []string{"a.test", "b.test", "a.test"} {
+			r := ext.DeferredRequest{
+				Host: host, Method: http.MethodPost, URL: fmt.Sprintf("http://%s/p/%d", host, i), Depth: i + 1,
+				Header: http.Header{"X-Trace": {"t" + fmt.Sprint(i)}}, Body: []byte("form=1"),
+				Ctx: map[string]string{"k": "v"}, DeferredAt: t0.Add(time.Duration(i) * time.Second), Reason: "breaker open",
+			}
+			id, err := s.AddDeferred(ctx, r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids = append(ids, id)
+		}
+		all, err := s.ListDeferred(ctx, "", 0)
+		if err != nil || len(all) != 3 {
+			t.Fatalf("ListDeferred(all) = %d, %v; want 3", len(all), err)
+		}
+		if all[0].URL != "http://a.test/p/0" || all[2].URL != "http://a.test/p/2" {
+			t.Errorf("not oldest first: %v, %v", all[0].URL, all[2].URL)
+		}
+		r := all[1]
+		if r.Method != http.MethodPost || r.Depth != 2 || r.Header.Get("X-Trace") != "t1" || string(r.Body) != "form=1" ||
+			r.Ctx["k"] != "v" || !r.DeferredAt.Equal(t0.Add(time.Second)) || r.Reason != "breaker open" || r.ID != ids[1] {
+			t.Errorf("deferred request did not round-trip: %+v", r)
+		}
+		onlyA, _ := s.ListDeferred(ctx, "a.test", 0)
+		if len(onlyA) != 2 {
+			t.Errorf("ListDeferred(a.test) = %d, want 2", len(onlyA))
+		}
+		if one, _ := s.ListDeferred(ctx, "", 1); len(one) != 1 {
+			t.Errorf("ListDeferred(limit 1) = %d, want 1", len(one))
+		}
+		if err := s.DeleteDeferred(ctx, []int64{ids[0], ids[2], 424242}); err != nil {
+			t.Fatal(err)
+		}
+		left, _ := s.ListDeferred(ctx, "", 0)
+		if len(left) != 1 || left[0].Host != "b.test" {
+			t.Errorf("after delete: %v, want only b.test's", left)
+		}
+	})
+	t.Run("ConcurrentSaves", func(t *testing.T) {
+		s := newStore(t)
+		var wg sync.WaitGroup
+		for i := range 8 {
+			wg.Go(func() {
+				for j := range 20 {
+					st := Sample(fmt.Sprintf("c%d.test", j%4))
+					st.AdaptiveDelay = time.Duration(i+1) * time.Second
+					if err := s.SaveHosts(context.Background(), []ext.HostState{st}); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		for j := range 4 {
+			if _, ok, err := s.LoadHost(context.Background(), fmt.Sprintf("c%d.test", j)); !ok || err != nil {
+				t.Errorf("c%d.test: ok %v err %v", j, ok, err)
+			}
+		}
+	})
+}
+
+// RunShared runs the SharedStore conformance tests.
+func RunShared(t *testing.T, newStore func(t *testing.T) ext.SharedStore) {
+	t.Run("ReserveSpacesDepartures", func(t *testing.T) {
+		s := newStore(t)
+		ctx := context.Background()
+		for i := range 4 {
+			at, err := s.ReserveDeparture(ctx, "r.test", t0, time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := t0.Add(time.Duration(i) * time.Second); !at.Equal(want) {
+				t.Errorf("reservation %d at +%v, want +%v", i, at.Sub(t0), want.Sub(t0))
+			}
+		}
+	})
+	t.Run("ReserveHonoursHold", func(t *testing.T) {
+		s := newStore(t)
+		ctx := context.Background()
+		st := Sample("h.test")
+		st.NextDeparture, st.HoldUntil = time.Time{}, t0.Add(30*time.Second)
+		st.AdaptiveDelay = 0
+		if err := s.SaveHosts(ctx, []ext.HostState{st}); err != nil {
+			t.Fatal(err)
+		}
+		at, err := s.ReserveDeparture(ctx, "h.test", t0, time.Second)
+		if err != nil || !at.Equal(st.HoldUntil) {
+			t.Errorf("reservation during a hold at +%v (%v), want +30s", at.Sub(t0), err)
+		}
+	})
+	t.Run("ReserveUsesStoredAdaptiveDelay", func(t *testing.T) {
+		s := newStore(t)
+		ctx := context.Background()
+		st := Sample("d.test")
+		st.NextDeparture, st.HoldUntil, st.AdaptiveDelay = time.Time{}, time.Time{}, 4*time.Second
+		if err := s.SaveHosts(ctx, []ext.HostState{st}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.ReserveDeparture(ctx, "d.test", t0, time.Second); err != nil {
+			t.Fatal(err)
+		}
+		at, err := s.ReserveDeparture(ctx, "d.test", t0, time.Second)
+		if err != nil || !at.Equal(t0.Add(4*time.Second)) {
+			t.Errorf("second reservation at +%v (%v), want +4s (the stored adaptive delay)", at.Sub(t0), err)
+		}
+	})
+	t.Run("ConcurrentReservationsNeverOverlap", func(t *testing.T) {
+		s := newStore(t)
+		var mu sync.Mutex
+		seen := map[time.Time]bool{}
+		var wg sync.WaitGroup
+		for range 4 {
+			wg.Go(func() {
+				for range 25 {
+					at, err := s.ReserveDeparture(context.Background(), "c.test", t0, time.Second)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					mu.Lock()
+					if seen[at] {
+						t.Errorf("slot +%v booked twice", at.Sub(t0))
+					}
+					seen[at] = true
+					mu.Unlock()
+				}
+			})
+		}
+		wg.Wait()
+		for i := range 100 {
+			if !seen[t0.Add(time.Duration(i)*time.Second)] {
+				t.Errorf("slot +%ds missing: slots are not contiguous", i)
+				break
+			}
+		}
+	})
+}
+
+// Sample returns a HostState with every field set, for round trips.
+func Sample(host string) ext.HostState {
+	return ext.HostState{
+		Host: host, Version: ext.StateVersion,
+		AdaptiveDelay: 2500 * time.Millisecond, KnownLimit: 1200 * time.Millisecond,
+		NextDeparture: t0.Add(3 * time.Second), HoldUntil: t0.Add(45 * time.Second), HoldTrigger: ext.TriggerRetryAfter,
+		CrawlDelay: 2 * time.Second, CrawlClamped: true,
+		Breaker: ext.BreakerOpen, BreakerChanged: t0.Add(-time.Minute), Failures: 7, UpdatedAt: t0,
+	}
+}
+
+// Diff describes how got differs from want, or returns "".
+func Diff(got, want ext.HostState) string {
+	eqTime := func(a, b time.Time) bool { return a.Equal(b) }
+	switch {
+	case got.Host != want.Host, got.Version != want.Version:
+		return fmt.Sprintf("host/version %s/%d, want %s/%d", got.Host, got.Version, want.Host, want.Version)
+	case got.AdaptiveDelay != want.AdaptiveDelay, got.KnownLimit != want.KnownLimit, got.CrawlDelay != want.CrawlDelay:
+		return fmt.Sprintf("delays %v/%v/%v, want %v/%v/%v", got.AdaptiveDelay, got.KnownLimit, got.CrawlDelay, want.AdaptiveDelay, want.KnownLimit, want.CrawlDelay)
+	case !eqTime(got.NextDeparture, want.NextDeparture), !eqTime(got.HoldUntil, want.HoldUntil), got.HoldTrigger != want.HoldTrigger:
+		return fmt.Sprintf("schedule %v/%v/%s, want %v/%v/%s", got.NextDeparture, got.HoldUntil, got.HoldTrigger, want.NextDeparture, want.HoldUntil, want.HoldTrigger)
+	case got.CrawlClamped != want.CrawlClamped, got.Breaker != want.Breaker, !eqTime(got.BreakerChanged, want.BreakerChanged), got.Failures != want.Failures:
+		return fmt.Sprintf("breaker %v/%v/%d clamped %v, want %v/%v/%d clamped %v", got.Breaker, got.BreakerChanged, got.Failures, got.CrawlClamped, want.Breaker, want.BreakerChanged, want.Failures, want.CrawlClamped)
+	case !eqTime(got.UpdatedAt, want.UpdatedAt):
+		return fmt.Sprintf("updated %v, want %v", got.UpdatedAt, want.UpdatedAt)
+	}
+	return ""
+}
+
+// IsCorrupt reports whether err says a stored row could not be decoded.
+func IsCorrupt(err error) bool { return errors.Is(err, ext.ErrCorruptState) }

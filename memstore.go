@@ -1,0 +1,96 @@
+package ext
+
+import (
+	"context"
+	"maps"
+	"net/http"
+	"slices"
+	"sync"
+)
+
+// MemoryStore is a Store that lives in the process: the default, for the deferred queue of a single
+// crawl. Nothing survives a restart; use sqlitestore for that.
+type MemoryStore struct {
+	mu       sync.Mutex // protects the fields below
+	hosts    map[string]HostState
+	deferred []DeferredRequest // by ascending ID
+	nextID   int64
+}
+
+// NewMemoryStore returns an empty MemoryStore.
+func NewMemoryStore() *MemoryStore {
+	return &MemoryStore{hosts: make(map[string]HostState)}
+}
+
+// LoadHost implements Store.
+func (m *MemoryStore) LoadHost(_ context.Context, host string) (HostState, bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	st, ok := m.hosts[host]
+	return st, ok, nil
+}
+
+// SaveHosts implements Store.
+func (m *MemoryStore) SaveHosts(_ context.Context, states []HostState) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, st := range states {
+		if old, ok := m.hosts[st.Host]; ok {
+			st = mergeState(old, st)
+		}
+		m.hosts[st.Host] = st
+	}
+	return nil
+}
+
+// mergeState applies SaveHosts' merge rule: the later NextDeparture and HoldUntil win.
+func mergeState(old, st HostState) HostState {
+	if old.NextDeparture.After(st.NextDeparture) {
+		st.NextDeparture = old.NextDeparture
+	}
+	if old.HoldUntil.After(st.HoldUntil) {
+		st.HoldUntil, st.HoldTrigger = old.HoldUntil, old.HoldTrigger
+	}
+	return st
+}
+
+// AddDeferred implements Store.
+func (m *MemoryStore) AddDeferred(_ context.Context, r DeferredRequest) (int64, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.nextID++
+	r.ID = m.nextID
+	r.Header = r.Header.Clone()
+	r.Body = slices.Clone(r.Body)
+	r.Ctx = maps.Clone(r.Ctx)
+	m.deferred = append(m.deferred, r)
+	return r.ID, nil
+}
+
+// ListDeferred implements Store.
+func (m *MemoryStore) ListDeferred(_ context.Context, host string, limit int) ([]DeferredRequest, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []DeferredRequest
+	for _, r := range m.deferred {
+		if limit > 0 && len(out) >= limit {
+			break
+		}
+		if host == "" || r.Host == host {
+			r.Header = http.Header(r.Header).Clone()
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+// DeleteDeferred implements Store.
+func (m *MemoryStore) DeleteDeferred(_ context.Context, ids []int64) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.deferred = slices.DeleteFunc(m.deferred, func(r DeferredRequest) bool { return slices.Contains(ids, r.ID) })
+	return nil
+}
+
+// Close implements Store.
+func (m *MemoryStore) Close() error { return nil }

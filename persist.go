@@ -1,0 +1,236 @@
+package ext
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rs/zerolog"
+)
+
+// DefaultFlushInterval is how often changed host state is written behind to a durable store.
+const DefaultFlushInterval = time.Second
+
+// storeRetryDelay is how long the pacer paces locally after a shared store failed before trying it again.
+const storeRetryDelay = 5 * time.Second
+
+// storeTimeout bounds one store call made on the departure path.
+const storeTimeout = 2 * time.Second
+
+// persistence writes host state to a durable store: behind, in batches, for what losing the last
+// second of is harmless (the adaptive delay, the next departure), and through, before the next
+// departure, for holds and breaker transitions.
+type persistence struct {
+	store  Store
+	shared SharedStore // non-nil when the store books departures for a fleet
+
+	mu    sync.Mutex // protects dirty
+	dirty []*host
+
+	stop    chan struct{}
+	stopped chan struct{}
+	once    sync.Once
+
+	sharedDownUntil atomic.Int64 // unix nanos: pace locally until then
+	sharedDown      atomic.Bool
+}
+
+// startPersistence starts the write-behind loop when a durable store is configured.
+func (p *Pacer) startPersistence() {
+	if p.cfg.store == nil {
+		return
+	}
+	p.persist = &persistence{store: p.cfg.store, stop: make(chan struct{}), stopped: make(chan struct{})}
+	if s, ok := p.cfg.store.(SharedStore); ok {
+		p.persist.shared = s
+	}
+	go p.flushLoop()
+}
+
+func (p *Pacer) flushLoop() {
+	defer close(p.persist.stopped)
+	t := time.NewTicker(p.cfg.flushInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			p.flush()
+		case <-p.persist.stop:
+			p.flush()
+			return
+		}
+	}
+}
+
+// Close writes the state not yet written behind and stops the write-behind loop. It does not close the
+// store, which belongs to the caller. Without a store it does nothing.
+func (p *Pacer) Close() error {
+	if p.persist == nil {
+		return nil
+	}
+	p.persist.once.Do(func() { close(p.persist.stop) })
+	<-p.persist.stopped
+	return nil
+}
+
+// markDirty queues h for the next write-behind flush.
+func (h *host) markDirty(p *Pacer) {
+	if p.persist == nil || h.dirty.Swap(true) {
+		return
+	}
+	p.persist.mu.Lock()
+	p.persist.dirty = append(p.persist.dirty, h)
+	p.persist.mu.Unlock()
+}
+
+// flush writes every changed host in one batch.
+func (p *Pacer) flush() {
+	p.persist.mu.Lock()
+	hosts := p.persist.dirty
+	p.persist.dirty = nil
+	p.persist.mu.Unlock()
+	if len(hosts) == 0 {
+		return
+	}
+	states := make([]HostState, len(hosts))
+	now := p.now()
+	for i, h := range hosts {
+		h.dirty.Store(false)
+		states[i] = h.snapshot(now)
+	}
+	p.save(states, now)
+}
+
+// persistNow writes h's state through, before its next departure: for holds and breaker transitions.
+func (p *Pacer) persistNow(h *host) {
+	if p.persist == nil {
+		return
+	}
+	now := p.now()
+	p.save([]HostState{h.snapshot(now)}, now)
+}
+
+func (p *Pacer) save(states []HostState, now time.Time) {
+	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+	defer cancel()
+	if err := p.persist.store.SaveHosts(ctx, states); err != nil {
+		p.storeFailed(states[0].Host, "write", err, now)
+		for _, st := range states { // written again at the next flush
+			if h := p.hosts.lookup(st.Host); h != nil {
+				h.markDirty(p)
+			}
+		}
+		return
+	}
+	p.storeRecovered(states[0].Host, now)
+}
+
+// snapshot returns what a store keeps of h.
+func (h *host) snapshot(now time.Time) HostState {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return HostState{
+		Host: h.key, Version: StateVersion,
+		AdaptiveDelay: h.delay.delay, KnownLimit: h.delay.limit,
+		NextDeparture: h.next, HoldUntil: h.holdUntil, HoldTrigger: h.holdTrigger,
+		CrawlDelay: h.crawlDelay, CrawlClamped: h.crawlClamped,
+		Breaker: h.brk.state, BreakerChanged: h.brk.changed, Failures: h.brk.failures,
+		UpdatedAt: now,
+	}
+}
+
+// restore loads h's stored state, repairs what cannot be trusted, and applies it. It runs once, before
+// anyone uses h.
+func (p *Pacer) restore(h *host) {
+	defer close(h.ready)
+	if p.persist == nil {
+		return
+	}
+	now := p.now()
+	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+	defer cancel()
+	st, ok, err := p.persist.store.LoadHost(ctx, h.key)
+	switch {
+	case errors.Is(err, ErrCorruptState):
+		p.auditState(h, EventStateCorrupt, err.Error(), now)
+		return
+	case err != nil:
+		p.storeFailed(h.key, "read", err, now)
+		return
+	case !ok:
+		return
+	}
+	st, fixes := st.repair(repairLimits{
+		floor: h.policy.BaseDelay, ceiling: h.policy.MaxDelay,
+		maxHold:       time.Duration(float64(p.cfg.maxRetryAfter) * (1 + p.cfg.retryAfterBuffer)),
+		maxCrawlDelay: p.cfg.maxCrawlDelay,
+	}, now)
+	for _, f := range fixes {
+		p.auditState(h, EventStateRepaired, f, now)
+	}
+	h.mu.Lock()
+	h.delay.delay, h.delay.limit = st.AdaptiveDelay, st.KnownLimit
+	h.next, h.lastDeparture = st.NextDeparture, st.NextDeparture
+	h.holdUntil, h.holdTrigger = st.HoldUntil, st.HoldTrigger
+	h.crawlDelay, h.crawlClamped = st.CrawlDelay, st.CrawlClamped
+	h.brk.state, h.brk.changed, h.brk.failures = st.Breaker, st.BreakerChanged, st.Failures
+	if h.brk.state == BreakerHalfOpen { // the probe died with the process: probe again
+		h.brk.state = BreakerOpen
+	}
+	h.mu.Unlock()
+	if now.Before(st.HoldUntil) {
+		p.audit.emit(zerolog.InfoLevel, auditEvent{at: now, host: h.key, event: EventRetryAfterHonoured, trigger: st.HoldTrigger,
+			base: h.policy.BaseDelay, computed: st.HoldUntil.Sub(now), compliant: true, detail: "restored from the store"})
+	}
+}
+
+// book reserves a departure on h: on its local schedule and, with a shared store, on the fleet's.
+func (p *Pacer) book(ctx context.Context, h *host, now time.Time) Reservation {
+	res := h.reserveAt(now, p.cfg.jitter, p.cfg.random())
+	if p.persist == nil || p.persist.shared == nil || now.UnixNano() < p.persist.sharedDownUntil.Load() {
+		return res
+	}
+	sctx, cancel := context.WithTimeout(ctx, storeTimeout)
+	defer cancel()
+	at, err := p.persist.shared.ReserveDeparture(sctx, h.key, now, res.Interval+res.Jitter)
+	if err != nil {
+		if ctx.Err() == nil {
+			p.storeFailed(h.key, "reserve", err, now)
+		}
+		return res
+	}
+	p.storeRecovered(h.key, now)
+	if at.After(res.At) {
+		res.At = at
+		h.pushNext(at.Add(res.Interval + res.Jitter))
+	}
+	return res
+}
+
+// storeFailed paces locally for a while and raises an alert the first time.
+func (p *Pacer) storeFailed(host, op string, err error, now time.Time) {
+	p.persist.sharedDownUntil.Store(now.Add(storeRetryDelay).UnixNano())
+	if p.persist.sharedDown.Swap(true) {
+		return
+	}
+	detail := fmt.Sprintf("store %s failed: %v; pacing locally, retrying in %v", op, err, storeRetryDelay)
+	p.audit.emit(zerolog.ErrorLevel, auditEvent{at: now, host: host, event: EventStoreUnavailable, trigger: TriggerStore, compliant: true, detail: detail})
+	p.alert(Alert{At: now, Host: host, Event: EventStoreUnavailable, Detail: detail})
+}
+
+// storeRecovered notes that the store answers again.
+func (p *Pacer) storeRecovered(host string, now time.Time) {
+	if !p.persist.sharedDown.Swap(false) {
+		return
+	}
+	p.audit.emit(zerolog.WarnLevel, auditEvent{at: now, host: host, event: EventStoreRecovered, trigger: TriggerStore, compliant: true,
+		detail: "store answers again: sharing resumed"})
+}
+
+func (p *Pacer) auditState(h *host, event, detail string, now time.Time) {
+	p.audit.emit(zerolog.WarnLevel, auditEvent{at: now, host: h.key, event: event, trigger: TriggerStore,
+		base: h.policy.BaseDelay, compliant: true, detail: detail})
+}

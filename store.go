@@ -1,0 +1,135 @@
+package ext
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+)
+
+// StateVersion is the version of HostState's layout. Stores write it with every row and refuse
+// (with ErrCorruptState) rows of a version they do not know.
+const StateVersion = 1
+
+// ErrCorruptState is returned (wrapped) by a Store for a row it cannot decode: the pacer ignores the
+// row, starts the host afresh and audits it.
+var ErrCorruptState = errors.New("ext: corrupt stored state")
+
+// HostState is what a Store keeps of one host: enough to resume pacing it after a restart.
+type HostState struct {
+	Host           string
+	Version        int           // StateVersion of the writer
+	AdaptiveDelay  time.Duration // the adaptive delay
+	KnownLimit     time.Duration // the delay at which the host last refused after being healthy
+	NextDeparture  time.Time     // earliest next departure
+	HoldUntil      time.Time     // no departure before: Retry-After window or exhausted rate limit
+	HoldTrigger    string        // "retry_after" or "rate_limit"
+	CrawlDelay     time.Duration // the Crawl-delay honoured
+	CrawlClamped   bool          // robots.txt asked for more than CrawlDelay
+	Breaker        BreakerState
+	BreakerChanged time.Time // when the breaker entered its state
+	Failures       int       // consecutive refusals
+	UpdatedAt      time.Time
+}
+
+// DeferredRequest is a request the pacer did not send because its host's breaker was open, with what
+// is needed to send it again (Pacer.Drain).
+type DeferredRequest struct {
+	ID         int64 // assigned by the store
+	Host       string
+	Method     string
+	URL        string
+	Depth      int
+	Header     http.Header
+	Body       []byte            // nil when the request had none, or it could not be re-read (BodyLost)
+	BodyLost   bool              // the request had a body that could not be re-read (not an io.Seeker)
+	Ctx        map[string]string // the string values of the request's colly.Context
+	DeferredAt time.Time
+	Reason     string
+}
+
+// Store keeps per-host pacing state and the deferred requests, so both outlive the process.
+// Implementations must be safe for concurrent use.
+type Store interface {
+	// LoadHost returns the stored state of host; ok is false when there is none. A row that cannot
+	// be decoded returns an error wrapping ErrCorruptState.
+	LoadHost(ctx context.Context, host string) (st HostState, ok bool, err error)
+	// SaveHosts writes states, merging with what is stored: NextDeparture and HoldUntil keep the later
+	// of the stored and the given value (another process may have booked further); the other
+	// fields are overwritten.
+	SaveHosts(ctx context.Context, states []HostState) error
+	// AddDeferred stores a deferred request and returns its ID.
+	AddDeferred(ctx context.Context, r DeferredRequest) (int64, error)
+	// ListDeferred returns up to limit deferred requests, oldest first; host "" means every host.
+	ListDeferred(ctx context.Context, host string, limit int) ([]DeferredRequest, error)
+	// DeleteDeferred removes deferred requests by ID; unknown IDs are ignored.
+	DeleteDeferred(ctx context.Context, ids []int64) error
+	// Close releases the store.
+	Close() error
+}
+
+// SharedStore is a Store that several crawler processes share (Redis): departures are booked in it
+// atomically, so together they keep each host's interval and holds exactly as one process would.
+type SharedStore interface {
+	Store
+	// ReserveDeparture atomically books the next departure to host: at = the latest of now, the
+	// stored NextDeparture and the stored HoldUntil; then NextDeparture = at + the longer of interval
+	// and the stored AdaptiveDelay (so an increase one process saw paces them all). It returns at.
+	ReserveDeparture(ctx context.Context, host string, now time.Time, interval time.Duration) (time.Time, error)
+}
+
+// repairLimits bounds what a stored state may say, relative to the pacer's configuration.
+type repairLimits struct {
+	floor, ceiling time.Duration // the adaptive delay's range
+	maxHold        time.Duration // the longest hold a response could have set
+	maxCrawlDelay  time.Duration
+}
+
+// repair validates a loaded state against limits at now and fixes what cannot be trusted: negative or
+// enormous durations, holds and departures further ahead than any response could have set, an unknown
+// breaker state or a future schema. It returns the repaired state and one line per repair.
+func (s HostState) repair(l repairLimits, now time.Time) (HostState, []string) {
+	var fixes []string
+	fix := func(format string, args ...any) { fixes = append(fixes, fmt.Sprintf(format, args...)) }
+	if s.Version != StateVersion {
+		fix("schema version %d, want %d: state ignored", s.Version, StateVersion)
+		return HostState{Host: s.Host, Version: StateVersion, AdaptiveDelay: l.floor}, fixes
+	}
+	if s.AdaptiveDelay < l.floor || s.AdaptiveDelay > l.ceiling {
+		fix("adaptive delay %v outside [%v, %v]: clamped", s.AdaptiveDelay, l.floor, l.ceiling)
+		s.AdaptiveDelay = min(max(s.AdaptiveDelay, l.floor), l.ceiling)
+	}
+	if s.KnownLimit < 0 || s.KnownLimit > l.ceiling {
+		fix("known limit %v outside [0, %v]: forgotten", s.KnownLimit, l.ceiling)
+		s.KnownLimit = 0
+	}
+	if s.CrawlDelay < 0 || s.CrawlDelay > l.maxCrawlDelay {
+		fix("crawl delay %v outside [0, %v]: clamped", s.CrawlDelay, l.maxCrawlDelay)
+		s.CrawlDelay = min(max(s.CrawlDelay, 0), l.maxCrawlDelay)
+	}
+	if limit := now.Add(l.maxHold); s.HoldUntil.After(limit) {
+		fix("hold until %v is beyond any Retry-After we accept: shortened to %v", s.HoldUntil.UTC(), limit.UTC())
+		s.HoldUntil = limit
+	}
+	if s.HoldTrigger != TriggerRetryAfter && s.HoldTrigger != TriggerRateLimit {
+		s.HoldTrigger = TriggerRetryAfter
+	}
+	if limit := now.Add(l.ceiling + l.maxCrawlDelay); s.NextDeparture.After(limit) {
+		fix("next departure %v is beyond any interval: reset", s.NextDeparture.UTC())
+		s.NextDeparture = time.Time{}
+	}
+	if !s.Breaker.valid() {
+		fix("unknown breaker state %d: closed", int(s.Breaker))
+		s.Breaker, s.BreakerChanged = BreakerClosed, time.Time{}
+	}
+	if s.BreakerChanged.After(now) {
+		fix("breaker changed in the future (%v): now", s.BreakerChanged.UTC())
+		s.BreakerChanged = now
+	}
+	if s.Failures < 0 {
+		fix("negative failure count %d: 0", s.Failures)
+		s.Failures = 0
+	}
+	return s, fixes
+}
