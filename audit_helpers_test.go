@@ -4,14 +4,33 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"sync"
 	"testing"
 )
 
+// auditBuf collects audit lines from concurrent goroutines.
+type auditBuf struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *auditBuf) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *auditBuf) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
 // events parses an audit buffer into JSON objects.
-func events(t *testing.T, buf *bytes.Buffer) []map[string]any {
+func events(t *testing.T, buf *auditBuf) []map[string]any {
 	t.Helper()
 	var out []map[string]any
-	sc := bufio.NewScanner(bytes.NewReader(buf.Bytes()))
+	sc := bufio.NewScanner(bytes.NewReader([]byte(buf.String())))
 	for sc.Scan() {
 		var m map[string]any
 		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
@@ -23,7 +42,7 @@ func events(t *testing.T, buf *bytes.Buffer) []map[string]any {
 }
 
 // findEvent returns the first audit event named name, or nil.
-func findEvent(t *testing.T, buf *bytes.Buffer, name string) map[string]any {
+func findEvent(t *testing.T, buf *auditBuf, name string) map[string]any {
 	t.Helper()
 	for _, e := range events(t, buf) {
 		if e[FieldEvent] == name {
@@ -34,7 +53,7 @@ func findEvent(t *testing.T, buf *bytes.Buffer, name string) map[string]any {
 }
 
 // lastEvent returns the last audit event named name, or nil.
-func lastEvent(t *testing.T, buf *bytes.Buffer, name string) map[string]any {
+func lastEvent(t *testing.T, buf *auditBuf, name string) map[string]any {
 	t.Helper()
 	var last map[string]any
 	for _, e := range events(t, buf) {

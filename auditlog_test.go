@@ -1,7 +1,6 @@
 package ext
 
 import (
-	"bytes"
 	"testing"
 	"time"
 
@@ -10,7 +9,7 @@ import (
 
 // Every audit event carries the ten schema fields with their JSON types.
 func TestAuditSchema(t *testing.T) {
-	var buf bytes.Buffer
+	var buf auditBuf
 	p := NewPacer(WithBaseDelay(time.Second), WithLogger(zerolog.New(&buf)), WithPipelineID("nightly"))
 	res := p.ReserveAt("shop.example:8443", t0)
 	p.auditDeparture(p.host("shop.example:8443"), res)

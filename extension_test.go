@@ -1,7 +1,6 @@
 package ext
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -188,7 +187,7 @@ func TestBypassedTransportDetected(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		n := newFakeNet(t)
 		h, base := n.host("bypass.test", slowPage(0))
-		var buf bytes.Buffer
+		var buf auditBuf
 		c, _ := pacedCollector(n, WithBaseDelay(time.Second), WithoutRobots(), WithLogger(zerolog.New(&buf)))
 		c.WithTransport(n.tr) // the user's own transport, set after AdaptivePacing
 		visitAll(t, c, base, 3)
@@ -205,7 +204,7 @@ func TestStackedLimitRuleDelayWarned(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		n := newFakeNet(t)
 		_, base := n.host("stacked.test", slowPage(0))
-		var buf bytes.Buffer
+		var buf auditBuf
 		c, _ := pacedCollector(n, WithBaseDelay(time.Second), WithoutRobots(), WithLogger(zerolog.New(&buf)))
 		if err := c.Limit(&colly.LimitRule{DomainGlob: "*", Delay: 500 * time.Millisecond}); err != nil {
 			t.Fatal(err)
@@ -222,7 +221,7 @@ func TestNoStackedWarningWithoutDelay(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		n := newFakeNet(t)
 		_, base := n.host("plain.test", slowPage(0))
-		var buf bytes.Buffer
+		var buf auditBuf
 		c, _ := pacedCollector(n, WithBaseDelay(time.Second), WithoutRobots(), WithLogger(zerolog.New(&buf)))
 		visitAll(t, c, base, 3)
 		if ev := findEvent(t, &buf, EventLimitRuleStacked); ev != nil {

@@ -63,7 +63,7 @@ type Reservation struct {
 	gen       uint64        // the adaptive generation at booking: one increase per burst
 	epoch     uint64        // the schedule epoch at booking: a change voids the slot
 	compliant bool          // every constraint the host published is honoured in full
-	probe     bool   // the half-open breaker's probe
+	probe     bool          // the half-open breaker's probe
 	h         *host
 }
 

@@ -175,6 +175,8 @@ func WithRobotsAgent(token string) Option {
 }
 
 // WithLogger sets the audit logger. The zero Logger and zerolog.Nop() are silent (the default).
+// Events are written from many goroutines: the writer must be safe for concurrent use (an *os.File
+// is; wrap others in zerolog.SyncWriter).
 func WithLogger(l zerolog.Logger) Option {
 	return func(c *config) { c.logger = l }
 }

@@ -1,7 +1,6 @@
 package ext
 
 import (
-	"bytes"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -67,7 +66,7 @@ func TestRetryAfterInvalidFallsBackToBackoff(t *testing.T) {
 		{"99999999999999999999", EventRetryAfterTooLong},
 		{"86400", EventRetryAfterTooLong},
 	} {
-		var buf bytes.Buffer
+		var buf auditBuf
 		p := NewPacer(WithBaseDelay(time.Second), WithMaxDelay(30*time.Second), WithJitter(0), WithLogger(zerolog.New(&buf)))
 		p.ObserveAt(p.ReserveAt("h", t0), Outcome{Status: 429, Header: header("Retry-After", tc.value)}, t0)
 		st, _ := p.HostAt("h", t0)
@@ -85,7 +84,7 @@ func TestRetryAfterInvalidFallsBackToBackoff(t *testing.T) {
 
 // A Retry-After above the maximum is not fully honoured: its event says so.
 func TestRetryAfterTooLongIsNotCompliant(t *testing.T) {
-	var buf bytes.Buffer
+	var buf auditBuf
 	p := NewPacer(WithLogger(zerolog.New(&buf)))
 	p.ObserveAt(p.ReserveAt("h", t0), Outcome{Status: 503, Header: header("Retry-After", "86400")}, t0)
 	ev := findEvent(t, &buf, EventRetryAfterTooLong)
@@ -170,7 +169,7 @@ func TestRetryAfterWinsOverRateLimit(t *testing.T) {
 
 // A malformed rate-limit field is ignored with an audit event.
 func TestRateLimitMalformedAudited(t *testing.T) {
-	var buf bytes.Buffer
+	var buf auditBuf
 	p := NewPacer(WithBaseDelay(100*time.Millisecond), WithLogger(zerolog.New(&buf)))
 	p.ObserveAt(p.ReserveAt("a", t0), Outcome{Status: 200, Header: header("X-RateLimit-Remaining", "lots", "X-RateLimit-Reset", "10")}, t0)
 	if st, _ := p.HostAt("a", t0); st.Interval != 100*time.Millisecond {
@@ -263,7 +262,7 @@ func TestRetriesExhausted(t *testing.T) {
 			}
 			w.WriteHeader(http.StatusServiceUnavailable)
 		})
-		var buf bytes.Buffer
+		var buf auditBuf
 		c, p := pacedCollector(n, WithBaseDelay(time.Second), WithMaxRetries(2), WithLogger(zerolog.New(&buf)))
 		var final []int
 		c.OnError(func(r *colly.Response, err error) {

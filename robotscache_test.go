@@ -1,7 +1,6 @@
 package ext
 
 import (
-	"bytes"
 	"fmt"
 	"net/http"
 	"strings"
@@ -49,7 +48,7 @@ func TestBadCrawlDelayLineKeepsTheRest(t *testing.T) {
 		n := newFakeNet(t)
 		body := "User-agent: other\nCrawl-delay: soon\n\nUser-agent: pacebot\nCrawl-delay: 3\n"
 		h, base := n.host("bad.test", robotsSite(200, body, nil))
-		var buf bytes.Buffer
+		var buf auditBuf
 		c, _ := pacedCollector(n, WithBaseDelay(time.Second), WithLogger(zerolog.New(&buf)))
 		c.UserAgent = "PaceBot/1.0 (+https://example.org/bot)"
 		visitAll(t, c, base, 3)
@@ -66,7 +65,7 @@ func TestAbsurdCrawlDelayClamped(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		n := newFakeNet(t)
 		h, base := n.host("huge.test", robotsSite(200, "User-agent: *\nCrawl-delay: 1e20\n", nil))
-		var buf bytes.Buffer
+		var buf auditBuf
 		c, _ := pacedCollector(n, WithBaseDelay(time.Second), WithMaxCrawlDelay(5*time.Second), WithLogger(zerolog.New(&buf)),
 			WithBreaker(BreakerPolicy{IgnoreCaps: true}))
 		visitAll(t, c, base, 3)
