@@ -88,6 +88,7 @@ type HostStatus struct {
 	NextDeparture     time.Time
 	RetryAfterUntil   time.Time // end of the current hold (Retry-After or exhausted rate limit), zero when none
 	InFlight          int
+	Breaker           BreakerState
 	Departures        int64
 	Refusals          int64
 	Retries           int64
@@ -129,6 +130,7 @@ func (h *host) statusAt(now time.Time) HostStatus {
 		CrawlDelay:    h.crawlDelay,
 		NextDeparture: h.next,
 		InFlight:      len(h.slots),
+		Breaker:       h.brk.state,
 		Departures:    h.departures,
 		Refusals:      h.refusals,
 		Retries:       h.retries,

@@ -1,0 +1,234 @@
+package ext
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/rs/zerolog"
+)
+
+// A crawler stopped during a host's Retry-After window and started again on the same store sends
+// nothing to that host before the window ends.
+func TestRestartDuringRetryAfterWindow(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := newFakeNet(t)
+		var refused atomic.Bool
+		h, base := n.host("ra.test", func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/robots.txt" {
+				http.NotFound(w, r)
+				return
+			}
+			if !refused.Swap(true) {
+				w.Header().Set("Retry-After", "30")
+				w.WriteHeader(http.StatusTooManyRequests)
+				return
+			}
+			fmt.Fprint(w, "ok")
+		})
+		store := NewMemoryStore()
+		c1, p1 := pacedCollector(n, WithBaseDelay(time.Second), WithMaxRetries(0), WithStore(store))
+		visitAll(t, c1, base, 1)
+		refusedAt := h.log()[1].at
+		if err := p1.Close(); err != nil {
+			t.Fatal(err)
+		}
+
+		time.Sleep(5 * time.Second) // the restart
+		c2, p2 := pacedCollector(n, WithBaseDelay(time.Second), WithStore(store))
+		defer p2.Close()
+		visitAll(t, c2, base+"/again", 2)
+		log := h.log()
+		if len(log) < 3 {
+			t.Fatalf("arrivals = %v", log)
+		}
+		for _, a := range log[2:] {
+			if a.path != "/robots.txt" && a.at.Before(refusedAt.Add(33*time.Second)) {
+				t.Errorf("%s arrived %v after the refusal, inside the 33s window", a.path, a.at.Sub(refusedAt))
+			}
+		}
+		first := log[len(log)-2]
+		if got := first.at.Sub(refusedAt); got != 33*time.Second {
+			t.Errorf("first request after the restart came %v after the refusal, want 33s", got)
+		}
+	})
+}
+
+// Deferred requests survive a restart: a new pacer on the same store drains them.
+func TestDeferredRequestsSurviveRestart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := newFakeNet(t)
+		var down atomic.Bool
+		down.Store(true)
+		h, base := n.host("park.test", flakySite(&down))
+		store := NewMemoryStore()
+		breaker := WithBreaker(BreakerPolicy{Failures: 1, Cooldown: time.Minute})
+		c1, p1 := pacedCollector(n, WithBaseDelay(time.Second), WithMaxRetries(0), WithStore(store), breaker)
+		visitAll(t, c1, base, 3)
+		_ = p1.Close()
+
+		down.Store(false)
+		time.Sleep(time.Minute)
+		c2, p2 := pacedCollector(n, WithBaseDelay(time.Second), WithStore(store), breaker)
+		defer p2.Close()
+		if st, _ := p2.Host("park.test"); st.Host != "" {
+			t.Fatal("host known before use")
+		}
+		if got, err := p2.Drain(t.Context(), c2); got != 2 || err != nil {
+			t.Fatalf("Drain after the restart = %d, %v; want the 2 deferred", got, err)
+		}
+		c2.Wait()
+		if got := len(h.gaps("/p/")) + 1; got != 3 {
+			t.Errorf("server saw %d page requests, want 3 (1 refused + 2 drained)", got)
+		}
+	})
+}
+
+// Stored state that cannot be trusted is repaired or ignored, with an audit event.
+func TestCorruptAndStaleStateRepaired(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		state HostState
+		check func(HostStatus) string
+	}{
+		{"future schema", HostState{Version: 99, AdaptiveDelay: time.Hour, HoldUntil: t0.Add(time.Hour)},
+			func(s HostStatus) string {
+				if s.AdaptiveDelay != time.Second || !s.RetryAfterUntil.IsZero() {
+					return fmt.Sprintf("delay %v hold %v, want a fresh host", s.AdaptiveDelay, s.RetryAfterUntil)
+				}
+				return ""
+			}},
+		{"negative delay", HostState{Version: StateVersion, AdaptiveDelay: -5 * time.Second},
+			func(s HostStatus) string {
+				if s.AdaptiveDelay != time.Second {
+					return fmt.Sprintf("delay %v, want the 1s floor", s.AdaptiveDelay)
+				}
+				return ""
+			}},
+		{"enormous delay", HostState{Version: StateVersion, AdaptiveDelay: 1 << 62},
+			func(s HostStatus) string {
+				if s.AdaptiveDelay != DefaultMaxDelay {
+					return fmt.Sprintf("delay %v, want the 30s ceiling", s.AdaptiveDelay)
+				}
+				return ""
+			}},
+		{"absurd hold", HostState{Version: StateVersion, AdaptiveDelay: time.Second, HoldUntil: t0.Add(1000 * time.Hour)},
+			func(s HostStatus) string {
+				if s.RetryAfterUntil.After(t0.Add(12 * time.Minute)) {
+					return fmt.Sprintf("hold until +%v, want at most the 11 min a Retry-After could set", s.RetryAfterUntil.Sub(t0))
+				}
+				return ""
+			}},
+		{"unknown breaker", HostState{Version: StateVersion, AdaptiveDelay: time.Second, Breaker: 7},
+			func(s HostStatus) string {
+				if s.Breaker != BreakerClosed {
+					return fmt.Sprintf("breaker %v, want closed", s.Breaker)
+				}
+				return ""
+			}},
+	} {
+		store := NewMemoryStore()
+		tc.state.Host = "h"
+		_ = store.SaveHosts(context.Background(), []HostState{tc.state})
+		var buf auditBuf
+		p := NewPacer(WithStore(store), WithLogger(zerolog.New(&buf)))
+		p.now = func() time.Time { return t0 }
+		p.host("h")
+		st, _ := p.HostAt("h", t0)
+		if msg := tc.check(st); msg != "" {
+			t.Errorf("%s: %s", tc.name, msg)
+		}
+		if findEvent(t, &buf, EventStateRepaired) == nil {
+			t.Errorf("%s: no state_repaired event", tc.name)
+		}
+		_ = p.Close()
+	}
+}
+
+// A row the store cannot decode is ignored with an audit event: the host starts afresh.
+func TestUndecodableStateIgnored(t *testing.T) {
+	var buf auditBuf
+	p := NewPacer(WithStore(brokenStore{MemoryStore: NewMemoryStore()}), WithLogger(zerolog.New(&buf)))
+	defer p.Close()
+	if st, _ := p.HostAt("h", t0); st.Host != "" {
+		t.Fatal("host exists before use")
+	}
+	p.host("h")
+	if st, _ := p.HostAt("h", t0); st.AdaptiveDelay != time.Second {
+		t.Errorf("delay %v, want a fresh host", st.AdaptiveDelay)
+	}
+	if findEvent(t, &buf, EventStateCorrupt) == nil {
+		t.Error("no state_corrupt event")
+	}
+}
+
+type brokenStore struct{ *MemoryStore }
+
+func (brokenStore) LoadHost(context.Context, string) (HostState, bool, error) {
+	return HostState{}, false, fmt.Errorf("row h: column adaptive_delay is 'abc': %w", ErrCorruptState)
+}
+
+// Changed state is written behind: after a flush the store holds the adaptive delay.
+func TestWriteBehind(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := NewMemoryStore()
+		p := NewPacer(WithStore(store), WithBaseDelay(time.Second))
+		p.Observe(p.ReserveAt("h", time.Now()), Outcome{Status: 503})
+		time.Sleep(DefaultFlushInterval + time.Millisecond)
+		st, ok, _ := store.LoadHost(t.Context(), "h")
+		if !ok || st.AdaptiveDelay != 2*time.Second {
+			t.Errorf("stored delay %v (ok %v), want 2s after one flush", st.AdaptiveDelay, ok)
+		}
+		_ = p.Close()
+	})
+}
+
+// flakyShared is a SharedStore whose reservations fail while down.
+type flakyShared struct {
+	*MemoryStore
+	down  atomic.Bool
+	calls atomic.Int32
+}
+
+func (f *flakyShared) ReserveDeparture(_ context.Context, _ string, now time.Time, _ time.Duration) (time.Time, error) {
+	f.calls.Add(1)
+	if f.down.Load() {
+		return time.Time{}, errors.New("dial unix /tmp/redis.sock: connection refused")
+	}
+	return now, nil
+}
+
+// When the shared store fails, pacing goes on locally with one alert; sharing resumes when it is back.
+func TestSharedStoreLossFallsBackToLocal(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := newFakeNet(t)
+		h, base := n.host("fleet.test", slowPage(0))
+		store := &flakyShared{MemoryStore: NewMemoryStore()}
+		var al alerts
+		var buf auditBuf
+		c, p := pacedCollector(n, WithBaseDelay(time.Second), WithoutRobots(), WithStore(store), WithAlert(al.add), WithLogger(zerolog.New(&buf)))
+		defer p.Close()
+		c.Async = false
+		store.down.Store(true)
+		visitAll(t, c, base+"/a", 3)
+		if fmt.Sprint(al.events()) != "["+EventStoreUnavailable+"]" {
+			t.Errorf("alerts = %v, want one store_unavailable", al.events())
+		}
+		assertGaps(t, h.gaps("/a/"), time.Second)
+		store.down.Store(false)
+		time.Sleep(storeRetryDelay)
+		before := store.calls.Load()
+		visitAll(t, c, base+"/b", 2)
+		if store.calls.Load() == before {
+			t.Error("the store was not asked again after the retry delay")
+		}
+		if findEvent(t, &buf, EventStoreRecovered) == nil {
+			t.Error("no store_recovered event")
+		}
+	})
+}
