@@ -23,6 +23,9 @@ const (
 	DefaultRobotsTTL         = 24 * time.Hour
 	DefaultRobotsRetryDelay  = 5 * time.Minute
 	DefaultStackedDelayAlarm = 100 * time.Millisecond
+	// MaxRateLimitReset is the longest rate-limit reset obeyed (GitHub's windows are an hour);
+	// a later one is ignored as invalid, or the Retry-After maximum if that is longer.
+	MaxRateLimitReset = time.Hour
 )
 
 // Option configures a Pacer, in the style of colly.CollectorOption.
@@ -260,6 +263,16 @@ func WithAlert(f func(Alert)) Option {
 // withRandom injects the jitter source (tests).
 func withRandom(f func() float64) Option {
 	return func(c *config) { c.random = f }
+}
+
+// maxRateLimitReset is the longest rate-limit reset obeyed.
+func (c *config) maxRateLimitReset() time.Duration {
+	return max(MaxRateLimitReset, c.maxRetryAfter)
+}
+
+// maxHold is the longest hold any response can set: a Retry-After with its buffer, or a rate-limit reset.
+func (c *config) maxHold() time.Duration {
+	return max(time.Duration(float64(c.maxRetryAfter)*(1+c.retryAfterBuffer)), c.maxRateLimitReset())
 }
 
 // policyFor resolves the policy of a host key: pacer-wide values overridden by the first matching rule.

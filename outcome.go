@@ -87,7 +87,7 @@ func (p *Pacer) ObserveAt(res Reservation, o Outcome, now time.Time) Verdict {
 	var sigFound bool
 	if !retryAfterValid && o.Header != nil {
 		var errs []error
-		sig, sigFound, errs = parseRateLimit(o.Header, now, p.cfg.maxRetryAfter)
+		sig, sigFound, errs = parseRateLimit(o.Header, now, p.cfg.maxRateLimitReset())
 		for _, err := range errs {
 			events = append(events, auditEvent{event: EventHeaderInvalid, trigger: TriggerRateLimit, compliant: true, detail: err.Error()})
 		}

@@ -165,7 +165,7 @@ func (p *Pacer) restore(h *host) {
 	}
 	st, fixes := st.repair(repairLimits{
 		floor: h.policy.BaseDelay, ceiling: h.policy.MaxDelay,
-		maxHold:       time.Duration(float64(p.cfg.maxRetryAfter) * (1 + p.cfg.retryAfterBuffer)),
+		maxHold:       p.cfg.maxHold(),
 		maxCrawlDelay: p.cfg.maxCrawlDelay,
 	}, now)
 	for _, f := range fixes {

@@ -119,8 +119,8 @@ func TestCorruptAndStaleStateRepaired(t *testing.T) {
 			}},
 		{"absurd hold", HostState{Version: StateVersion, AdaptiveDelay: time.Second, HoldUntil: t0.Add(1000 * time.Hour)},
 			func(s HostStatus) string {
-				if s.RetryAfterUntil.After(t0.Add(12 * time.Minute)) {
-					return fmt.Sprintf("hold until +%v, want at most the 11 min a Retry-After could set", s.RetryAfterUntil.Sub(t0))
+				if s.RetryAfterUntil.After(t0.Add(MaxRateLimitReset)) {
+					return fmt.Sprintf("hold until +%v, want at most the 1 h a rate-limit reset could set", s.RetryAfterUntil.Sub(t0))
 				}
 				return ""
 			}},
