@@ -1,6 +1,7 @@
 package ext
 
 import (
+	"math"
 	"slices"
 	"time"
 )
@@ -125,29 +126,31 @@ func (a *adaptive) target(floor time.Duration) time.Duration {
 	return max(floor, time.Duration(float64(a.limit)*recoveryMargin))
 }
 
-// latencyWindow is a ring of the latest latencies.
+// latencyWindow is a ring of the latest latencies, in microseconds (saturating at 71 minutes) to keep
+// a tracked host small.
 type latencyWindow struct {
-	samples [latencyWindowSize]time.Duration
-	n       int // samples written so far (saturates at the window size for reads)
-	next    int
+	samples [latencyWindowSize]uint32
+	n       uint8 // samples held, up to the window size
+	next    uint8
 }
 
 func (w *latencyWindow) add(d time.Duration) {
-	w.samples[w.next] = d
+	w.samples[w.next] = uint32(min(max(d.Microseconds(), 0), math.MaxUint32))
 	w.next = (w.next + 1) % latencyWindowSize
 	w.n = min(w.n+1, latencyWindowSize)
 }
 
 // p95 returns the 95th percentile of the window; ok is false until it holds minLatencySamples.
 func (w *latencyWindow) p95() (time.Duration, bool) {
-	if w.n < minLatencySamples {
+	n := int(w.n)
+	if n < minLatencySamples {
 		return 0, false
 	}
-	var buf [latencyWindowSize]time.Duration
-	s := buf[:w.n]
-	copy(s, w.samples[:w.n])
+	var buf [latencyWindowSize]uint32
+	s := buf[:n]
+	copy(s, w.samples[:n])
 	slices.Sort(s)
-	return s[(w.n*95+99)/100-1], true
+	return time.Duration(s[(n*95+99)/100-1]) * time.Microsecond, true
 }
 
 // Interval triggers: what sets a host's interval (or holds it).

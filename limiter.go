@@ -26,6 +26,7 @@ type host struct {
 	lastBodyDone atomic.Int64  // unix nanos when a response body to this host was last closed
 	ready        chan struct{} // closed once the stored state is restored
 	dirty        atomic.Bool   // changed since the last write-behind flush
+	lastUse      atomic.Int64  // unix nanos of the last lookup, for idle eviction
 
 	mu            sync.Mutex // protects the fields below
 	delay         adaptive
@@ -49,9 +50,12 @@ func newHost(key string, p HostPolicy) *host {
 		policy: p,
 		slots:  make(chan struct{}, p.MaxInFlight),
 		delay:  newAdaptive(p.BaseDelay),
-		ready:  make(chan struct{}),
+		ready:  closed,
 	}
 }
+
+// closed is the ready channel of hosts with nothing to restore.
+var closed = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
 // Reservation is a departure slot on a host's schedule.
 type Reservation struct {

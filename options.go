@@ -71,6 +71,7 @@ type config struct {
 	flushInterval    time.Duration
 	breaker          BreakerPolicy
 	alert            func(Alert)
+	idleEviction     time.Duration
 }
 
 func defaultConfig() config {
@@ -91,6 +92,7 @@ func defaultConfig() config {
 		transport:        http.DefaultTransport,
 		random:           rand.Float64,
 		flushInterval:    DefaultFlushInterval,
+		idleEviction:     DefaultIdleEviction,
 		breaker: BreakerPolicy{
 			Threshold: DefaultBreakerThreshold, Sustain: DefaultBreakerSustain,
 			Failures: DefaultBreakerFailures, Cooldown: DefaultBreakerCooldown,

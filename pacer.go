@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -24,6 +25,8 @@ type Pacer struct {
 	persist  *persistence // nil without a store
 	queue    Store        // where deferred requests go: the store, or memory
 	fallback *MemoryStore // where they go when the store fails (never lose a URL)
+
+	hostsCreated atomic.Uint64 // paces idle-eviction sweeps
 }
 
 // NewPacer builds a Pacer without installing it on a collector: for use with Install, or with
@@ -52,9 +55,16 @@ func NewPacer(opts ...Option) *Pacer {
 
 // host returns the state of a host key, creating it (and restoring its stored state) on first use.
 func (p *Pacer) host(key string) *host {
-	h, created := p.hosts.get(key, p.cfg.policyFor)
+	return p.hostAt(key, p.now())
+}
+
+// hostAt is host with the time of use given.
+func (p *Pacer) hostAt(key string, now time.Time) *host {
+	h, created := p.hosts.get(key, p.cfg.policyFor, p.persist != nil)
+	h.lastUse.Store(now.UnixNano())
 	if created {
 		p.restore(h)
+		p.maybeEvict(now)
 	}
 	<-h.ready
 	return h
@@ -63,7 +73,7 @@ func (p *Pacer) host(key string) *host {
 // ReserveAt books the next departure slot to a host at or after now, as Wait would, without waiting.
 // The caller departs at the returned At.
 func (p *Pacer) ReserveAt(hostKey string, now time.Time) Reservation {
-	return p.host(hostKey).reserveAt(now, p.cfg.jitter, p.cfg.random())
+	return p.hostAt(hostKey, now).reserveAt(now, p.cfg.jitter, p.cfg.random())
 }
 
 // Wait blocks until a request to hostKey may depart: an in-flight slot is free and its departure slot
@@ -180,7 +190,7 @@ func (t *hostTable) lookup(key string) *host {
 
 // get returns the host of key, creating it when missing; created reports that the caller must
 // restore it and close its ready channel.
-func (t *hostTable) get(key string, policy func(string) HostPolicy) (h *host, created bool) {
+func (t *hostTable) get(key string, policy func(string) HostPolicy, restore bool) (h *host, created bool) {
 	if h := t.lookup(key); h != nil {
 		return h, false
 	}
@@ -191,6 +201,9 @@ func (t *hostTable) get(key string, policy func(string) HostPolicy) (h *host, cr
 		return h, false
 	}
 	h = newHost(key, policy(key))
+	if restore {
+		h.ready = make(chan struct{})
+	}
 	s.m[key] = h
 	return h, true
 }

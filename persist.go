@@ -145,10 +145,10 @@ func (h *host) snapshot(now time.Time) HostState {
 // restore loads h's stored state, repairs what cannot be trusted, and applies it. It runs once, before
 // anyone uses h.
 func (p *Pacer) restore(h *host) {
-	defer close(h.ready)
 	if p.persist == nil {
 		return
 	}
+	defer close(h.ready)
 	now := p.now()
 	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
 	defer cancel()

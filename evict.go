@@ -1,0 +1,90 @@
+package ext
+
+import (
+	"context"
+	"time"
+)
+
+// DefaultIdleEviction is how long a host goes unused before its state leaves memory.
+const DefaultIdleEviction = 30 * time.Minute
+
+// evictEvery is how many new hosts make one eviction sweep of one shard: crawls of many hosts
+// sweep as they grow, and a crawl of a few hosts never pays for it.
+const evictEvery = 64
+
+// WithIdleEviction sets how long a host goes unused (no request waiting or in flight, no hold, breaker
+// closed) before its state leaves memory (default 30 min; ≤ 0 keeps every host). With a store, the
+// state is written first and restored on the host's next use; without one, the host starts afresh.
+func WithIdleEviction(d time.Duration) Option {
+	return func(c *config) { c.idleEviction = d }
+}
+
+// maybeEvict sweeps one shard for idle hosts every evictEvery new hosts.
+func (p *Pacer) maybeEvict(now time.Time) {
+	if p.cfg.idleEviction <= 0 {
+		return
+	}
+	n := p.hostsCreated.Add(1)
+	if n%evictEvery != 0 {
+		return
+	}
+	p.evictShard(&p.hosts.shards[(n/evictEvery)%uint64(len(p.hosts.shards))], now)
+}
+
+// EvictIdleAt removes from memory every host idle at now (see WithIdleEviction), writing its state to
+// the store first. It returns how many hosts were evicted.
+func (p *Pacer) EvictIdleAt(now time.Time) int {
+	n := 0
+	for i := range p.hosts.shards {
+		n += p.evictShard(&p.hosts.shards[i], now)
+	}
+	return n
+}
+
+func (p *Pacer) evictShard(s *hostShard, now time.Time) int {
+	s.mu.RLock()
+	var idle []*host
+	for _, h := range s.m {
+		if h.idleAt(now, p.cfg.idleEviction) {
+			idle = append(idle, h)
+		}
+	}
+	s.mu.RUnlock()
+	if len(idle) == 0 {
+		return 0
+	}
+	if p.persist != nil { // write before forgetting, so the next use restores it
+		states := make([]HostState, len(idle))
+		for i, h := range idle {
+			states[i] = h.snapshot(now)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+		err := p.persist.store.SaveHosts(ctx, states)
+		cancel()
+		if err != nil {
+			p.storeFailed(idle[0].key, "write", err, now)
+			return 0
+		}
+	}
+	evicted := 0
+	s.mu.Lock()
+	for _, h := range idle {
+		if s.m[h.key] == h && h.idleAt(now, p.cfg.idleEviction) {
+			delete(s.m, h.key)
+			evicted++
+		}
+	}
+	s.mu.Unlock()
+	return evicted
+}
+
+// idleAt reports whether h can leave memory at now: unused for idle, nothing waiting or in flight,
+// no hold pending, breaker closed.
+func (h *host) idleAt(now time.Time, idle time.Duration) bool {
+	if len(h.slots) > 0 || now.Sub(time.Unix(0, h.lastUse.Load())) < idle {
+		return false
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return !now.Before(h.holdUntil) && h.brk.state == BreakerClosed
+}
