@@ -283,3 +283,25 @@ func TestInstallSharesScheduleAcrossCollectors(t *testing.T) {
 		assertGaps(t, h.gaps("/p/"), time.Second)
 	})
 }
+
+// A redirect hop to another host is paced by that host's robots.txt Crawl-delay, read first.
+func TestRedirectToNewHostReadsItsRobots(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := newFakeNet(t)
+		_, src := n.host("from.test", func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/robots.txt" {
+				http.NotFound(w, r)
+				return
+			}
+			http.Redirect(w, r, "http://to.test"+r.URL.Path, http.StatusMovedPermanently)
+		})
+		dst, _ := n.host("to.test", robotsSite(200, "User-agent: *\nCrawl-delay: 4\n", nil))
+		c, _ := pacedCollector(n, WithBaseDelay(time.Second))
+		visitAll(t, c, src, 3)
+		log := dst.log()
+		if len(log) == 0 || log[0].path != "/robots.txt" {
+			t.Fatalf("to.test arrivals = %v, want robots.txt first", log)
+		}
+		assertGaps(t, dst.gaps("/p/"), 4*time.Second)
+	})
+}

@@ -9,8 +9,13 @@ import (
 	"time"
 )
 
-// ErrWaitBeyondDeadline is returned when a departure would have to wait past the context's deadline.
+// ErrWaitBeyondDeadline is returned when a departure would have to wait past the context's deadline
+// (less deadlineMargin, left for the request itself): a redirect hop whose wait does not fit in the
+// client's timeout. The request is retried.
 var ErrWaitBeyondDeadline = errors.New("ext: departure would wait past the request deadline")
+
+// deadlineMargin is the time a departure must leave before its context's deadline.
+const deadlineMargin = time.Second
 
 // host is one host's departure schedule, in-flight cap and pacing state.
 //
@@ -208,7 +213,7 @@ func (p *Pacer) waitDeparture(ctx context.Context, h *host) (Reservation, error)
 		res := p.book(ctx, h, now)
 		res.probe = probe
 		wait := res.DelayFrom(now)
-		if deadline, ok := ctx.Deadline(); ok && res.At.After(deadline) {
+		if deadline, ok := ctx.Deadline(); ok && res.At.After(deadline.Add(-deadlineMargin)) {
 			h.cancel(res)
 			p.giveUpProbe(h, probe)
 			return res, fmt.Errorf("%w: %s must wait %v", ErrWaitBeyondDeadline, h.key, wait.Round(time.Millisecond))

@@ -31,12 +31,15 @@ type Verdict struct {
 
 // classify applies the documented rule: 429 and 503 are refusals; any other 5xx is a server error;
 // a transport error (refused or reset connection, timeout) counts as one too, but not a cancellation
-// by the crawler itself; a 3xx or 4xx with Retry-After is a refusal; other 2xx/3xx are clean; other 4xx
+// by the crawler itself, nor a redirect hop whose wait did not fit in the timeout (retried only); a 3xx or 4xx with Retry-After is a refusal; other 2xx/3xx are clean; other 4xx
 // are neutral (neither back off nor give back).
 func classify(o Outcome) Verdict {
 	switch {
 	case o.Err != nil:
-		if errors.Is(o.Err, context.Canceled) || errors.Is(o.Err, ErrWaitBeyondDeadline) {
+		if errors.Is(o.Err, ErrWaitBeyondDeadline) {
+			return Verdict{Retry: true} // our wait, not the host's failure
+		}
+		if errors.Is(o.Err, context.Canceled) {
 			return Verdict{}
 		}
 		return Verdict{Refused: true, Retry: true, Trigger: TriggerTransportError}

@@ -1,6 +1,7 @@
 package ext
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -130,6 +131,8 @@ func TestClassify(t *testing.T) {
 		{Outcome{Status: 504}, true, true},
 		{Outcome{Status: 403, Header: header("Retry-After", "5")}, true, true},
 		{Outcome{Err: fmt.Errorf("dial: %w", errTest)}, true, true},
+		{Outcome{Err: fmt.Errorf("hop: %w", ErrWaitBeyondDeadline)}, false, true},
+		{Outcome{Err: fmt.Errorf("get: %w", context.Canceled)}, false, false},
 	} {
 		v := classify(tc.o)
 		if v.Refused != tc.refused || v.Retry != tc.retry {

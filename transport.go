@@ -93,6 +93,12 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if p.cfg.robots && isRobotsRequest(req) && req.Context().Value(robotsFetchKey{}) == nil {
 			return p.serveRobots(req)
 		}
+		if p.cfg.robots && req.Context().Value(robotsFetchKey{}) == nil {
+			// A redirect hop to an origin not seen before: learn its Crawl-delay first.
+			if _, err := p.ensureRobots(req.Context(), req.URL, req.Header.Get("User-Agent")); err != nil {
+				return nil, err
+			}
+		}
 		var err error
 		if f, err = p.depart(req.Context(), p.host(p.cfg.hostKey(req.URL))); err != nil {
 			return nil, err
