@@ -73,6 +73,7 @@ func (b *binding) onRequestHeaders(r *colly.Request) {
 		r.Abort()
 		return
 	}
+	f.parent = ctx
 	b.flights.Store(r.ID, f)
 	p.rt.announce(*r.Headers, f)
 }
@@ -96,6 +97,9 @@ func (b *binding) onError(resp *colly.Response, err error) {
 		header = *resp.Headers
 	}
 	v := classify(Outcome{Status: resp.StatusCode, Header: header, Err: transportErr(resp, err)})
+	if ctx := b.c.Context; ctx != nil && ctx.Err() != nil {
+		return // the crawl is ending: no retries
+	}
 	if v.Retry {
 		b.retry(resp, v)
 	}

@@ -305,3 +305,25 @@ func TestRedirectToNewHostReadsItsRobots(t *testing.T) {
 		assertGaps(t, dst.gaps("/p/"), 4*time.Second)
 	})
 }
+
+// Requests cut short because the collector's context ended are not the host's failure: no backoff,
+// no retry.
+func TestCrawlEndIsNotAHostFailure(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := newFakeNet(t)
+		h, base := n.host("end.test", slowPage(5*time.Second))
+		c, p := pacedCollector(n, WithBaseDelay(time.Second), WithoutRobots())
+		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+		defer cancel()
+		c.Context = ctx
+		visitAll(t, c, base, 1)
+		st, _ := p.Host("end.test")
+		if st.AdaptiveDelay != time.Second || st.Retries != 0 {
+			t.Errorf("adaptive delay %v, retries %d; want 1s and 0 after the crawl's own deadline", st.AdaptiveDelay, st.Retries)
+		}
+		if got := len(h.log()); got != 1 {
+			t.Errorf("server saw %d requests, want 1", got)
+		}
+		time.Sleep(5 * time.Second) // let the server's handler finish inside the bubble
+	})
+}

@@ -35,8 +35,9 @@ type host struct {
 
 	mu            sync.Mutex // protects the fields below
 	delay         adaptive
-	epoch         uint64    // bumped when the interval grows: outstanding reservations are void
-	next          time.Time // earliest departure of the next reservation
+	epoch         uint64        // bumped when the interval changes: outstanding reservations are void
+	changed       chan struct{} // closed on the next epoch bump, to wake waiters; nil until one waits
+	next          time.Time     // earliest departure of the next reservation
 	lastDeparture time.Time
 	holdUntil     time.Time // no departure before: Retry-After window or exhausted rate limit
 	holdTrigger   string
@@ -65,14 +66,15 @@ var closed = func() chan struct{} { c := make(chan struct{}); close(c); return c
 // Reservation is a departure slot on a host's schedule.
 type Reservation struct {
 	Host      string
-	At        time.Time     // when the request may depart
-	Interval  time.Duration // the interval after it, jitter excluded
-	Jitter    time.Duration // the random extra added to Interval
-	Trigger   string        // what set Interval (or "retry_after"/"rate_limit" for a hold)
-	gen       uint64        // the adaptive generation at booking: one increase per burst
-	epoch     uint64        // the schedule epoch at booking: a change voids the slot
-	compliant bool          // every constraint the host published is honoured in full
-	probe     bool          // the half-open breaker's probe
+	At        time.Time       // when the request may depart
+	Interval  time.Duration   // the interval after it, jitter excluded
+	Jitter    time.Duration   // the random extra added to Interval
+	Trigger   string          // what set Interval (or "retry_after"/"rate_limit" for a hold)
+	gen       uint64          // the adaptive generation at booking: one increase per burst
+	epoch     uint64          // the schedule epoch at booking: a change voids the slot
+	compliant bool            // every constraint the host published is honoured in full
+	probe     bool            // the half-open breaker's probe
+	changed   <-chan struct{} // closed when the reservation is void
 	h         *host
 }
 
@@ -104,24 +106,52 @@ func (h *host) reserveAt(now time.Time, jitterFraction, r float64) Reservation {
 	}
 	jit := jitter(iv, jitterFraction, r)
 	h.next = at.Add(iv + jit)
-	return Reservation{Host: h.key, At: at, Interval: iv, Jitter: jit, Trigger: why, gen: h.delay.gen, epoch: h.epoch, compliant: !h.crawlClamped, h: h}
+	res := Reservation{Host: h.key, At: at, Interval: iv, Jitter: jit, Trigger: why, gen: h.delay.gen, epoch: h.epoch, compliant: !h.crawlClamped, h: h}
+	if at.After(now) {
+		if h.changed == nil {
+			h.changed = make(chan struct{})
+		}
+		res.changed = h.changed
+	}
+	return res
 }
 
-// confirmAt turns a reservation into a departure at now. It fails when the schedule changed after the
-// reservation was made (an increase or a new hold): the caller must reserve again; or with
-// ErrBreakerOpen when the host's breaker opened meanwhile.
-func (h *host) confirmAt(res Reservation, now time.Time) (bool, error) {
+// confirmation is what confirmAt says of a reservation.
+type confirmation int
+
+const (
+	departed confirmation = iota // the request departs now
+	rebook                       // the schedule changed: reserve again
+	tooSoon                      // the previous departure left late: wait until the returned time
+)
+
+// confirmAt turns a reservation into a departure at now. The schedule may have changed since the
+// reservation was made (an increase or decrease, a new hold): the caller must book again. A departure
+// never follows the previous one by less than the interval, even when timers fire late after a stall:
+// then the caller waits until the returned time. It fails with ErrBreakerOpen when the host's breaker
+// opened meanwhile.
+func (h *host) confirmAt(res Reservation, now time.Time) (confirmation, time.Time, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.brk.state == BreakerOpen {
-		return false, ErrBreakerOpen
+		return rebook, time.Time{}, ErrBreakerOpen
 	}
-	if res.epoch != h.epoch || now.Before(h.holdUntil) || now.Before(res.At) {
-		return false, nil
+	if res.epoch != h.epoch || now.Before(h.holdUntil) {
+		return rebook, time.Time{}, nil
+	}
+	if earliest := h.lastDeparture.Add(res.Interval); now.Before(earliest) || now.Before(res.At) {
+		return tooSoon, later(earliest, res.At), nil
 	}
 	h.lastDeparture = now
 	h.departures++
-	return true, nil
+	return departed, time.Time{}, nil
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // admitAt asks the breaker whether a departure may go at now.
@@ -160,11 +190,15 @@ func (h *host) cancel(res Reservation) {
 	}
 }
 
-// rescheduleLocked restarts the schedule after the interval grew: outstanding reservations are
-// void (their epoch is old) and the next slot is the last departure plus the new interval.
-// A hold needs no reschedule: reservations and confirmations check it directly.
+// rescheduleLocked restarts the schedule after the interval changed: outstanding reservations are
+// void (their epoch is old), their waiters wake and book again, and the next slot is the last
+// departure plus the new interval. A hold needs no reschedule: reservations and confirmations check it.
 func (h *host) rescheduleLocked(now time.Time) {
 	h.epoch++
+	if h.changed != nil {
+		close(h.changed)
+		h.changed = nil
+	}
 	iv, _ := h.intervalLocked(now)
 	h.next = h.lastDeparture.Add(iv)
 }
@@ -212,31 +246,51 @@ func (p *Pacer) waitDeparture(ctx context.Context, h *host) (Reservation, error)
 		}
 		res := p.book(ctx, h, now)
 		res.probe = probe
-		wait := res.DelayFrom(now)
 		if deadline, ok := ctx.Deadline(); ok && res.At.After(deadline.Add(-deadlineMargin)) {
 			h.cancel(res)
 			p.giveUpProbe(h, probe)
-			return res, fmt.Errorf("%w: %s must wait %v", ErrWaitBeyondDeadline, h.key, wait.Round(time.Millisecond))
+			return res, fmt.Errorf("%w: %s must wait %v", ErrWaitBeyondDeadline, h.key, res.DelayFrom(now).Round(time.Millisecond))
 		}
-		if wait > 0 {
-			t := time.NewTimer(wait)
-			select {
-			case <-t.C:
-			case <-ctx.Done():
-				t.Stop()
-				h.cancel(res)
-				p.giveUpProbe(h, probe)
-				return res, fmt.Errorf("ext: waiting to depart to %s: %w", h.key, context.Cause(ctx))
-			}
-		}
-		ok, err := h.confirmAt(res, p.now())
+		ok, err := p.waitSlot(ctx, h, res)
 		if err != nil {
-			return res, fmt.Errorf("%w: %s", err, h.key)
+			h.cancel(res)
+			p.giveUpProbe(h, probe)
+			return res, err
 		}
 		if ok {
 			h.markDirty(p)
 			return res, nil
 		}
+	}
+}
+
+// waitSlot sleeps until res's slot and confirms it. It reports false when the schedule changed and the
+// caller must book again.
+func (p *Pacer) waitSlot(ctx context.Context, h *host, res Reservation) (bool, error) {
+	at := res.At
+	for {
+		if wait := at.Sub(p.now()); wait > 0 {
+			t := time.NewTimer(wait)
+			select {
+			case <-t.C:
+			case <-res.changed:
+				t.Stop()
+				return false, nil
+			case <-ctx.Done():
+				t.Stop()
+				return false, fmt.Errorf("ext: waiting to depart to %s: %w", h.key, context.Cause(ctx))
+			}
+		}
+		c, until, err := h.confirmAt(res, p.now())
+		switch {
+		case err != nil:
+			return false, fmt.Errorf("%w: %s", err, h.key)
+		case c == departed:
+			return true, nil
+		case c == rebook:
+			return false, nil
+		}
+		at = until
 	}
 }
 

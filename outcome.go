@@ -129,7 +129,7 @@ func (p *Pacer) ObserveAt(res Reservation, o Outcome, now time.Time) Verdict {
 		}
 	}
 	after, _ := h.intervalLocked(now)
-	if after > before {
+	if after != before {
 		h.rescheduleLocked(now)
 	}
 	if changed {

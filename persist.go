@@ -173,9 +173,10 @@ func (p *Pacer) restore(h *host) {
 	}
 	h.mu.Lock()
 	h.delay.delay, h.delay.limit = st.AdaptiveDelay, st.KnownLimit
-	h.next, h.lastDeparture = st.NextDeparture, st.NextDeparture
 	h.holdUntil, h.holdTrigger = st.HoldUntil, st.HoldTrigger
 	h.crawlDelay, h.crawlClamped = st.CrawlDelay, st.CrawlClamped
+	iv, _ := h.intervalLocked(now)
+	h.next, h.lastDeparture = st.NextDeparture, st.NextDeparture.Add(-iv)
 	h.brk.state, h.brk.changed, h.brk.failures = st.Breaker, st.BreakerChanged, st.Failures
 	if h.brk.state == BreakerHalfOpen { // the probe died with the process: probe again
 		h.brk.state = BreakerOpen

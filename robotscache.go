@@ -138,10 +138,10 @@ func (p *Pacer) applyCrawlDelay(h *host, e *robotsEntry) {
 	now := e.fetchedAt
 	info := e.info
 	h.mu.Lock()
-	grew := info.CrawlDelay > h.crawlDelay
+	changed := info.CrawlDelay != h.crawlDelay
 	h.crawlDelay = info.CrawlDelay
 	h.crawlClamped = info.Published > info.CrawlDelay
-	if grew {
+	if changed {
 		h.rescheduleLocked(now)
 	}
 	var brk *breakerChange

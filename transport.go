@@ -15,7 +15,8 @@ type flight struct {
 	h        *host
 	res      Reservation
 	departed time.Time
-	claimed  atomic.Bool // the pacing transport carried it
+	parent   context.Context // the collector's context, for a departure Colly announced
+	claimed  atomic.Bool     // the pacing transport carried it
 	finished atomic.Bool
 }
 
@@ -108,6 +109,9 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := t.inner.RoundTrip(req)
 	now := p.now()
 	o := Outcome{Err: err, Latency: now.Sub(start)}
+	if err != nil && f.parent != nil && f.parent.Err() != nil {
+		o.Err = context.Canceled // the crawl is ending: not the host's failure
+	}
 	if resp != nil {
 		o.Status, o.Header = resp.StatusCode, resp.Header
 	}
