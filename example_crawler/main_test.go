@@ -1,0 +1,132 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/collypace/ext/internal/scenario"
+)
+
+func testOptions(t *testing.T, args ...string) options {
+	t.Helper()
+	dir := t.TempDir()
+	fs := flag.NewFlagSet("example_crawler", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	o, err := parseFlags(fs, append([]string{"-audit", filepath.Join(dir, "audit.jsonl"), "-state", filepath.Join(dir, "pacing.db")}, args...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return o
+}
+
+// TestCrawlURL crawls a scenario host through -url: same-host links, the page budget, robots.txt.
+func TestCrawlURL(t *testing.T) {
+	h, err := scenario.Start(scenario.HostConfig{Name: "site", Pages: 12, Robots: "User-agent: *\nDisallow: /p/2\n"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	o := testOptions(t, "-url", h.URL()+"/", "-pages", "5", "-base-delay", "20ms", "-duration", "20s")
+	var out bytes.Buffer
+	if err := run(context.Background(), o, &out); err != nil {
+		t.Fatal(err)
+	}
+	a := h.Arrivals()
+	if ok := scenario.PagesOK(a); ok != 5 {
+		t.Errorf("%d pages served, want the budget of 5\n%s", ok, out.String())
+	}
+	for _, x := range a {
+		if x.Path == "/p/2" {
+			t.Errorf("fetched /p/2, disallowed by robots.txt")
+		}
+	}
+	audit, err := os.ReadFile(o.audit)
+	if err != nil || !bytes.Contains(audit, []byte(`"pipeline_id":"example_crawler"`)) {
+		t.Errorf("audit trail: %v %.200q", err, audit)
+	}
+	for _, want := range []string{"summary: crawl finished", "state:  in memory (sqlite store not built yet)", h.Key() + ": 5 done, 0 left"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+}
+
+// TestDemoStopsAtBound runs the demo for a moment: it must stop cleanly at -duration.
+func TestDemoStopsAtBound(t *testing.T) {
+	o := testOptions(t, "-duration", "1500ms")
+	var out bytes.Buffer
+	start := time.Now()
+	if err := run(context.Background(), o, &out); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d > 1500*time.Millisecond+stopGrace {
+		t.Errorf("run took %v", d)
+	}
+	for _, want := range []string{"demo site on 127.0.0.1: 6 hosts", "summary: stopped at the -duration bound", "crawl-delay"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+	if strings.Contains(out.String(), "abandoned") {
+		t.Errorf("requests outlived the bound:\n%s", out.String())
+	}
+}
+
+func TestParseFlags(t *testing.T) {
+	o := testOptions(t)
+	if o.pages != 0 || o.baseDelay != demoBaseDelay || o.duration != 3*time.Minute {
+		t.Errorf("demo defaults: %+v", o)
+	}
+	if o := testOptions(t, "-url", "https://example.org/"); o.pages != 50 || o.baseDelay != time.Second {
+		t.Errorf("-url defaults: %+v", o)
+	}
+	for _, args := range [][]string{
+		{"-url", "example.org"}, {"-url", "ftp://example.org/"}, {"-jitter", "2"}, {"-pages", "0"},
+		{"-max-inflight", "0"}, {"-duration", "0s"}, {"extra"},
+	} {
+		fs := flag.NewFlagSet("x", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		if _, err := parseFlags(fs, args); err == nil {
+			t.Errorf("%q: no error", args)
+		}
+	}
+	var help bytes.Buffer
+	fs := flag.NewFlagSet("x", flag.ContinueOnError)
+	fs.SetOutput(&help)
+	if _, err := parseFlags(fs, []string{"-h"}); err != flag.ErrHelp || !strings.Contains(help.String(), "demo site") || !strings.Contains(help.String(), "-max-inflight") {
+		t.Errorf("-h: %v\n%s", err, help.String())
+	}
+}
+
+func TestFmtDuration(t *testing.T) {
+	for d, want := range map[time.Duration]string{
+		849600 * time.Microsecond: "850ms", 2149 * time.Millisecond: "2.1s", 65 * time.Second: "1m5s",
+	} {
+		if got := fmtDuration(d); got != want {
+			t.Errorf("%v: %s, want %s", d, got, want)
+		}
+	}
+}
+
+// TestSeedDisallowed reports a seed robots.txt forbids instead of crawling nothing silently.
+func TestSeedDisallowed(t *testing.T) {
+	h, err := scenario.Start(scenario.HostConfig{Robots: "User-agent: *\nDisallow: /\n"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	var out bytes.Buffer
+	if err := run(context.Background(), testOptions(t, "-url", h.URL()+"/", "-duration", "10s"), &out); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "not crawled") || len(scenario.PageRequests(h.Arrivals())) != 0 {
+		t.Errorf("output:\n%s", out.String())
+	}
+}
