@@ -35,9 +35,10 @@ func (m *MemoryStore) SaveHosts(_ context.Context, states []HostState) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, st := range states {
-		if old, ok := m.hosts[st.Host]; ok {
+		if old, ok := m.hosts[st.Host]; ok && !st.Replace {
 			st = mergeState(old, st)
 		}
+		st.Replace = false
 		m.hosts[st.Host] = st
 	}
 	return nil

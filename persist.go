@@ -182,6 +182,11 @@ func (p *Pacer) restore(h *host) {
 		h.brk.state = BreakerOpen
 	}
 	h.mu.Unlock()
+	if len(fixes) > 0 { // overwrite what could not be trusted, so the next restart does not find it again
+		fixed := h.snapshot(now)
+		fixed.Replace = true
+		p.save([]HostState{fixed}, now)
+	}
 	if now.Before(st.HoldUntil) {
 		p.audit.emit(zerolog.InfoLevel, auditEvent{at: now, host: h.key, event: EventRetryAfterHonoured, trigger: st.HoldTrigger,
 			base: h.policy.BaseDelay, computed: st.HoldUntil.Sub(now), compliant: true, detail: "restored from the store"})

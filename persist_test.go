@@ -146,6 +146,9 @@ func TestCorruptAndStaleStateRepaired(t *testing.T) {
 		if findEvent(t, &buf, EventStateRepaired) == nil {
 			t.Errorf("%s: no state_repaired event", tc.name)
 		}
+		if stored, _, _ := store.LoadHost(context.Background(), "h"); stored.HoldUntil.After(t0.Add(MaxRateLimitReset)) || stored.Version != StateVersion {
+			t.Errorf("%s: the store still holds the untrusted row (version %d, hold %v)", tc.name, stored.Version, stored.HoldUntil)
+		}
 		_ = p.Close()
 	}
 }

@@ -8,8 +8,8 @@ import (
 	"time"
 )
 
-// StateVersion is the version of HostState's layout. Stores write it with every row and refuse
-// (with ErrCorruptState) rows of a version they do not know.
+// StateVersion is the version of HostState's layout. Stores write it with every row and return rows
+// of another version with their Version set (and nothing else trusted): the pacer ignores and audits them.
 const StateVersion = 1
 
 // ErrCorruptState is returned (wrapped) by a Store for a row it cannot decode: the pacer ignores the
@@ -31,6 +31,9 @@ type HostState struct {
 	BreakerChanged time.Time // when the breaker entered its state
 	Failures       int       // consecutive refusals
 	UpdatedAt      time.Time
+	// Replace writes the state as given, without SaveHosts' merge: for a repaired row whose stored
+	// times cannot be trusted. It is not stored.
+	Replace bool
 }
 
 // DeferredRequest is a request the pacer did not send because its host's breaker was open, with what
@@ -56,8 +59,8 @@ type Store interface {
 	// be decoded returns an error wrapping ErrCorruptState.
 	LoadHost(ctx context.Context, host string) (st HostState, ok bool, err error)
 	// SaveHosts writes states, merging with what is stored: NextDeparture and HoldUntil keep the later
-	// of the stored and the given value (another process may have booked further); the other
-	// fields are overwritten.
+	// of the stored and the given value (another process may have booked further), unless the state
+	// has Replace set; the other fields are overwritten.
 	SaveHosts(ctx context.Context, states []HostState) error
 	// AddDeferred stores a deferred request and returns its ID.
 	AddDeferred(ctx context.Context, r DeferredRequest) (int64, error)

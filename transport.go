@@ -109,31 +109,64 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := t.inner.RoundTrip(req)
 	now := p.now()
 	o := Outcome{Err: err, Latency: now.Sub(start)}
-	if err != nil && f.parent != nil && f.parent.Err() != nil {
-		o.Err = context.Canceled // the crawl is ending: not the host's failure
-	}
 	if resp != nil {
 		o.Status, o.Header = resp.StatusCode, resp.Header
 	}
-	p.ObserveAt(f.res, o, now)
-	if err != nil {
-		f.finish(now)
-		return nil, err
+	if err != nil || classify(o).Trigger != TriggerClean {
+		t.observe(f, o, now)
+		if err != nil {
+			f.finish(now)
+			return nil, err
+		}
+		resp.Body = &flightBody{ReadCloser: resp.Body, t: t, f: f}
+		return resp, nil
 	}
-	resp.Body = &flightBody{ReadCloser: resp.Body, f: f, now: p.now}
+	// A clean status is only clean once the body has arrived: a host that hangs or breaks the
+	// connection mid-body is failing, and must count as such.
+	resp.Body = &flightBody{ReadCloser: resp.Body, t: t, f: f, pending: &o}
 	return resp, nil
 }
 
-// flightBody ends the flight when the response body is closed.
+// observe records a flight's outcome; a failure after the collector's context ended is the crawl
+// ending, not the host failing.
+func (t *transport) observe(f *flight, o Outcome, now time.Time) {
+	if o.Err != nil && f.parent != nil && f.parent.Err() != nil {
+		o.Err = context.Canceled
+	}
+	t.p.ObserveAt(f.res, o, now)
+}
+
+// flightBody ends the flight when the response body is closed. For a clean status it observes the
+// outcome once the body is read: clean at its end (or when closed early by the reader), a transport
+// error when reading it fails.
 type flightBody struct {
 	io.ReadCloser
-	f   *flight
-	now func() time.Time
+	t       *transport
+	f       *flight
+	pending *Outcome // the clean outcome not yet observed
+}
+
+func (b *flightBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err != nil && b.pending != nil {
+		o := *b.pending
+		b.pending = nil
+		if err != io.EOF {
+			o.Status, o.Header, o.Err = 0, nil, err
+		}
+		b.t.observe(b.f, o, b.t.p.now())
+	}
+	return n, err
 }
 
 func (b *flightBody) Close() error {
 	err := b.ReadCloser.Close()
-	b.f.finish(b.now())
+	now := b.t.p.now()
+	if b.pending != nil {
+		b.t.observe(b.f, *b.pending, now)
+		b.pending = nil
+	}
+	b.f.finish(now)
 	return err
 }
 

@@ -50,7 +50,7 @@ func parseFlags(fs *flag.FlagSet, args []string) (options, error) {
 	fs.StringVar(&o.url, "url", "", "crawl this site instead of the demo site (same-host links, robots.txt on)")
 	fs.IntVar(&o.pages, "pages", 50, "page budget of the whole run with -url (the demo site crawls all its pages unless set)")
 	fs.StringVar(&o.audit, "audit", "audit.jsonl", "file the audit trail is written to, as JSON lines")
-	fs.StringVar(&o.state, "state", "pacing.db", "SQLite file keeping the pacing state between runs (not built yet: state stays in memory)")
+	fs.StringVar(&o.state, "state", "pacing.db", "SQLite file keeping the pacing state and deferred requests between runs (\"\" keeps them in memory)")
 	fs.DurationVar(&o.baseDelay, "base-delay", 0,
 		fmt.Sprintf("floor of each host's interval between request starts (default %v for the demo, %v with -url)", demoBaseDelay, ext.DefaultBaseDelay))
 	fs.DurationVar(&o.maxDelay, "max-delay", ext.DefaultMaxDelay, "ceiling of the adaptive delay")

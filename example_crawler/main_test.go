@@ -51,7 +51,7 @@ func TestCrawlURL(t *testing.T) {
 	if err != nil || !bytes.Contains(audit, []byte(`"pipeline_id":"example_crawler"`)) {
 		t.Errorf("audit trail: %v %.200q", err, audit)
 	}
-	for _, want := range []string{"summary: crawl finished", "state:  in memory (sqlite store not built yet)", h.Key() + ": 5 done, 0 left"} {
+	for _, want := range []string{"summary: crawl finished", "(SQLite; survives restarts)", h.Key() + ": 5 done, 0 left"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}

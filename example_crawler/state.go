@@ -5,15 +5,21 @@ import (
 	"io"
 
 	"github.com/collypace/ext"
+	"github.com/collypace/ext/sqlitestore"
 )
 
-// openState is the single spot where the durable pacing state will be opened.
-//
-// TODO(issue 3): the SQLite store does not exist yet. Once it does, open it at path here and return
-// the option that hands it to ext.AdaptivePacing, with a close function that closes it. Until then
-// the state lives in the pacer's memory and path is unused.
+// openState opens the SQLite file that keeps the pacing state (each host's delay, Retry-After window,
+// Crawl-delay, breaker) and the deferred requests between runs, and returns the option that hands it to
+// ext.AdaptivePacing and the function that closes it. An empty path keeps the state in memory.
 func openState(path string, out io.Writer) (opts []ext.Option, closeState func() error, err error) {
-	_ = path
-	_, _ = fmt.Fprintln(out, "state:  in memory (sqlite store not built yet)")
-	return nil, func() error { return nil }, nil
+	if path == "" {
+		_, _ = fmt.Fprintln(out, "state:  in memory (-state \"\")")
+		return nil, func() error { return nil }, nil
+	}
+	st, err := sqlitestore.Open(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	_, _ = fmt.Fprintf(out, "state:  %s (SQLite; survives restarts)\n", path)
+	return []ext.Option{ext.WithStore(st)}, st.Close, nil
 }

@@ -63,6 +63,30 @@ func Run(t *testing.T, newStore func(t *testing.T) ext.Store) {
 			t.Errorf("adaptive delay %v, want the overwritten 9s", got.AdaptiveDelay)
 		}
 	})
+	t.Run("ReplaceSkipsMerge", func(t *testing.T) {
+		s := newStore(t)
+		ctx := context.Background()
+		bad := Sample("r.test")
+		bad.NextDeparture, bad.HoldUntil = t0.Add(1000*time.Hour), t0.Add(1000*time.Hour)
+		fixed := Sample("r.test")
+		fixed.NextDeparture, fixed.HoldUntil, fixed.Replace = time.Time{}, t0.Add(time.Minute), true
+		if err := s.SaveHosts(ctx, []ext.HostState{bad}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.SaveHosts(ctx, []ext.HostState{fixed}); err != nil {
+			t.Fatal(err)
+		}
+		got, _, err := s.LoadHost(ctx, "r.test")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !got.NextDeparture.IsZero() || !got.HoldUntil.Equal(t0.Add(time.Minute)) {
+			t.Errorf("after a Replace write: next %v hold %v, want zero and t0+1m (no merge)", got.NextDeparture, got.HoldUntil)
+		}
+		if got.Replace {
+			t.Error("Replace was stored")
+		}
+	})
 	t.Run("Deferred", func(t *testing.T) {
 		s := newStore(t)
 		ctx := context.Background()

@@ -1,0 +1,173 @@
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"strings"
+
+	"github.com/collypace/ext"
+)
+
+// deferredColumns are the columns of deferred in the order decodeDeferredRow reads them.
+const deferredColumns = "id, host, method, url, depth, header, body, body_lost, ctx, deferred_at, reason"
+
+const numDeferredColumns = 11
+
+const addDeferredSQL = `INSERT INTO deferred (host, method, url, depth, header, body, body_lost, ctx, deferred_at, reason)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+
+// AddDeferred implements ext.Store.
+func (s *Store) AddDeferred(ctx context.Context, r ext.DeferredRequest) (int64, error) {
+	header, err := json.Marshal(r.Header)
+	if err != nil {
+		return 0, fmt.Errorf("sqlitestore: add deferred: header: %w", err)
+	}
+	rctx, err := json.Marshal(r.Ctx)
+	if err != nil {
+		return 0, fmt.Errorf("sqlitestore: add deferred: ctx: %w", err)
+	}
+	var body any // NULL: no body
+	if r.Body != nil {
+		body = r.Body
+	}
+	res, err := s.addDefer.ExecContext(ctx, r.Host, r.Method, r.URL, int64(r.Depth), string(header), body,
+		encodeBool(r.BodyLost), string(rctx), encodeTime(r.DeferredAt), r.Reason)
+	if err != nil {
+		return 0, wrap(ctx, "add deferred", err)
+	}
+	id, err := res.LastInsertId()
+	if err != nil {
+		return 0, wrap(ctx, "add deferred", err)
+	}
+	return id, nil
+}
+
+// ListDeferred implements ext.Store: up to limit requests (limit <= 0: all), oldest first, of host
+// ("": every host). A row whose method or URL is unusable is left out, and the rows that could be
+// decoded are returned with an error wrapping ext.ErrCorruptState that names it: use them.
+func (s *Store) ListDeferred(ctx context.Context, host string, limit int) ([]ext.DeferredRequest, error) {
+	n := int64(-1) // SQLite: no limit
+	if limit > 0 {
+		n = int64(limit)
+	}
+	var rows *sql.Rows
+	var err error
+	if host == "" {
+		rows, err = s.listAll.QueryContext(ctx, n)
+	} else {
+		rows, err = s.listByHost.QueryContext(ctx, host, n)
+	}
+	if err != nil {
+		return nil, wrap(ctx, "list deferred", err)
+	}
+	defer rows.Close()
+	var (
+		out  []ext.DeferredRequest
+		bad  []int64
+		vals [numDeferredColumns]any
+		dest [numDeferredColumns]any
+	)
+	for i := range vals {
+		dest[i] = &vals[i]
+	}
+	for rows.Next() {
+		if err := rows.Scan(dest[:]...); err != nil {
+			return nil, wrap(ctx, "list deferred", err)
+		}
+		r, ok := decodeDeferredRow(vals[:])
+		if !ok {
+			bad = append(bad, r.ID)
+			continue
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, wrap(ctx, "list deferred", err)
+	}
+	if len(bad) > 0 {
+		return out, fmt.Errorf("sqlitestore: list deferred: rows %v have no usable method or URL: %w", bad, ext.ErrCorruptState)
+	}
+	return out, nil
+}
+
+// decodeDeferredRow decodes a deferred row in deferredColumns' order. What cannot be decoded of the
+// optional parts is left zero (a body that is not a BLOB is lost); ok is false when the method or URL
+// cannot be used to send the request again. It never panics.
+func decodeDeferredRow(vals []any) (r ext.DeferredRequest, ok bool) {
+	if len(vals) != numDeferredColumns {
+		return r, false
+	}
+	r.ID, _ = vals[0].(int64)
+	r.Host, _ = vals[1].(string)
+	r.Method, _ = vals[2].(string)
+	r.URL, _ = vals[3].(string)
+	if d, isInt := vals[4].(int64); isInt && int64(int(d)) == d {
+		r.Depth = int(d)
+	}
+	if s, isText := vals[5].(string); isText {
+		if json.Unmarshal([]byte(s), &r.Header) != nil {
+			r.Header = nil
+		}
+	}
+	switch b := vals[6].(type) {
+	case nil:
+	case []byte:
+		if b == nil { // the driver reads an empty BLOB as nil
+			b = []byte{}
+		}
+		r.Body = b
+	default:
+		r.BodyLost = true
+	}
+	if lost, _ := vals[7].(int64); lost != 0 {
+		r.BodyLost = true
+	}
+	if s, isText := vals[8].(string); isText {
+		if json.Unmarshal([]byte(s), &r.Ctx) != nil {
+			r.Ctx = nil
+		}
+	}
+	if at, isInt := vals[9].(int64); isInt {
+		r.DeferredAt = decodeTime(at)
+	}
+	r.Reason, _ = vals[10].(string)
+	return r, validMethod(r.Method) && validURL(r.URL)
+}
+
+// validMethod reports whether m is an HTTP token, as http.NewRequest requires.
+func validMethod(m string) bool {
+	return m != "" && strings.IndexFunc(m, func(c rune) bool {
+		return c <= ' ' || c >= 0x7f || strings.ContainsRune(`"(),/:;<=>?@[\]{}`, c)
+	}) < 0
+}
+
+// validURL reports whether u is an absolute URL with a host, so the request can be sent again.
+func validURL(s string) bool {
+	u, err := url.Parse(s)
+	return err == nil && u.Scheme != "" && u.Host != ""
+}
+
+// DeleteDeferred implements ext.Store: one transaction for the batch; unknown IDs are ignored.
+func (s *Store) DeleteDeferred(ctx context.Context, ids []int64) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return wrap(ctx, "delete deferred", err)
+	}
+	defer tx.Rollback()
+	stmt := tx.StmtContext(ctx, s.delDefer)
+	for _, id := range ids {
+		if _, err := stmt.ExecContext(ctx, id); err != nil {
+			return wrap(ctx, "delete deferred", err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return wrap(ctx, "delete deferred", err)
+	}
+	return nil
+}

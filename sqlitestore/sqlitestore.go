@@ -1,0 +1,254 @@
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"runtime"
+
+	"github.com/collypace/ext"
+	_ "modernc.org/sqlite" // registers the "sqlite" driver
+)
+
+// SchemaVersion is the version of the database schema this build writes; Open migrates older files
+// to it.
+const SchemaVersion = 1
+
+// ErrNewerSchema is matched (errors.Is) by the error Open returns for a database whose schema version
+// is newer than SchemaVersion: a newer build wrote it, and this one cannot know what it means.
+var ErrNewerSchema = errors.New("sqlitestore: database schema is newer than this build")
+
+// busyTimeoutMS is how long a connection waits for another process's write lock.
+const busyTimeoutMS = 5000
+
+// Store is an ext.Store kept in a SQLite file. It is safe for concurrent use; see the package
+// documentation for the schema and how rows are decoded.
+type Store struct {
+	w *sql.DB // the one writing connection: SQLite takes one writer at a time, so writes queue here
+	r *sql.DB // read-only connections, reading alongside the writer (WAL)
+
+	saveHost    *sql.Stmt // on w
+	replaceHost *sql.Stmt // on w
+	addDefer    *sql.Stmt // on w
+	delDefer    *sql.Stmt // on w
+	loadHost    *sql.Stmt // on r
+	listAll     *sql.Stmt // on r
+	listByHost  *sql.Stmt // on r
+}
+
+var _ ext.Store = (*Store)(nil)
+
+// Open opens the SQLite database at path, creating the file and its tables when missing and migrating
+// an older schema. path names a file; ":memory:" is refused, since the Store's connections would each
+// see a different database. Close the Store when done.
+func Open(path string) (*Store, error) {
+	if path == "" || path == ":memory:" {
+		return nil, fmt.Errorf("sqlitestore: path %q does not name a file", path)
+	}
+	ctx := context.Background()
+	s := &Store{}
+	var err error
+	// The writer: transactions begin IMMEDIATE, so a write never fails upgrading a read lock.
+	if s.w, err = openDB(path, "_txlock=immediate"); err != nil {
+		return nil, err
+	}
+	s.w.SetMaxOpenConns(1)
+	s.w.SetMaxIdleConns(1)
+	if err := s.init(ctx); err != nil {
+		s.w.Close()
+		return nil, err
+	}
+	if s.r, err = openDB(path, "_pragma=query_only(1)"); err != nil {
+		s.w.Close()
+		return nil, err
+	}
+	n := max(4, runtime.GOMAXPROCS(0))
+	s.r.SetMaxOpenConns(n)
+	s.r.SetMaxIdleConns(n) // the default (2) would reopen connections under parallel reads
+	if err := s.prepare(ctx); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// openDB opens a pool on path with the pragmas every connection needs, plus extra query parameters.
+func openDB(path, extra string) (*sql.DB, error) {
+	u := url.URL{Scheme: "file", Path: path} // escapes '?', '#' and '%' in the path
+	dsn := fmt.Sprintf("%s?_pragma=busy_timeout(%d)&_pragma=synchronous(NORMAL)&%s", u.String(), busyTimeoutMS, extra)
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: open %s: %w", path, err)
+	}
+	return db, nil
+}
+
+// init puts the file in WAL mode and brings its schema to SchemaVersion.
+func (s *Store) init(ctx context.Context) error {
+	var mode string
+	if err := s.w.QueryRowContext(ctx, "PRAGMA journal_mode=WAL").Scan(&mode); err != nil {
+		return fmt.Errorf("sqlitestore: set WAL mode: %w", err)
+	}
+	if mode != "wal" {
+		return fmt.Errorf("sqlitestore: journal mode is %q, want wal (is the file on a network file system?)", mode)
+	}
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("sqlitestore: migrate: %w", err)
+	}
+	defer tx.Rollback()
+	if err := migrate(ctx, tx); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("sqlitestore: migrate: %w", err)
+	}
+	return nil
+}
+
+// migrations[v] brings a database from schema version v to v+1, inside migrate's transaction. A new
+// version is one more function here (and SchemaVersion incremented); a migration never changes meta.
+var migrations = []func(ctx context.Context, tx *sql.Tx) error{
+	0: createV1,
+}
+
+// migrate reads the schema version from meta and runs the migrations from it to SchemaVersion.
+func migrate(ctx context.Context, tx *sql.Tx) error {
+	if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS meta (
+		key   TEXT PRIMARY KEY,
+		value INTEGER NOT NULL
+	) STRICT`); err != nil {
+		return fmt.Errorf("sqlitestore: create meta: %w", err)
+	}
+	var version int64
+	err := tx.QueryRowContext(ctx, "SELECT value FROM meta WHERE key = 'schema_version'").Scan(&version)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		version = 0
+	case err != nil:
+		return fmt.Errorf("sqlitestore: read schema version: %w", err)
+	}
+	if version > SchemaVersion {
+		return newerSchemaError{found: version, known: SchemaVersion}
+	}
+	if version < 0 {
+		return fmt.Errorf("sqlitestore: database schema version %d: %w", version, ext.ErrCorruptState)
+	}
+	if version == SchemaVersion {
+		return nil
+	}
+	for v := version; v < SchemaVersion; v++ {
+		if err := migrations[v](ctx, tx); err != nil {
+			return fmt.Errorf("sqlitestore: migrate schema from version %d to %d: %w", v, v+1, err)
+		}
+	}
+	_, err = tx.ExecContext(ctx, `INSERT INTO meta (key, value) VALUES ('schema_version', ?)
+		ON CONFLICT (key) DO UPDATE SET value = excluded.value`, SchemaVersion)
+	if err != nil {
+		return fmt.Errorf("sqlitestore: write schema version: %w", err)
+	}
+	return nil
+}
+
+// createV1 creates the tables of schema version 1 in an empty database. Without IF NOT EXISTS: a
+// table of that name that this package did not create is an error, not a surprise later.
+func createV1(ctx context.Context, tx *sql.Tx) error {
+	for _, q := range []string{
+		`CREATE TABLE hosts (
+			host            TEXT PRIMARY KEY NOT NULL,
+			version         INTEGER NOT NULL,
+			adaptive_delay  INTEGER NOT NULL, -- ns
+			known_limit     INTEGER NOT NULL, -- ns
+			next_departure  INTEGER NOT NULL, -- unix ns, 0: zero time
+			hold_until      INTEGER NOT NULL, -- unix ns
+			hold_trigger    TEXT    NOT NULL,
+			crawl_delay     INTEGER NOT NULL, -- ns
+			crawl_clamped   INTEGER NOT NULL CHECK (crawl_clamped IN (0, 1)),
+			breaker         INTEGER NOT NULL, -- ext.BreakerState
+			breaker_changed INTEGER NOT NULL, -- unix ns
+			failures        INTEGER NOT NULL,
+			updated_at      INTEGER NOT NULL  -- unix ns
+		) STRICT, WITHOUT ROWID`,
+		`CREATE TABLE deferred (
+			id          INTEGER PRIMARY KEY AUTOINCREMENT,
+			host        TEXT    NOT NULL,
+			method      TEXT    NOT NULL,
+			url         TEXT    NOT NULL,
+			depth       INTEGER NOT NULL,
+			header      TEXT    NOT NULL, -- JSON object of string arrays
+			body        BLOB,             -- NULL: none
+			body_lost   INTEGER NOT NULL CHECK (body_lost IN (0, 1)),
+			ctx         TEXT    NOT NULL, -- JSON object of strings
+			deferred_at INTEGER NOT NULL, -- unix ns
+			reason      TEXT    NOT NULL
+		) STRICT`,
+		`CREATE INDEX deferred_host ON deferred (host, id)`,
+	} {
+		if _, err := tx.ExecContext(ctx, q); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+type newerSchemaError struct{ found, known int64 }
+
+func (e newerSchemaError) Error() string {
+	return fmt.Sprintf("sqlitestore: database schema version %d is newer than this build (%d)", e.found, e.known)
+}
+
+func (e newerSchemaError) Is(target error) bool { return target == ErrNewerSchema }
+
+// prepare prepares the statements the Store reuses.
+func (s *Store) prepare(ctx context.Context) error {
+	for _, p := range []struct {
+		db   *sql.DB
+		dst  **sql.Stmt
+		text string
+	}{
+		{s.w, &s.saveHost, saveHostSQL},
+		{s.w, &s.replaceHost, replaceHostSQL},
+		{s.w, &s.addDefer, addDeferredSQL},
+		{s.w, &s.delDefer, "DELETE FROM deferred WHERE id = ?"},
+		{s.r, &s.loadHost, loadHostSQL},
+		{s.r, &s.listAll, "SELECT " + deferredColumns + " FROM deferred ORDER BY id LIMIT ?"},
+		{s.r, &s.listByHost, "SELECT " + deferredColumns + " FROM deferred WHERE host = ? ORDER BY id LIMIT ?"},
+	} {
+		st, err := p.db.PrepareContext(ctx, p.text)
+		if err != nil {
+			return fmt.Errorf("sqlitestore: prepare: %w", err)
+		}
+		*p.dst = st
+	}
+	return nil
+}
+
+// Close implements ext.Store: it closes the database (the last connection to close checkpoints the
+// WAL into the file). Calls after the first return nil.
+func (s *Store) Close() error {
+	var errs []error
+	for _, st := range []*sql.Stmt{s.saveHost, s.replaceHost, s.addDefer, s.delDefer, s.loadHost, s.listAll, s.listByHost} {
+		if st != nil {
+			errs = append(errs, st.Close())
+		}
+	}
+	if s.r != nil {
+		errs = append(errs, s.r.Close())
+	}
+	errs = append(errs, s.w.Close())
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("sqlitestore: close: %w", err)
+	}
+	return nil
+}
+
+// wrap prefixes err with the operation and, when ctx is done, makes sure it matches ctx.Err() (the
+// driver may report an interrupted statement instead).
+func wrap(ctx context.Context, op string, err error) error {
+	if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
+		return fmt.Errorf("sqlitestore: %s: %w (%w)", op, cerr, err)
+	}
+	return fmt.Errorf("sqlitestore: %s: %w", op, err)
+}
