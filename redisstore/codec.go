@@ -1,0 +1,274 @@
+package redisstore
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/collypace/ext"
+)
+
+// Fields of a host hash, in the order the save script receives them (ARGV[1..12]). Durations are
+// decimal nanoseconds, times decimal unix nanoseconds ("" for the zero time), booleans "0" or "1".
+const (
+	fieldVersion        = "v"
+	fieldAdaptiveDelay  = "adaptive_delay"
+	fieldKnownLimit     = "known_limit"
+	fieldNextDeparture  = "next_departure"
+	fieldHoldUntil      = "hold_until"
+	fieldHoldTrigger    = "hold_trigger"
+	fieldCrawlDelay     = "crawl_delay"
+	fieldCrawlClamped   = "crawl_clamped"
+	fieldBreaker        = "breaker"
+	fieldBreakerChanged = "breaker_changed"
+	fieldFailures       = "failures"
+	fieldUpdatedAt      = "updated_at"
+)
+
+// hostFields lists every field of a host hash, in ARGV order.
+var hostFields = [...]string{
+	fieldVersion, fieldAdaptiveDelay, fieldKnownLimit, fieldNextDeparture, fieldHoldUntil, fieldHoldTrigger,
+	fieldCrawlDelay, fieldCrawlClamped, fieldBreaker, fieldBreakerChanged, fieldFailures, fieldUpdatedAt,
+}
+
+// The instants a unix nanosecond count in an int64 can name; times outside are clamped to them.
+var (
+	minTime = time.Unix(0, math.MinInt64)
+	maxTime = time.Unix(0, math.MaxInt64)
+)
+
+// encodeTime returns t as decimal unix nanoseconds, "" for the zero time. A time outside the range of
+// an int64 count (before 1678 or after 2262) is clamped to the range, which keeps the merge rule's
+// "later wins" order.
+func encodeTime(t time.Time) string {
+	switch {
+	case t.IsZero():
+		return ""
+	case t.Before(minTime):
+		return strconv.FormatInt(math.MinInt64, 10)
+	case t.After(maxTime):
+		return strconv.FormatInt(math.MaxInt64, 10)
+	}
+	return strconv.FormatInt(t.UnixNano(), 10)
+}
+
+// hostArgs returns st's fields as the save script's ARGV, in hostFields order, then "1" when
+// st.Replace (write without the merge), else "0".
+func hostArgs(st ext.HostState) []any {
+	clamped, replace := "0", "0"
+	if st.CrawlClamped {
+		clamped = "1"
+	}
+	if st.Replace {
+		replace = "1"
+	}
+	return []any{
+		strconv.Itoa(st.Version),
+		strconv.FormatInt(int64(st.AdaptiveDelay), 10),
+		strconv.FormatInt(int64(st.KnownLimit), 10),
+		encodeTime(st.NextDeparture),
+		encodeTime(st.HoldUntil),
+		st.HoldTrigger,
+		strconv.FormatInt(int64(st.CrawlDelay), 10),
+		clamped,
+		strconv.Itoa(int(st.Breaker)),
+		encodeTime(st.BreakerChanged),
+		strconv.Itoa(st.Failures),
+		encodeTime(st.UpdatedAt),
+		replace,
+	}
+}
+
+// encodeHostHash returns st as the fields of its host hash: what SaveHosts writes when nothing is
+// stored yet.
+func encodeHostHash(st ext.HostState) map[string]string {
+	args := hostArgs(st)
+	m := make(map[string]string, len(hostFields))
+	for i, f := range hostFields {
+		m[f] = args[i].(string)
+	}
+	return m
+}
+
+// decodeHostHash decodes the fields of host's hash. ok is false when the hash holds no saved state:
+// it is empty, or holds only the next_departure a ReserveDeparture booked before any SaveHosts. A
+// state of another version than ext.StateVersion is returned with only Host and Version set. A
+// missing field, a number that does not parse or does not fit, or a boolean other than "0" or "1"
+// returns an error wrapping ext.ErrCorruptState. Values that parse but are out of range (negative
+// delays, an unknown breaker state) are returned as they are: the pacer repairs them. Unknown fields
+// are ignored.
+func decodeHostHash(host string, m map[string]string) (st ext.HostState, ok bool, err error) {
+	_, saved := m[fieldVersion]
+	if !saved {
+		if nd, reserved := m[fieldNextDeparture]; len(m) == 0 || (reserved && len(m) == 1) {
+			if _, err := decodeTime(nd); err != nil {
+				return ext.HostState{}, false, corrupt(host, "field %s %q: %v", fieldNextDeparture, nd, err)
+			}
+			return ext.HostState{}, false, nil
+		}
+	}
+	d := decoder{host: host, m: m}
+	if v := d.int(fieldVersion); saved && d.err == nil && v != ext.StateVersion {
+		// Another layout: nothing but its version can be trusted.
+		return ext.HostState{Host: host, Version: v}, true, nil
+	}
+	d.err = nil // a missing version is reported below
+	for _, f := range hostFields {
+		if _, present := m[f]; !present {
+			return ext.HostState{}, false, corrupt(host, "field %s missing", f)
+		}
+	}
+	st = ext.HostState{
+		Host:           host,
+		Version:        d.int(fieldVersion),
+		AdaptiveDelay:  d.duration(fieldAdaptiveDelay),
+		KnownLimit:     d.duration(fieldKnownLimit),
+		NextDeparture:  d.time(fieldNextDeparture),
+		HoldUntil:      d.time(fieldHoldUntil),
+		HoldTrigger:    m[fieldHoldTrigger],
+		CrawlDelay:     d.duration(fieldCrawlDelay),
+		CrawlClamped:   d.bool(fieldCrawlClamped),
+		Breaker:        ext.BreakerState(d.int(fieldBreaker)),
+		BreakerChanged: d.time(fieldBreakerChanged),
+		Failures:       d.int(fieldFailures),
+		UpdatedAt:      d.time(fieldUpdatedAt),
+	}
+	if d.err != nil {
+		return ext.HostState{}, false, d.err
+	}
+	return st, true, nil
+}
+
+// decoder decodes the fields of one host hash, keeping the first error.
+type decoder struct {
+	host string
+	m    map[string]string
+	err  error
+}
+
+func (d *decoder) fail(field string, err error) {
+	if d.err == nil {
+		d.err = corrupt(d.host, "field %s %q: %v", field, d.m[field], err)
+	}
+}
+
+func (d *decoder) int64(field string) int64 {
+	n, err := parseInt(d.m[field], 64)
+	if err != nil {
+		d.fail(field, err)
+	}
+	return n
+}
+
+func (d *decoder) int(field string) int {
+	n, err := parseInt(d.m[field], strconv.IntSize)
+	if err != nil {
+		d.fail(field, err)
+	}
+	return int(n)
+}
+
+func (d *decoder) duration(field string) time.Duration { return time.Duration(d.int64(field)) }
+
+func (d *decoder) time(field string) time.Time {
+	t, err := decodeTime(d.m[field])
+	if err != nil {
+		d.fail(field, err)
+	}
+	return t
+}
+
+func (d *decoder) bool(field string) bool {
+	switch d.m[field] {
+	case "0":
+		return false
+	case "1":
+		return true
+	}
+	d.fail(field, errNotBool)
+	return false
+}
+
+var errNotBool = errors.New("not 0 or 1")
+
+// decodeTime decodes encodeTime's form, as UTC.
+func decodeTime(s string) (time.Time, error) {
+	if s == "" {
+		return time.Time{}, nil
+	}
+	n, err := parseInt(s, 64)
+	if err != nil {
+		return time.Time{}, err
+	}
+	return time.Unix(0, n).UTC(), nil
+}
+
+var errNotInt = errors.New("not a decimal integer")
+
+// parseInt parses a decimal integer that fits bits, as the scripts do: an optional "-", then digits.
+func parseInt(s string, bits int) (int64, error) {
+	if strings.HasPrefix(s, "+") {
+		return 0, errNotInt
+	}
+	n, err := strconv.ParseInt(s, 10, bits)
+	if errors.Is(err, strconv.ErrRange) {
+		return 0, strconv.ErrRange
+	}
+	if err != nil {
+		return 0, errNotInt
+	}
+	return n, nil
+}
+
+// corrupt returns an error wrapping ext.ErrCorruptState about host's record.
+func corrupt(host, format string, args ...any) error {
+	return fmt.Errorf("redisstore: host %q: %s: %w", host, fmt.Sprintf(format, args...), ext.ErrCorruptState)
+}
+
+// deferredVersion is the version of deferredJSON's layout.
+const deferredVersion = 1
+
+// deferredJSON is how a deferred request is stored: a member of the deferred sorted set, scored by
+// its ID. The ID itself is the score, not part of the JSON.
+type deferredJSON struct {
+	V          int               `json:"v"`
+	Host       string            `json:"host"`
+	Method     string            `json:"method"`
+	URL        string            `json:"url"`
+	Depth      int               `json:"depth"`
+	Header     http.Header       `json:"header,omitempty"`
+	Body       []byte            `json:"body,omitempty"`
+	BodyLost   bool              `json:"body_lost,omitempty"`
+	Ctx        map[string]string `json:"ctx,omitempty"`
+	DeferredAt time.Time         `json:"deferred_at"`
+	Reason     string            `json:"reason,omitempty"`
+	// Seq makes two otherwise identical requests distinct members of the set.
+	Seq int64 `json:"seq"`
+}
+
+func encodeDeferred(r ext.DeferredRequest, id int64) ([]byte, error) {
+	return json.Marshal(deferredJSON{
+		V: deferredVersion, Host: r.Host, Method: r.Method, URL: r.URL, Depth: r.Depth, Header: r.Header,
+		Body: r.Body, BodyLost: r.BodyLost, Ctx: r.Ctx, DeferredAt: r.DeferredAt, Reason: r.Reason, Seq: id,
+	})
+}
+
+// decodeDeferred decodes a member of the deferred set whose score is id.
+func decodeDeferred(member string, id int64) (ext.DeferredRequest, error) {
+	var j deferredJSON
+	if err := json.Unmarshal([]byte(member), &j); err != nil {
+		return ext.DeferredRequest{}, fmt.Errorf("deferred request %d: %v", id, err)
+	}
+	if j.V != deferredVersion {
+		return ext.DeferredRequest{}, fmt.Errorf("deferred request %d: layout version %d, want %d", id, j.V, deferredVersion)
+	}
+	return ext.DeferredRequest{
+		ID: id, Host: j.Host, Method: j.Method, URL: j.URL, Depth: j.Depth, Header: j.Header, Body: j.Body,
+		BodyLost: j.BodyLost, Ctx: j.Ctx, DeferredAt: j.DeferredAt, Reason: j.Reason,
+	}, nil
+}
