@@ -205,6 +205,7 @@ func (p *Pacer) reportBreaker(h *host, ch *breakerChange, now time.Time) {
 	case BreakerHalfOpen:
 		event = EventBreakerHalfOpen
 	}
+	p.cfg.observer.BreakerChanged(h.key, ch.to)
 	detail := fmt.Sprintf("%s → %s: %s", ch.from, ch.to, ch.reason)
 	p.audit.emit(level, auditEvent{at: now, host: h.key, event: event, trigger: TriggerBreaker,
 		base: h.policy.BaseDelay, compliant: true, detail: detail})

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"strings"
 	"time"
 
 	"github.com/gocolly/colly/v2"
@@ -148,14 +147,14 @@ func resend(c *colly.Collector, d DeferredRequest) error {
 	return r.Retry()
 }
 
-// stringValues returns the string values of a colly.Context, without the pacer's private keys.
+// stringValues returns the string values of a colly.Context (with the retry count kept there).
 func stringValues(ctx *colly.Context) map[string]string {
 	if ctx == nil {
 		return nil
 	}
 	out := map[string]string{}
 	ctx.ForEach(func(k string, v any) any {
-		if s, ok := v.(string); ok && !strings.HasPrefix(k, "_collypace") {
+		if s, ok := v.(string); ok {
 			out[k] = s
 		}
 		return nil

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -64,7 +65,7 @@ func (b *binding) onRequestHeaders(r *colly.Request) {
 			return
 		}
 	}
-	f, err := p.depart(ctx, h)
+	f, err := p.depart(ctx, h, p.takeBooking(*r.Headers))
 	if errors.Is(err, ErrBreakerOpen) {
 		b.deferRequest(r, h, err)
 		return
@@ -73,9 +74,9 @@ func (b *binding) onRequestHeaders(r *colly.Request) {
 		r.Abort()
 		return
 	}
-	f.parent = ctx
+	f.parent, f.url = ctx, r.URL
 	b.flights.Store(r.ID, f)
-	p.rt.announce(*r.Headers, f)
+	p.rt.announce(r.URL, f)
 }
 
 func (b *binding) onResponse(resp *colly.Response) {
@@ -128,7 +129,10 @@ func (b *binding) settle(resp *colly.Response, err error) bool {
 	p := b.p
 	now := p.now()
 	if !f.claimed.Load() {
-		p.rt.unannounce(*resp.Request.Headers)
+		p.rt.unannounce(f.url)
+		if f.res.probe && resp.StatusCode == 0 {
+			f.h.abandonProbe() // aborted before it left: the next request is the probe
+		}
 		if resp.StatusCode != 0 {
 			// The response came back without passing the pacer's transport.
 			b.bypassed(f, resp, now)
@@ -187,7 +191,7 @@ func (b *binding) retry(resp *colly.Response, v Verdict) {
 	r := resp.Request
 	h := p.host(p.cfg.hostKey(r.URL))
 	key := "_collypace_attempts " + r.Method + " " + r.URL.String()
-	attempts, _ := r.Ctx.GetAny(key).(int)
+	attempts, _ := strconv.Atoi(r.Ctx.Get(key)) // a string, so it survives deferral and queueing
 	now := p.now()
 	ev := auditEvent{at: now, host: h.key, trigger: v.Trigger, base: h.policy.BaseDelay, compliant: true, status: resp.StatusCode}
 	if attempts >= p.cfg.maxRetries {
@@ -195,7 +199,7 @@ func (b *binding) retry(resp *colly.Response, v Verdict) {
 		p.audit.emit(zerolog.WarnLevel, ev)
 		return
 	}
-	r.Ctx.Put(key, attempts+1)
+	r.Ctx.Put(key, strconv.Itoa(attempts+1))
 	h.mu.Lock()
 	h.retries++
 	ev.computed = max(h.holdUntil.Sub(now), 0)
@@ -203,6 +207,10 @@ func (b *binding) retry(resp *colly.Response, v Verdict) {
 	ev.event, ev.detail = EventRetryScheduled, fmt.Sprintf("retry %d of %d", attempts+1, p.cfg.maxRetries)
 	p.audit.emit(zerolog.InfoLevel, ev)
 	p.retrying.mark(r, now)
+	if q, ok := r.Ctx.GetAny(queueCtxKey).(*Queue); ok {
+		q.requeue(r) // a queue's worker must not wait out the window: the queue holds the retry
+		return
+	}
 	if err := r.Retry(); err != nil {
 		p.retrying.unmark(r)
 		ev.event, ev.detail = EventRetriesExhausted, "retry not sent: "+err.Error()

@@ -154,6 +154,16 @@ func later(a, b time.Time) time.Time {
 	return b
 }
 
+// departedAt records a departure booked outside the wait (ReserveAt): at is when the caller departs.
+func (h *host) departedAt(at time.Time) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if at.After(h.lastDeparture) {
+		h.lastDeparture = at
+	}
+	h.departures++
+}
+
 // admitAt asks the breaker whether a departure may go at now.
 func (h *host) admitAt(now time.Time, b BreakerPolicy) (admission, <-chan struct{}, *breakerChange) {
 	h.mu.Lock()

@@ -72,6 +72,7 @@ type config struct {
 	breaker          BreakerPolicy
 	alert            func(Alert)
 	idleEviction     time.Duration
+	observer         Observer
 }
 
 func defaultConfig() config {
@@ -88,11 +89,12 @@ func defaultConfig() config {
 		robotsTTL:        DefaultRobotsTTL,
 		robotsRetry:      DefaultRobotsRetryDelay,
 		logger:           zerolog.Nop(),
-		hostKey:          func(u *url.URL) string { return u.Host },
+		hostKey:          DefaultHostKey,
 		transport:        http.DefaultTransport,
 		random:           rand.Float64,
 		flushInterval:    DefaultFlushInterval,
 		idleEviction:     DefaultIdleEviction,
+		observer:         nopObserver{},
 		breaker: BreakerPolicy{
 			Threshold: DefaultBreakerThreshold, Sustain: DefaultBreakerSustain,
 			Failures: DefaultBreakerFailures, Cooldown: DefaultBreakerCooldown,
@@ -197,9 +199,9 @@ func WithHostPolicy(pattern string, p HostPolicy) Option {
 	return func(c *config) { c.policies = append(c.policies, hostPolicyRule{pattern: pattern, policy: p}) }
 }
 
-// WithHostKey sets how a URL maps to the host whose schedule it shares. The default is URL.Host
-// (with the port), as Colly's LimitRule matches. A function returning the registrable domain paces
-// all subdomains together.
+// WithHostKey sets how a URL maps to the host whose schedule it shares. The default, DefaultHostKey,
+// is URL.Host (with the port), as Colly's LimitRule matches, normalized so that every spelling of a
+// host shares one schedule. A function returning the registrable domain paces all subdomains together.
 func WithHostKey(f func(*url.URL) string) Option {
 	return func(c *config) {
 		if f != nil {

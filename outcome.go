@@ -148,6 +148,12 @@ func (p *Pacer) ObserveAt(res Reservation, o Outcome, now time.Time) Verdict {
 		p.persistNow(h) // a Retry-After window is written before the next departure
 	}
 
+	if v.Refused {
+		p.cfg.observer.Refused(h.key, v.Trigger)
+	}
+	if !hold.IsZero() {
+		p.cfg.observer.RetryAfter(h.key, hold.Sub(now))
+	}
 	for _, e := range events {
 		e.at, e.host, e.base, e.status = now, h.key, floor, o.Status
 		e.compliant = e.compliant && compliant

@@ -27,6 +27,7 @@ type Pacer struct {
 	fallback *MemoryStore // where they go when the store fails (never lose a URL)
 
 	hostsCreated atomic.Uint64 // paces idle-eviction sweeps
+	bookings     sync.Map      // header map identity (uintptr) → Reservation booked by a Queue
 }
 
 // NewPacer builds a Pacer without installing it on a collector: for use with Install, or with
@@ -60,8 +61,10 @@ func (p *Pacer) host(key string) *host {
 
 // hostAt is host with the time of use given.
 func (p *Pacer) hostAt(key string, now time.Time) *host {
-	h, created := p.hosts.get(key, p.cfg.policyFor, p.persist != nil)
-	h.lastUse.Store(now.UnixNano())
+	h, created := p.hosts.get(key, p.cfg.policyFor, p.persist != nil, now)
+	if t := now.UnixNano(); t > h.lastUse.Load() {
+		h.lastUse.Store(t)
+	}
 	if created {
 		p.restore(h)
 		p.maybeEvict(now)
@@ -70,16 +73,19 @@ func (p *Pacer) hostAt(key string, now time.Time) *host {
 	return h
 }
 
-// ReserveAt books the next departure slot to a host at or after now, as Wait would, without waiting.
-// The caller departs at the returned At.
+// ReserveAt books the next departure slot to a host at or after now, as Wait would, without waiting,
+// and counts it as a departure at the returned At, when the caller departs.
 func (p *Pacer) ReserveAt(hostKey string, now time.Time) Reservation {
-	return p.hostAt(hostKey, now).reserveAt(now, p.cfg.jitter, p.cfg.random())
+	h := p.hostAt(hostKey, now)
+	res := h.reserveAt(now, p.cfg.jitter, p.cfg.random())
+	h.departedAt(res.At)
+	return res
 }
 
 // Wait blocks until a request to hostKey may depart: an in-flight slot is free and its departure slot
 // has come. The returned release function must be called when the response is done.
 func (p *Pacer) Wait(ctx context.Context, hostKey string) (Reservation, func(), error) {
-	f, err := p.depart(ctx, p.host(hostKey))
+	f, err := p.depart(ctx, p.host(hostKey), nil)
 	if err != nil {
 		return Reservation{}, nil, err
 	}
@@ -190,7 +196,7 @@ func (t *hostTable) lookup(key string) *host {
 
 // get returns the host of key, creating it when missing; created reports that the caller must
 // restore it and close its ready channel.
-func (t *hostTable) get(key string, policy func(string) HostPolicy, restore bool) (h *host, created bool) {
+func (t *hostTable) get(key string, policy func(string) HostPolicy, restore bool, now time.Time) (h *host, created bool) {
 	if h := t.lookup(key); h != nil {
 		return h, false
 	}
@@ -201,6 +207,7 @@ func (t *hostTable) get(key string, policy func(string) HostPolicy, restore bool
 		return h, false
 	}
 	h = newHost(key, policy(key))
+	h.lastUse.Store(now.UnixNano()) // before it is visible: a sweep must not take it for idle
 	if restore {
 		h.ready = make(chan struct{})
 	}

@@ -52,6 +52,26 @@ func (e *robotsEntry) fresh(now time.Time, ttl time.Duration) bool {
 	return now.Before(e.fetchedAt.Add(ttl))
 }
 
+// robotsKnown reports whether the robots.txt of rawURL's origin is known and fresh at now.
+func (p *Pacer) robotsKnown(rawURL string, now time.Time) bool {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return true // nothing to fetch: the request will fail on its own
+	}
+	p.robots.mu.Lock()
+	e := p.robots.m[u.Scheme+"://"+u.Host]
+	p.robots.mu.Unlock()
+	if e == nil {
+		return false
+	}
+	select {
+	case <-e.done:
+		return e.fresh(now, p.cfg.robotsTTL)
+	default:
+		return false
+	}
+}
+
 // ensureRobots makes sure the robots.txt of u's origin is known (fetching it once, through the pacer)
 // and returns its entry. agent is the User-Agent the fetch sends.
 func (p *Pacer) ensureRobots(ctx context.Context, u *url.URL, agent string) (*robotsEntry, error) {

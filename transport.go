@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"net/url"
 	"reflect"
 	"sync"
 	"sync/atomic"
@@ -16,6 +17,7 @@ type flight struct {
 	res      Reservation
 	departed time.Time
 	parent   context.Context // the collector's context, for a departure Colly announced
+	url      *url.URL        // the announced request's URL, its key in transport.announced
 	claimed  atomic.Bool     // the pacing transport carried it
 	finished atomic.Bool
 }
@@ -28,45 +30,67 @@ func (f *flight) finish(now time.Time) {
 	}
 }
 
-// depart waits for an in-flight slot and a departure slot on h.
-func (p *Pacer) depart(ctx context.Context, h *host) (*flight, error) {
+// depart waits for an in-flight slot and a departure slot on h: the booked one when a queue booked
+// it already, else a new one.
+func (p *Pacer) depart(ctx context.Context, h *host, booked *Reservation) (*flight, error) {
+	start := p.now()
 	if err := h.acquire(ctx); err != nil {
+		if booked != nil {
+			h.cancel(*booked)
+		}
 		p.auditAbandoned(h, err)
 		return nil, err
 	}
-	res, err := p.waitDeparture(ctx, h)
+	var res Reservation
+	var err error
+	ok := false
+	if booked != nil && booked.h == h && h.breakerState() == BreakerClosed {
+		res = *booked
+		if ok, err = p.waitSlot(ctx, h, res); err != nil {
+			h.cancel(res)
+		}
+	}
+	if !ok && err == nil {
+		if booked != nil {
+			h.cancel(*booked)
+		}
+		res, err = p.waitDeparture(ctx, h)
+	}
 	if err != nil {
 		h.release()
 		p.auditAbandoned(h, err)
 		return nil, err
 	}
 	p.auditDeparture(h, res)
-	return &flight{h: h, res: res, departed: p.now()}, nil
+	now := p.now()
+	p.cfg.observer.Departed(h.key, now.Sub(start))
+	return &flight{h: h, res: res, departed: now}, nil
 }
 
 // transport is the RoundTripper the pacer installs on collectors. Every request that reaches the
 // network passes it, including redirect hops and robots.txt fetches, so it is where departures are
 // paced and outcomes observed. A request Colly announced in OnRequestHeaders has already waited there
-// (before http.Client's timeout starts): the transport recognises it by its header map and only
-// observes it.
+// (before http.Client's timeout starts): the transport recognises it by its *url.URL, which Colly's
+// Request and the first hop's http.Request share (http.Client copies the request for userinfo
+// credentials, but not its URL), and only observes it.
 type transport struct {
 	p         *Pacer
 	inner     http.RoundTripper
-	announced sync.Map // header map identity (uintptr) → *flight waiting for its first hop
+	announced sync.Map // URL identity (uintptr) → *flight waiting for its first hop
 }
 
-// announce registers a departed request whose first hop will carry header.
-func (t *transport) announce(header http.Header, f *flight) {
-	t.announced.Store(headerID(header), f)
+// announce registers a departed request whose first hop will carry u.
+func (t *transport) announce(u *url.URL, f *flight) {
+	t.announced.Store(urlID(u), f)
 }
 
 // unannounce forgets a request the transport never carried.
-func (t *transport) unannounce(header http.Header) {
-	t.announced.Delete(headerID(header))
+func (t *transport) unannounce(u *url.URL) {
+	t.announced.Delete(urlID(u))
 }
 
-func (t *transport) claim(header http.Header) *flight {
-	v, ok := t.announced.LoadAndDelete(headerID(header))
+func (t *transport) claim(u *url.URL) *flight {
+	v, ok := t.announced.LoadAndDelete(urlID(u))
 	if !ok {
 		return nil
 	}
@@ -75,8 +99,13 @@ func (t *transport) claim(header http.Header) *flight {
 	return f
 }
 
-// headerID is the identity of a header map: Colly's Request.Headers and the first hop's
-// http.Request.Header are the same map.
+// urlID is the identity of a URL.
+func urlID(u *url.URL) uintptr {
+	return reflect.ValueOf(u).Pointer()
+}
+
+// headerID is the identity of a header map: a queued Colly request's Headers map is the one its
+// OnRequestHeaders callback sees.
 func headerID(h http.Header) uintptr {
 	if h == nil {
 		return 0
@@ -89,7 +118,7 @@ type robotsFetchKey struct{}
 // RoundTrip paces the request unless it was announced, sends it, and observes the outcome.
 func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	p := t.p
-	f := t.claim(req.Header)
+	f := t.claim(req.URL)
 	if f == nil {
 		if p.cfg.robots && isRobotsRequest(req) && req.Context().Value(robotsFetchKey{}) == nil {
 			return p.serveRobots(req)
@@ -101,7 +130,7 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			}
 		}
 		var err error
-		if f, err = p.depart(req.Context(), p.host(p.cfg.hostKey(req.URL))); err != nil {
+		if f, err = p.depart(req.Context(), p.host(p.cfg.hostKey(req.URL)), nil); err != nil {
 			return nil, err
 		}
 	}

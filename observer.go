@@ -1,0 +1,30 @@
+package ext
+
+import "time"
+
+// Observer receives the pacer's events as they happen, for metrics (see the pacemetrics package).
+// Its methods are called on the goroutines that make the events, with no lock held: they must be
+// safe for concurrent use and quick.
+type Observer interface {
+	// Departed reports a departure to host after waiting waited for its slot (in-flight cap and schedule).
+	Departed(host string, waited time.Duration)
+	// Refused reports a refusal by host; trigger is refusal, server_error or transport_error.
+	Refused(host, trigger string)
+	// RetryAfter reports a Retry-After window obeyed: no departure to host for wait.
+	RetryAfter(host string, wait time.Duration)
+	// BreakerChanged reports that host's circuit breaker entered state.
+	BreakerChanged(host string, state BreakerState)
+}
+
+// WithObserver sends the pacer's events to o.
+func WithObserver(o Observer) Option {
+	return func(c *config) { c.observer = o }
+}
+
+// nopObserver is the default Observer: it does nothing.
+type nopObserver struct{}
+
+func (nopObserver) Departed(string, time.Duration)      {}
+func (nopObserver) Refused(string, string)              {}
+func (nopObserver) RetryAfter(string, time.Duration)    {}
+func (nopObserver) BreakerChanged(string, BreakerState) {}

@@ -1,0 +1,175 @@
+package pacemetrics
+
+import (
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/collypace/ext"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// OtherHost is the host label of the series that aggregate every host without series of its own.
+// A host whose key is "other" never gets series of its own.
+const OtherHost = "other"
+
+// DefaultTopHosts is how many hosts get series of their own unless WithTopHosts says otherwise.
+const DefaultTopHosts = 50
+
+// Tuning of the top-N selection, documented in the package doc.
+const (
+	activityHalfLife = 5 * time.Minute  // half-life of a host's activity score (its departures)
+	hysteresis       = 2.0              // a host displaces a labelled one only with this many times its score
+	forgetAfter      = 30 * time.Minute // unlabelled hosts without events this long leave memory
+)
+
+// waitBuckets are the upper bounds, in seconds, of the collypace_departure_wait_seconds histogram.
+var waitBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300}
+
+// HostSource is what Watch reads at scrape time; *ext.Pacer implements it.
+type HostSource interface {
+	Hosts() []ext.HostStatus
+}
+
+// QueueDepths is what WatchQueue reads at scrape time: the number of requests queued per host.
+// The host-aware *ext.Queue implements it.
+type QueueDepths interface {
+	Depths() map[string]int
+}
+
+// Option configures a Collector.
+type Option func(*config)
+
+type config struct {
+	topHosts int
+}
+
+// WithTopHosts sets how many of the most active hosts get series of their own (default 50); the
+// others are aggregated under host="other". 0 keeps every host under "other"; negative values are ignored.
+func WithTopHosts(n int) Option {
+	return func(c *config) {
+		if n >= 0 {
+			c.topHosts = n
+		}
+	}
+}
+
+// Collector counts a pacer's events and exports them, with the pacer's and the queue's state read at
+// scrape time, as Prometheus metrics (see the package doc). It is an ext.Observer to pass to
+// ext.WithObserver and a prometheus.Collector to register. It is safe for concurrent use.
+type Collector struct {
+	topHosts int
+	now      func() time.Time // test seam
+	hosts    table
+	other    hostStats // events of hosts without series of their own, at the time of the event
+	wait     prometheus.Histogram
+
+	mu         sync.Mutex // protects the fields below and the scrape fields of every hostStats
+	source     HostSource
+	queue      QueueDepths
+	members    []*hostStats // the hosts with series of their own
+	lastScrape time.Time
+}
+
+var (
+	_ ext.Observer         = (*Collector)(nil)
+	_ prometheus.Collector = (*Collector)(nil)
+	_ HostSource           = (*ext.Pacer)(nil)
+)
+
+// New returns a Collector. Pass it to ext.WithObserver, call Watch with the pacer, and register it
+// (or serve Handler).
+func New(opts ...Option) *Collector {
+	cfg := config{topHosts: DefaultTopHosts}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	c := &Collector{
+		topHosts: cfg.topHosts,
+		now:      time.Now,
+		wait: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: namespace,
+			Name:      "departure_wait_seconds",
+			Help:      "Time a request waited for its in-flight slot and departure slot before departing (all hosts).",
+			Buckets:   waitBuckets,
+		}),
+	}
+	c.hosts.init()
+	c.other.key = OtherHost
+	return c
+}
+
+// Watch makes the Collector read p's hosts at every scrape, for the per-host delay, requests in
+// flight and breaker state. It replaces any previous Watch.
+func (c *Collector) Watch(p HostSource) {
+	c.mu.Lock()
+	c.source = p
+	c.mu.Unlock()
+}
+
+// WatchQueue makes the Collector read q's depths at every scrape, for collypace_queue_depth. It
+// replaces any previous WatchQueue.
+func (c *Collector) WatchQueue(q QueueDepths) {
+	c.mu.Lock()
+	c.queue = q
+	c.mu.Unlock()
+}
+
+// Handler returns an http.Handler serving the Collector's metrics (and only them) in the Prometheus
+// exposition formats, from a registry of its own: for a /metrics endpoint. Serve it or register the
+// Collector elsewhere, not both: every scrape re-ranks the top N, and one scraper would miss the
+// last values of the hosts that lose their place in another's scrapes.
+func (c *Collector) Handler() http.Handler {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(c)
+	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})
+}
+
+// Departed implements ext.Observer.
+func (c *Collector) Departed(host string, waited time.Duration) {
+	waited = max(waited, 0)
+	s := c.hosts.get(host)
+	s.departures.Add(1)
+	s.waitNanos.Add(int64(waited))
+	if !s.member.Load() {
+		c.other.departures.Add(1)
+		c.other.waitNanos.Add(int64(waited))
+	}
+	c.wait.Observe(waited.Seconds())
+}
+
+// Refused implements ext.Observer.
+func (c *Collector) Refused(host, trigger string) {
+	t := triggerIndex(trigger)
+	s := c.hosts.get(host)
+	s.refusals[t].Add(1)
+	if !s.member.Load() {
+		c.other.refusals[t].Add(1)
+	}
+}
+
+// RetryAfter implements ext.Observer.
+func (c *Collector) RetryAfter(host string, wait time.Duration) {
+	wait = max(wait, 0)
+	s := c.hosts.get(host)
+	s.retryWaits.Add(1)
+	s.retryNanos.Add(int64(wait))
+	if !s.member.Load() {
+		c.other.retryWaits.Add(1)
+		c.other.retryNanos.Add(int64(wait))
+	}
+}
+
+// BreakerChanged implements ext.Observer.
+func (c *Collector) BreakerChanged(host string, state ext.BreakerState) {
+	if state < 0 || int(state) >= numStates {
+		return
+	}
+	s := c.hosts.get(host)
+	s.breaker.Store(int32(state))
+	s.transitions[state].Add(1)
+	if !s.member.Load() {
+		c.other.transitions[state].Add(1)
+	}
+}

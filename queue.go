@@ -1,0 +1,539 @@
+package ext
+
+import (
+	"container/heap"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"sync"
+	"time"
+
+	"github.com/gocolly/colly/v2"
+	"github.com/rs/zerolog"
+)
+
+// DefaultQueueMemory is how many requests a Queue holds in memory before spilling to the store.
+const DefaultQueueMemory = 100_000
+
+// queueSpillReason marks the store rows a Queue spilled (as opposed to requests deferred by a breaker).
+const queueSpillReason = "queue_spill"
+
+// queuePoll is how often a Queue looks again at a host it cannot predict: in-flight cap full, or a
+// half-open breaker waiting for its probe.
+const queuePoll = 50 * time.Millisecond
+
+// queueCtxKey marks, in a request's colly.Context, the Queue that sent it: retries go back to it.
+const queueCtxKey = "_collypace_queue"
+
+// ErrAsyncCollector is returned by Queue.Run for a collector in Async mode: the queue's workers are
+// its only goroutines, each running one request at a time.
+var ErrAsyncCollector = errors.New("ext: Queue.Run needs a synchronous collector (Async false)")
+
+// Queue is a crawl frontier used like Colly's queue.Queue (AddURL, AddRequest, Run with N workers) but
+// aware of hosts: it keeps one FIFO per host and hands each worker the request whose host can depart
+// soonest, from the pacer's own schedule, so no worker waits on a host while another host is ready.
+// Its goroutines are its workers, whatever the number of URLs; above a memory bound, requests spill to
+// the pacer's store. Requests of a parked host (breaker open) stay queued, out of the ready set, until
+// its cool-down ends; refused requests come back to the queue for their retry instead of holding a
+// worker through the host's window.
+type Queue struct {
+	p       *Pacer
+	workers int
+	maxMem  int
+
+	mu      sync.Mutex // protects the fields below
+	hosts   map[string]*queueHost
+	ready   hostHeap // hosts with requests, by the time they can depart
+	inMem   int      // requests held in memory
+	spilled int      // requests spilled to the store
+	active  int      // requests being sent by workers
+	seq     uint64   // arrival order of hosts into the ready set, for fairness
+	wake    chan struct{}
+	stopped bool
+}
+
+// queueHost is one host's FIFO.
+type queueHost struct {
+	key     string
+	fifo    []DeferredRequest
+	spilled int       // this host's requests in the store, after those in fifo
+	readyAt time.Time // when its next request can depart, as last read from the pacer
+	parked  bool      // its breaker was open when last read
+	loading bool      // a refill from the store is under way
+	seq     uint64
+	index   int // in the ready heap; -1 when out
+}
+
+// QueueOption configures a Queue.
+type QueueOption func(*Queue)
+
+// WithQueueMemory sets how many requests a Queue holds in memory before spilling the rest to the
+// pacer's store (default 100 000). Use a durable store (sqlitestore) so spilled requests survive.
+func WithQueueMemory(n int) QueueOption {
+	return func(q *Queue) {
+		if n > 0 {
+			q.maxMem = n
+		}
+	}
+}
+
+// NewQueue returns a host-aware queue that dispatches by p's schedule with the given number of workers.
+func NewQueue(p *Pacer, workers int, opts ...QueueOption) *Queue {
+	q := &Queue{p: p, workers: max(workers, 1), maxMem: DefaultQueueMemory, hosts: map[string]*queueHost{}, wake: make(chan struct{})}
+	for _, o := range opts {
+		o(q)
+	}
+	return q
+}
+
+// AddURL queues a GET of rawURL.
+func (q *Queue) AddURL(rawURL string) error {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return fmt.Errorf("ext: queue: %w", err)
+	}
+	if u.Host == "" {
+		return fmt.Errorf("ext: queue: %q has no host", rawURL)
+	}
+	return q.add(DeferredRequest{Host: q.p.cfg.hostKey(u), Method: http.MethodGet, URL: u.String(), Depth: 1, Header: http.Header{}})
+}
+
+// AddRequest queues r with its method, depth, headers, body (read now; it must be re-readable for
+// a retry) and the string values of its context.
+func (q *Queue) AddRequest(r *colly.Request) error {
+	d := DeferredRequest{Host: q.p.cfg.hostKey(r.URL), Method: r.Method, URL: r.URL.String(), Depth: r.Depth,
+		Header: http.Header{}, Ctx: stringValues(r.Ctx)}
+	if r.Headers != nil {
+		d.Header = r.Headers.Clone()
+	}
+	if r.Body != nil {
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			return fmt.Errorf("ext: queue: reading the request body: %w", err)
+		}
+		d.Body = body
+	}
+	return q.add(d)
+}
+
+// requeue puts a refused request back for its retry (it departs when the host's window ends).
+func (q *Queue) requeue(r *colly.Request) {
+	if err := q.AddRequest(r); err != nil {
+		q.p.audit.emit(zerolog.ErrorLevel, auditEvent{at: q.p.now(), host: q.p.cfg.hostKey(r.URL), event: EventRetriesExhausted,
+			trigger: TriggerRefusal, compliant: true, detail: "retry not queued: " + err.Error()})
+	}
+}
+
+func (q *Queue) add(d DeferredRequest) error {
+	q.mu.Lock()
+	qh := q.hostLocked(d.Host)
+	if q.inMem < q.maxMem && qh.spilled == 0 {
+		qh.fifo = append(qh.fifo, d)
+		q.inMem++
+		q.readyLocked(qh)
+		q.mu.Unlock()
+		return nil
+	}
+	// Over the memory bound (or behind this host's spilled requests, to keep its order): the store.
+	qh.spilled++
+	q.spilled++
+	q.readyLocked(qh)
+	q.mu.Unlock()
+	d.Reason, d.DeferredAt = queueSpillReason, q.p.now()
+	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+	defer cancel()
+	if _, err := q.p.queue.AddDeferred(ctx, d); err != nil {
+		q.mu.Lock()
+		qh.spilled--
+		q.spilled--
+		qh.fifo = append(qh.fifo, d) // never lose a URL: over the bound rather than dropped
+		q.inMem++
+		q.mu.Unlock()
+		return fmt.Errorf("ext: queue: spilling to the store failed, kept in memory: %w", err)
+	}
+	return nil
+}
+
+func (q *Queue) hostLocked(key string) *queueHost {
+	qh := q.hosts[key]
+	if qh == nil {
+		qh = &queueHost{key: key, index: -1}
+		q.hosts[key] = qh
+	}
+	return qh
+}
+
+// readyLocked puts qh in the ready set if it has requests, and wakes a worker.
+func (q *Queue) readyLocked(qh *queueHost) {
+	if qh.index < 0 && (len(qh.fifo) > 0 || qh.spilled > 0) {
+		q.seq++
+		qh.seq = q.seq
+		heap.Push(&q.ready, qh)
+	}
+	q.signalLocked()
+}
+
+func (q *Queue) signalLocked() {
+	close(q.wake)
+	q.wake = make(chan struct{})
+}
+
+// Size returns how many requests are queued (in memory and spilled), not counting those being sent.
+func (q *Queue) Size() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.inMem + q.spilled
+}
+
+// Depths returns how many requests are queued per host.
+func (q *Queue) Depths() map[string]int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	out := make(map[string]int, len(q.hosts))
+	for k, qh := range q.hosts {
+		if n := len(qh.fifo) + qh.spilled; n > 0 {
+			out[k] = n
+		}
+	}
+	return out
+}
+
+// Stop makes Run return once the requests being sent are done; queued requests stay queued.
+func (q *Queue) Stop() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.stopped = true
+	q.signalLocked()
+}
+
+// Run sends the queued requests (and those added meanwhile) with c, whose pacer must be the queue's,
+// and returns when the queue is empty and every worker idle, after Stop, or once c's Context ends.
+func (q *Queue) Run(c *colly.Collector) error {
+	if c.Async {
+		return ErrAsyncCollector
+	}
+	q.mu.Lock()
+	q.stopped = false
+	q.mu.Unlock()
+	ctx := c.Context
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	var wg sync.WaitGroup
+	for range q.workers {
+		wg.Go(func() {
+			for {
+				t, ok := q.next(ctx)
+				if !ok {
+					return
+				}
+				booked := true
+				if t.robots {
+					q.fetchRobots(c, t.d)
+				} else {
+					booked = q.send(c, t.d, t.res)
+				}
+				q.mu.Lock()
+				q.active--
+				if qh := q.hosts[t.d.Host]; qh != nil {
+					qh.loading = false
+					if !booked && ctx.Err() != nil { // not sent because the crawl is ending: keep it
+						qh.fifo = append([]DeferredRequest{t.d}, qh.fifo...)
+						q.inMem++
+						q.readyLocked(qh)
+					}
+					if !booked && qh.index >= 0 { // read the schedule again: the booking was given back
+						qh.readyAt = time.Time{}
+						heap.Fix(&q.ready, qh.index)
+					}
+				}
+				if ctx.Err() != nil {
+					q.stopped = true // the crawl is over: what is queued stays queued
+				}
+				q.signalLocked()
+				q.mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return nil
+}
+
+// task is a worker's next job: a request with its departure booked, or first the robots.txt of a
+// host not seen yet (its Crawl-delay must be known before its schedule can be read).
+type task struct {
+	d      DeferredRequest
+	res    Reservation
+	robots bool
+}
+
+// next blocks until a host is ready and returns its oldest request with a departure booked for it;
+// ok is false when the queue is done.
+func (q *Queue) next(ctx context.Context) (task, bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for {
+		if q.stopped || ctx.Err() != nil || q.inMem+q.spilled == 0 && q.active == 0 {
+			q.signalLocked() // the other workers are done too
+			return task{}, false
+		}
+		if len(q.ready) == 0 {
+			q.waitLocked(ctx, time.Time{})
+			continue
+		}
+		qh := q.ready[0]
+		now := q.p.now()
+		at, parked := q.p.readyAt(qh.key, now)
+		if qh.parked && !parked {
+			q.absorbDeferredLocked(qh) // requests the pacer deferred while it was parked
+		}
+		qh.parked = parked
+		if !at.Equal(qh.readyAt) {
+			qh.readyAt = at
+			heap.Fix(&q.ready, 0)
+			if q.ready[0] != qh {
+				continue
+			}
+		}
+		if at.After(now) {
+			q.waitLocked(ctx, at)
+			continue
+		}
+		if qh.loading {
+			q.waitLocked(ctx, now.Add(queuePoll))
+			continue
+		}
+		if len(qh.fifo) == 0 {
+			if !q.refillLocked(qh) {
+				q.waitLocked(ctx, now.Add(queuePoll))
+			}
+			continue
+		}
+		if q.p.cfg.robots && !q.p.robotsKnown(qh.fifo[0].URL, now) {
+			qh.loading = true // no other worker takes this host until its robots.txt is read
+			q.active++
+			return task{d: qh.fifo[0], robots: true}, true
+		}
+		d := qh.fifo[0]
+		qh.fifo[0] = DeferredRequest{}
+		qh.fifo = qh.fifo[1:]
+		q.inMem--
+		res := q.p.hostAt(qh.key, now).reserveAt(now, q.p.cfg.jitter, q.p.cfg.random())
+		qh.readyAt = res.At.Add(res.Interval + res.Jitter)
+		if len(qh.fifo) == 0 && qh.spilled == 0 {
+			heap.Remove(&q.ready, qh.index)
+		} else {
+			heap.Fix(&q.ready, qh.index)
+		}
+		q.active++
+		return task{d: d, res: res}, true
+	}
+}
+
+// fetchRobots reads the robots.txt of d's origin, through the pacer, with the collector's User-Agent.
+func (q *Queue) fetchRobots(c *colly.Collector, d DeferredRequest) {
+	u, err := url.Parse(d.URL)
+	if err != nil {
+		return
+	}
+	agent := d.Header.Get("User-Agent")
+	if agent == "" {
+		agent = c.UserAgent
+	}
+	ctx := c.Context
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	_, _ = q.p.ensureRobots(ctx, u, agent)
+}
+
+// waitLocked releases the lock until something changes in the queue, until at (if not zero), or
+// until ctx ends.
+func (q *Queue) waitLocked(ctx context.Context, at time.Time) {
+	wake := q.wake
+	q.mu.Unlock()
+	defer q.mu.Lock()
+	var timer <-chan time.Time
+	if !at.IsZero() {
+		t := time.NewTimer(at.Sub(q.p.now()))
+		defer t.Stop()
+		timer = t.C
+	}
+	select {
+	case <-wake:
+	case <-timer:
+	case <-ctx.Done():
+	}
+}
+
+// refillLocked moves qh's spilled requests back from the store, releasing the lock during the I/O.
+func (q *Queue) refillLocked(qh *queueHost) bool {
+	if qh.spilled == 0 {
+		return false
+	}
+	qh.loading = true
+	want := min(qh.spilled, max(q.maxMem-q.inMem, 1))
+	q.mu.Unlock()
+	got, err := q.p.takeStored(qh.key, want, true)
+	q.mu.Lock()
+	qh.loading = false
+	if err != nil {
+		q.p.audit.emit(zerolog.ErrorLevel, auditEvent{at: q.p.now(), host: qh.key, event: EventStoreUnavailable, trigger: TriggerStore,
+			compliant: true, detail: "queue refill failed: " + err.Error()})
+		return false
+	}
+	qh.fifo = append(qh.fifo, got...)
+	qh.spilled -= len(got)
+	q.spilled -= len(got)
+	q.inMem += len(got)
+	return len(got) > 0
+}
+
+// absorbDeferredLocked takes back into qh's FIFO the requests the pacer deferred for its host.
+func (q *Queue) absorbDeferredLocked(qh *queueHost) {
+	q.mu.Unlock()
+	got, err := q.p.takeStored(qh.key, 0, false)
+	q.mu.Lock()
+	if err == nil && len(got) > 0 {
+		qh.fifo = append(got, qh.fifo...)
+		q.inMem += len(got)
+	}
+}
+
+// send builds the Colly request for d and runs it on the worker's goroutine, with its departure
+// already booked: OnRequestHeaders finds the booking by the request's header map. It reports false
+// when the booking was given back (Colly refused the request before departure).
+func (q *Queue) send(c *colly.Collector, d DeferredRequest, res Reservation) bool {
+	ctx := make(map[string]any, len(d.Ctx))
+	for k, v := range d.Ctx {
+		ctx[k] = v
+	}
+	if d.Header == nil {
+		d.Header = http.Header{}
+	}
+	raw, err := json.Marshal(map[string]any{"URL": d.URL, "Method": d.Method, "Depth": d.Depth, "Body": d.Body, "Ctx": ctx, "Headers": d.Header})
+	var r *colly.Request
+	if err == nil {
+		r, err = c.UnmarshalRequest(raw)
+	}
+	if err != nil {
+		res.h.cancel(res)
+		q.p.audit.emit(zerolog.ErrorLevel, auditEvent{at: q.p.now(), host: d.Host, event: EventRetriesExhausted, trigger: TriggerDeparture,
+			compliant: true, detail: fmt.Sprintf("queued request %s could not be built: %v", redactURL(d.URL), err)})
+		return false
+	}
+	r.Ctx.Put(queueCtxKey, q)
+	id := headerID(*r.Headers)
+	q.p.bookings.Store(id, res)
+	_ = r.Do() // errors reach the collector's OnError, or are Colly's filters (visited, robots)
+	if _, unused := q.p.bookings.LoadAndDelete(id); unused {
+		res.h.cancel(res) // Colly refused it before departure
+		return false
+	}
+	return true
+}
+
+// takeBooking returns the departure a Queue booked for the request with this header map, if any.
+func (p *Pacer) takeBooking(header http.Header) *Reservation {
+	v, ok := p.bookings.LoadAndDelete(headerID(header))
+	if !ok {
+		return nil
+	}
+	res := v.(Reservation)
+	return &res
+}
+
+// readyAt returns when the next request to key could depart (the later of now, its next slot and its
+// hold), and whether its breaker has it parked (then: when the cool-down ends).
+func (p *Pacer) readyAt(key string, now time.Time) (time.Time, bool) {
+	h := p.hostAt(key, now)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	switch h.brk.state {
+	case BreakerOpen:
+		if h.crawlClamped && !p.cfg.breaker.IgnoreCaps {
+			return now.Add(p.cfg.breaker.Cooldown), true
+		}
+		if end := h.brk.changed.Add(p.cfg.breaker.Cooldown); end.After(now) {
+			return end, true
+		}
+		return now, false // the next request is the probe
+	case BreakerHalfOpen:
+		if h.brk.probing {
+			return now.Add(queuePoll), true
+		}
+		return now, false
+	}
+	if len(h.slots) >= cap(h.slots) {
+		return now.Add(queuePoll), false
+	}
+	return later(now, later(h.next, h.holdUntil)), false
+}
+
+// breakerState returns h's breaker state.
+func (h *host) breakerState() BreakerState {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.brk.state
+}
+
+// takeStored removes and returns up to limit (0: all) stored requests of host: those a Queue spilled
+// (spilled true) or those the breaker deferred.
+func (p *Pacer) takeStored(host string, limit int, spilled bool) ([]DeferredRequest, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+	defer cancel()
+	all, err := p.queue.ListDeferred(ctx, host, 0)
+	if err != nil && len(all) == 0 {
+		return nil, err
+	}
+	var got []DeferredRequest
+	var ids []int64
+	for _, d := range all {
+		if (d.Reason == queueSpillReason) != spilled {
+			continue
+		}
+		if limit > 0 && len(got) == limit {
+			break
+		}
+		got = append(got, d)
+		ids = append(ids, d.ID)
+	}
+	if len(ids) > 0 {
+		if err := p.queue.DeleteDeferred(ctx, ids); err != nil {
+			return nil, err
+		}
+	}
+	return got, nil
+}
+
+// hostHeap orders hosts by when they can depart, then by when they entered the ready set.
+type hostHeap []*queueHost
+
+func (h hostHeap) Len() int { return len(h) }
+func (h hostHeap) Less(i, j int) bool {
+	if !h[i].readyAt.Equal(h[j].readyAt) {
+		return h[i].readyAt.Before(h[j].readyAt)
+	}
+	return h[i].seq < h[j].seq
+}
+func (h hostHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].index, h[j].index = i, j
+}
+func (h *hostHeap) Push(x any) {
+	qh := x.(*queueHost)
+	qh.index = len(*h)
+	*h = append(*h, qh)
+}
+func (h *hostHeap) Pop() any {
+	old := *h
+	qh := old[len(old)-1]
+	old[len(old)-1] = nil
+	qh.index = -1
+	*h = old[:len(old)-1]
+	return qh
+}

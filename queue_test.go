@@ -1,0 +1,227 @@
+package ext
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/gocolly/colly/v2"
+)
+
+// queueCollector returns a synchronous collector paced over the fake network and a queue on it.
+func queueCollector(n *fakeNet, workers int, opts ...Option) (*colly.Collector, *Pacer, *Queue) {
+	c := colly.NewCollector()
+	p := AdaptivePacing(c, append([]Option{WithTransport(n.tr), WithJitter(0)}, opts...)...)
+	return c, p, NewQueue(p, workers)
+}
+
+// Requests to one host leave in the order they were queued.
+func TestQueueKeepsHostOrder(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := newFakeNet(t)
+		h, base := n.host("order.test", slowPage(0))
+		c, _, q := queueCollector(n, 3, WithBaseDelay(time.Second), WithoutRobots())
+		for i := range 6 {
+			if err := q.AddURL(fmt.Sprintf("%s/p/%d", base, i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := q.Run(c); err != nil {
+			t.Fatal(err)
+		}
+		var paths []string
+		for _, a := range h.log() {
+			paths = append(paths, a.path)
+		}
+		if got := strings.Join(paths, " "); got != "/p/0 /p/1 /p/2 /p/3 /p/4 /p/5" {
+			t.Errorf("order at the server: %s", got)
+		}
+		assertGaps(t, h.gaps("/p/"), time.Second)
+	})
+}
+
+// Hosts ready at the same time take turns.
+func TestQueueIsFairBetweenHosts(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := newFakeNet(t)
+		var mu sync.Mutex
+		var order []string
+		page := func(name string) http.HandlerFunc {
+			return func(w http.ResponseWriter, r *http.Request) {
+				mu.Lock()
+				order = append(order, name)
+				mu.Unlock()
+				fmt.Fprint(w, "ok")
+			}
+		}
+		_, a := n.host("a.test", page("a"))
+		_, b := n.host("b.test", page("b"))
+		_, cc := n.host("c.test", page("c"))
+		c, _, q := queueCollector(n, 1, WithBaseDelay(time.Second), WithoutRobots())
+		for i := range 3 {
+			for j, base := range []string{a, a, b, cc} { // a is queued twice as often
+				_ = q.AddURL(fmt.Sprintf("%s/p/%d-%d", base, i, j))
+			}
+		}
+		if err := q.AddURL(a + "/last"); err != nil {
+			t.Fatal(err)
+		}
+		if err := q.Run(c); err != nil {
+			t.Fatal(err)
+		}
+		// One worker: a, b, c in turn while all are ready; a's extra requests wait for a's interval.
+		if got := strings.Join(order[:6], ""); got != "abcabc" {
+			t.Errorf("first departures %s, want abcabc", got)
+		}
+	})
+}
+
+// No worker waits on a host while another is ready: a host with a 5 s Crawl-delay does not hold up
+// a fast one, with a single worker.
+func TestQueueNoHeadOfLineBlocking(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := newFakeNet(t)
+		slow, slowBase := n.host("slow.test", robotsSite(200, "User-agent: *\nCrawl-delay: 5\n", nil))
+		fast, fastBase := n.host("fast.test", robotsSite(404, "", nil))
+		c, _, q := queueCollector(n, 1, WithBaseDelay(100*time.Millisecond))
+		for i := range 4 {
+			_ = q.AddURL(fmt.Sprintf("%s/p/%d", slowBase, i))
+		}
+		for i := range 20 {
+			_ = q.AddURL(fmt.Sprintf("%s/p/%d", fastBase, i))
+		}
+		start := time.Now()
+		if err := q.Run(c); err != nil {
+			t.Fatal(err)
+		}
+		fastLog, slowLog := fast.log(), slow.log()
+		if last := fastLog[len(fastLog)-1].at.Sub(start); last > 3*time.Second {
+			t.Errorf("fast host finished at +%v, want within its own schedule (~2.1s), not behind the slow host", last)
+		}
+		assertGaps(t, slow.gaps("/p/"), 5*time.Second)
+		if took := time.Since(start); took != slowLog[len(slowLog)-1].at.Sub(start) {
+			t.Errorf("queue ran %v, want it to end with the slow host's last page", took)
+		}
+	})
+}
+
+// Over the memory bound, requests spill to the store and come back in order; none is lost, and the
+// goroutines stay bounded by the workers whatever the number of URLs.
+func TestQueueSpillsOverMemoryBound(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := newFakeNet(t)
+		var peak atomic.Int32
+		h, base := n.host("many.test", func(w http.ResponseWriter, r *http.Request) {
+			if g := int32(runtime.NumGoroutine()); g > peak.Load() {
+				peak.Store(g)
+			}
+			fmt.Fprint(w, "ok")
+		})
+		store := NewMemoryStore()
+		c := colly.NewCollector()
+		p := AdaptivePacing(c, WithTransport(n.tr), WithJitter(0), WithBaseDelay(10*time.Millisecond), WithoutRobots(), WithStore(store))
+		defer p.Close()
+		q := NewQueue(p, 4, WithQueueMemory(50))
+		before := runtime.NumGoroutine()
+		for i := range 500 {
+			if err := q.AddURL(fmt.Sprintf("%s/p/%03d", base, i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if spilled, _ := store.ListDeferred(t.Context(), "", 0); len(spilled) != 450 {
+			t.Errorf("%d requests spilled to the store, want 450 over the bound of 50", len(spilled))
+		}
+		if err := q.Run(c); err != nil {
+			t.Fatal(err)
+		}
+		log := h.log()
+		if len(log) != 500 {
+			t.Fatalf("server saw %d requests, want 500", len(log))
+		}
+		for i, a := range log {
+			if want := fmt.Sprintf("/p/%03d", i); a.path != want {
+				t.Fatalf("request %d was %s, want %s: spilled requests out of order", i, a.path, want)
+			}
+		}
+		if extra := int(peak.Load()) - before; extra > 4+16 {
+			t.Errorf("%d goroutines beyond the baseline for 500 queued URLs, want about the 4 workers (plus connections)", extra)
+		}
+	})
+}
+
+// Requests of a parked host leave the ready set and come back when its cool-down ends; the others go on.
+func TestQueueParkedHostComesBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := newFakeNet(t)
+		var down atomic.Bool
+		down.Store(true)
+		flaky, flakyBase := n.host("flaky.test", flakySite(&down))
+		ok, okBase := n.host("ok.test", slowPage(0))
+		c, p, q := queueCollector(n, 2, WithBaseDelay(time.Second), WithMaxRetries(1),
+			WithBreaker(BreakerPolicy{Failures: 2, Cooldown: time.Minute}), WithoutRobots())
+		for i := range 5 {
+			_ = q.AddURL(fmt.Sprintf("%s/p/%d", flakyBase, i))
+			_ = q.AddURL(fmt.Sprintf("%s/p/%d", okBase, i))
+		}
+		go func() {
+			time.Sleep(30 * time.Second)
+			down.Store(false)
+		}()
+		if err := q.Run(c); err != nil {
+			t.Fatal(err)
+		}
+		if got := len(ok.log()); got != 5 {
+			t.Errorf("ok.test saw %d requests, want 5", got)
+		}
+		served := map[string]bool{}
+		for _, a := range flaky.log() {
+			served[a.path] = true
+		}
+		if len(served) != 5 {
+			t.Errorf("flaky.test pages requested: %v, want all 5 after its breaker closed", served)
+		}
+		if st, _ := p.Host("flaky.test"); st.Breaker != BreakerClosed {
+			t.Errorf("breaker %v, want closed", st.Breaker)
+		}
+		if left, _ := p.DeferredRequests(t.Context(), ""); len(left) != 0 {
+			t.Errorf("%d requests left deferred, want 0: the queue takes them back", len(left))
+		}
+	})
+}
+
+// Run refuses an Async collector: its goroutine per request is what the queue avoids.
+func TestQueueRefusesAsyncCollector(t *testing.T) {
+	c := colly.NewCollector(colly.Async(true))
+	p := AdaptivePacing(c)
+	if err := NewQueue(p, 2).Run(c); err != ErrAsyncCollector {
+		t.Errorf("Run(async) = %v, want ErrAsyncCollector", err)
+	}
+}
+
+// Run returns once the collector's context ends; what is left stays queued.
+func TestQueueStopsWithCollectorContext(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := newFakeNet(t)
+		_, base := n.host("ctx.test", slowPage(0))
+		c, _, q := queueCollector(n, 2, WithBaseDelay(time.Second), WithoutRobots())
+		ctx, cancel := context.WithTimeout(t.Context(), 2500*time.Millisecond)
+		defer cancel()
+		c.Context = ctx
+		for i := range 10 {
+			_ = q.AddURL(fmt.Sprintf("%s/p/%d", base, i))
+		}
+		if err := q.Run(c); err != nil {
+			t.Fatal(err)
+		}
+		if left := q.Size(); left != 7 {
+			t.Errorf("%d requests left queued, want 7 (3 sent at 0, 1, 2 s)", left)
+		}
+	})
+}
