@@ -102,3 +102,7 @@ func BenchmarkSaveHosts(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(batch)), "ns/host")
 }
+
+// BenchmarkDeparture is a whole departure through a pacer booking each slot in Redis: compare it with
+// BenchmarkPing (one round trip) and the root package's BenchmarkDeparture (memory only).
+func BenchmarkDeparture(b *testing.B) { storetest.BenchDeparture(b, openBench(b)) }

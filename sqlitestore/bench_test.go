@@ -3,6 +3,7 @@ package sqlitestore_test
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -87,4 +88,10 @@ func BenchmarkLoadHost(b *testing.B) {
 			}
 		})
 	})
+}
+
+// BenchmarkDeparture is a whole departure through a pacer writing behind to SQLite: compare it with
+// the root package's BenchmarkDeparture (memory only) for what SQLite adds.
+func BenchmarkDeparture(b *testing.B) {
+	storetest.BenchDeparture(b, open(b, filepath.Join(b.TempDir(), "bench.db")))
 }

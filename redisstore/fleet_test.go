@@ -1,0 +1,167 @@
+package redisstore_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/collypace/ext"
+	"github.com/collypace/ext/redisstore"
+	"github.com/collypace/ext/redisstore/internal/redistest"
+	"github.com/gocolly/colly/v2"
+	"github.com/rs/zerolog"
+)
+
+// arrivals is a loopback server that logs when each request arrives.
+type arrivals struct {
+	mu sync.Mutex
+	at []time.Time
+}
+
+func (a *arrivals) serve(t *testing.T) *httptest.Server {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		a.mu.Lock()
+		a.at = append(a.at, time.Now())
+		a.mu.Unlock()
+		fmt.Fprint(w, "ok")
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func (a *arrivals) gaps() []time.Duration {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	at := slices.Clone(a.at)
+	slices.SortFunc(at, func(x, y time.Time) int { return x.Compare(y) })
+	var out []time.Duration
+	for i := 1; i < len(at); i++ {
+		out = append(out, at[i].Sub(at[i-1]))
+	}
+	return out
+}
+
+// recording wraps a SharedStore and records the departure slots it books.
+type recording struct {
+	ext.SharedStore
+	mu    sync.Mutex
+	slots []time.Time
+}
+
+func (r *recording) ReserveDeparture(ctx context.Context, host string, now time.Time, iv time.Duration) (time.Time, error) {
+	at, err := r.SharedStore.ReserveDeparture(ctx, host, now, iv)
+	if err == nil {
+		r.mu.Lock()
+		r.slots = append(r.slots, at)
+		r.mu.Unlock()
+	}
+	return at, err
+}
+
+// Three crawler processes (three collectors, each with its own pacer and Redis client) sharing one
+// host keep its interval together: the slots Redis books are an interval apart, and no two requests
+// reach the server together.
+func TestFleetSharesOneSchedule(t *testing.T) {
+	srv := redistest.Start(t)
+	site := &arrivals{}
+	host := site.serve(t)
+	const interval = 150 * time.Millisecond
+	var stores []*recording
+	var wg sync.WaitGroup
+	for i := range 3 {
+		st, err := redisstore.Open(srv.Addr(), redisstore.WithPrefix("fleet:"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = st.Close() })
+		rec := &recording{SharedStore: st}
+		stores = append(stores, rec)
+		c := colly.NewCollector(colly.Async(true))
+		p := ext.AdaptivePacing(c, ext.WithStore(rec), ext.WithBaseDelay(interval), ext.WithJitter(0), ext.WithoutRobots())
+		t.Cleanup(func() { _ = p.Close() })
+		wg.Go(func() {
+			for j := range 6 {
+				_ = c.Visit(fmt.Sprintf("%s/c%d/p%d", host.URL, i, j))
+			}
+			c.Wait()
+		})
+	}
+	wg.Wait()
+	var slots []time.Time
+	for _, r := range stores {
+		slots = append(slots, r.slots...)
+	}
+	slices.SortFunc(slots, func(x, y time.Time) int { return x.Compare(y) })
+	if len(slots) != 18 {
+		t.Fatalf("%d departures booked in Redis, want 18", len(slots))
+	}
+	for i := 1; i < len(slots); i++ {
+		if gap := slots[i].Sub(slots[i-1]); gap < interval {
+			t.Errorf("slots %d and %d booked %v apart, want at least %v", i-1, i, gap, interval)
+		}
+	}
+	for i, g := range site.gaps() {
+		if g < interval/2 {
+			t.Errorf("requests %d and %d reached the server %v apart: the processes did not share the schedule", i, i+1, g)
+		}
+	}
+}
+
+// Redis killed mid-crawl: the crawl goes on with local pacing and an alert, no URL is lost, and the
+// pacer uses Redis again once it is back.
+func TestFleetSurvivesRedisLoss(t *testing.T) {
+	srv := redistest.Start(t)
+	site := &arrivals{}
+	host := site.serve(t)
+	st, err := redisstore.Open(srv.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	var logs strings.Builder
+	var mu sync.Mutex
+	var alerts []string
+	c := colly.NewCollector()
+	p := ext.AdaptivePacing(c, ext.WithStore(st), ext.WithBaseDelay(100*time.Millisecond), ext.WithJitter(0), ext.WithoutRobots(),
+		ext.WithLogger(zerolog.New(zerolog.SyncWriter(&logs))),
+		ext.WithAlert(func(a ext.Alert) { mu.Lock(); alerts = append(alerts, a.Event); mu.Unlock() }))
+	defer p.Close()
+	fetched := 0
+	c.OnResponse(func(*colly.Response) { fetched++ })
+	const pages = 80 // 8 s at 100 ms: Redis is gone from the 10th to the 20th page, back well before the end
+	for i := range pages {
+		switch i {
+		case 10:
+			srv.Stop()
+		case 20:
+			srv.Restart()
+		}
+		if err := c.Visit(fmt.Sprintf("%s/p/%d", host.URL, i)); err != nil {
+			t.Fatalf("visit %d: %v", i, err)
+		}
+	}
+	if fetched != pages {
+		t.Errorf("%d pages fetched, want all %d", fetched, pages)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(alerts) == 0 || alerts[0] != ext.EventStoreUnavailable {
+		t.Errorf("alerts = %v, want store_unavailable", alerts)
+	}
+	for _, ev := range []string{ext.EventStoreUnavailable, ext.EventStoreRecovered} {
+		if !strings.Contains(logs.String(), `"event":"`+ev+`"`) {
+			t.Errorf("no %s event in the audit trail", ev)
+		}
+	}
+	for i, g := range site.gaps() {
+		if g < 50*time.Millisecond {
+			t.Errorf("requests %d and %d %v apart: local pacing did not hold while Redis was gone", i, i+1, g)
+		}
+	}
+}
