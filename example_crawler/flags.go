@@ -23,6 +23,7 @@ type options struct {
 	maxInFlight int
 	maxRetries  int
 	pipeline    string
+	metrics     string        // address serving /metrics; "" = off
 	timeout     time.Duration // per request
 	duration    time.Duration // whole run
 }
@@ -58,6 +59,7 @@ func parseFlags(fs *flag.FlagSet, args []string) (options, error) {
 	fs.IntVar(&o.maxInFlight, "max-inflight", ext.DefaultMaxInFlight, "requests in flight per host")
 	fs.IntVar(&o.maxRetries, "max-retries", ext.DefaultMaxRetries, "retries of a refused request (429, 503, …) after the host's window")
 	fs.StringVar(&o.pipeline, "pipeline", "example_crawler", "pipeline_id field of every audit event")
+	fs.StringVar(&o.metrics, "metrics", "", "serve Prometheus metrics on this address's /metrics while crawling (e.g. 127.0.0.1:9090)")
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Second, "timeout of each HTTP request (the pacing wait before it is not counted)")
 	fs.DurationVar(&o.duration, "duration", 3*time.Minute, "maximum run time: the crawl stops cleanly at this bound")
 	fs.Usage = func() {

@@ -64,6 +64,11 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		return err
 	}
 	defer closeState()
+	metrics, metricsOpts, err := startMetrics(o.metrics, out)
+	if err != nil {
+		return err
+	}
+	defer metrics.close()
 	_, _ = fmt.Fprintf(out, "audit:  %s (JSON lines)\npacing: base %v, max %v, jitter %g, %d in flight per host, %d retries; bound %v\n\n",
 		o.audit, o.baseDelay, o.maxDelay, o.jitter, o.maxInFlight, o.maxRetries, o.duration)
 
@@ -74,7 +79,8 @@ func run(ctx context.Context, o options, out io.Writer) error {
 	defer inner.CloseIdleConnections()
 	rec := newRecorder(inner)
 	opts := append(o.pacingOptions(), ext.WithLogger(audit.logger()), ext.WithTransport(rec))
-	pacer := ext.AdaptivePacing(c, append(opts, stateOpts...)...)
+	pacer := ext.AdaptivePacing(c, append(append(opts, stateOpts...), metricsOpts...)...)
+	metrics.watch(pacer)
 	defer pacer.Close() // writes the state not yet written (before the store closes: defers run last-in first-out)
 	tr := newTracker(ctx, c, pacer, o.pages, targets)
 	tr.install()

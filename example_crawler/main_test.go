@@ -5,12 +5,14 @@ import (
 	"context"
 	"flag"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/collypace/ext"
 	"github.com/collypace/ext/internal/scenario"
 )
 
@@ -124,5 +126,33 @@ func TestSeedDisallowed(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "not crawled") || len(scenario.PageRequests(h.Arrivals())) != 0 {
 		t.Errorf("output:\n%s", out.String())
+	}
+}
+
+// TestMetricsFlag serves the pacer's metrics on -metrics while crawling.
+func TestMetricsFlag(t *testing.T) {
+	s, opts, err := startMetrics("127.0.0.1:0", io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.close()
+	if len(opts) != 1 {
+		t.Fatalf("%d options, want the observer", len(opts))
+	}
+	p := ext.NewPacer(append(opts, ext.WithBaseDelay(0))...)
+	s.watch(p)
+	if _, release, err := p.Wait(context.Background(), "metrics.test"); err != nil {
+		t.Fatal(err)
+	} else {
+		release()
+	}
+	resp, err := http.Get("http://" + s.addr() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if !strings.Contains(string(body), `collypace_departures_total{host="metrics.test"} 1`) {
+		t.Errorf("/metrics lacks the departure:\n%s", body)
 	}
 }
