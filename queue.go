@@ -292,14 +292,14 @@ func (q *Queue) next(ctx context.Context) (task, bool) {
 			q.absorbDeferredLocked(qh) // requests the pacer deferred while it was parked
 		}
 		qh.parked = parked
-		if !at.Equal(qh.readyAt) {
-			qh.readyAt = at
-			heap.Fix(&q.ready, 0)
-			if q.ready[0] != qh {
-				continue
+		if at.After(now) { // not ready after all: put it back in its place and look again
+			if !at.Equal(qh.readyAt) {
+				qh.readyAt = at
+				heap.Fix(&q.ready, 0)
+				if q.ready[0] != qh {
+					continue
+				}
 			}
-		}
-		if at.After(now) {
 			q.waitLocked(ctx, at)
 			continue
 		}

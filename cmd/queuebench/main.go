@@ -1,0 +1,87 @@
+// Command queuebench measures head-of-line blocking: a crawl of many hosts, a few of them slow
+// (robots.txt Crawl-delay), with a fixed number of workers, through Colly's queue with the pacer and
+// through the pacer's host-aware queue (ext.Queue), against the ideal — the slowest host's own schedule.
+//
+//	go run ./cmd/queuebench            # 1 000 hosts, 20 slow (Crawl-delay 5 s), 8 workers, 10 000 URLs
+//	go run ./cmd/queuebench -short     # a quick version
+//
+// Every host is served by one loopback server (127.0.0.1), told apart by the Host header.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"time"
+)
+
+func main() {
+	cfg := defaultConfig()
+	flag.IntVar(&cfg.hosts, "hosts", cfg.hosts, "hosts in the crawl")
+	flag.IntVar(&cfg.slow, "slow", cfg.slow, "hosts among them whose robots.txt asks for -crawl-delay")
+	flag.DurationVar(&cfg.crawlDelay, "crawl-delay", cfg.crawlDelay, "Crawl-delay of the slow hosts")
+	flag.IntVar(&cfg.pages, "pages", cfg.pages, "URLs per host")
+	flag.IntVar(&cfg.workers, "workers", cfg.workers, "workers of each queue")
+	flag.DurationVar(&cfg.baseDelay, "base-delay", cfg.baseDelay, "pacer base delay (the fast hosts' interval)")
+	flag.DurationVar(&cfg.bound, "bound", cfg.bound, "longest a run may take")
+	short := flag.Bool("short", false, "a quick version: 100 hosts, 4 slow at 1 s, 5 pages each")
+	flag.Parse()
+	if *short {
+		cfg = shortConfig()
+	}
+	if err := run(context.Background(), cfg, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "queuebench:", err)
+		os.Exit(1)
+	}
+}
+
+// run measures both queues, side by side, and prints the table.
+func run(ctx context.Context, cfg config, out io.Writer) error {
+	_, _ = fmt.Fprintf(out, "%d hosts (%d with Crawl-delay %v), %d URLs each, %d workers, base delay %v; ideal %v\n\n",
+		cfg.hosts, cfg.slow, cfg.crawlDelay, cfg.pages, cfg.workers, cfg.baseDelay, cfg.ideal())
+	type outcome struct {
+		r   result
+		err error
+	}
+	results := make(chan outcome, 2)
+	for _, mode := range []mode{collyQueue, hostQueue} {
+		go func() {
+			r, err := measure(ctx, cfg, mode)
+			results <- outcome{r, err}
+		}()
+	}
+	var rs []result
+	for range 2 {
+		o := <-results
+		if o.err != nil {
+			return o.err
+		}
+		rs = append(rs, o.r)
+	}
+	writeTable(out, cfg, rs)
+	return nil
+}
+
+// config is one benchmark's shape.
+type config struct {
+	hosts, slow, pages, workers int
+	crawlDelay, baseDelay       time.Duration
+	bound                       time.Duration
+}
+
+func defaultConfig() config {
+	return config{hosts: 1000, slow: 20, pages: 10, workers: 8, crawlDelay: 5 * time.Second,
+		baseDelay: 200 * time.Millisecond, bound: 4 * time.Minute}
+}
+
+func shortConfig() config {
+	return config{hosts: 100, slow: 4, pages: 5, workers: 4, crawlDelay: time.Second,
+		baseDelay: 50 * time.Millisecond, bound: time.Minute}
+}
+
+// ideal is the slowest host's own schedule: its robots.txt, then one page every Crawl-delay.
+func (c config) ideal() time.Duration {
+	return time.Duration(c.pages) * c.crawlDelay
+}

@@ -1,0 +1,68 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"time"
+)
+
+// site is one loopback server playing every host of the crawl: hosts h0000.test… by Host header, the
+// first cfg.slow of them with a robots.txt Crawl-delay.
+type site struct {
+	srv   *httptest.Server
+	cfg   config
+	pages atomic.Int64 // pages served with 200
+	last  atomic.Int64 // unix nanos of the last page served
+}
+
+func startSite(cfg config) *site {
+	s := &site{cfg: cfg}
+	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
+	return s
+}
+
+func hostName(i int) string { return fmt.Sprintf("h%04d.test", i) }
+
+func (s *site) serve(w http.ResponseWriter, r *http.Request) {
+	host := strings.TrimSuffix(r.Host, ":80")
+	if r.URL.Path == "/robots.txt" {
+		var i int
+		if _, err := fmt.Sscanf(host, "h%d.test", &i); err == nil && i < s.cfg.slow {
+			fmt.Fprintf(w, "User-agent: *\nCrawl-delay: %g\n", s.cfg.crawlDelay.Seconds())
+			return
+		}
+		http.NotFound(w, r)
+		return
+	}
+	fmt.Fprint(w, "<html><body>page</body></html>")
+	s.pages.Add(1)
+	s.last.Store(time.Now().UnixNano())
+}
+
+// transport sends every host's requests to the one server.
+func (s *site) transport() *http.Transport {
+	addr := s.srv.Listener.Addr().String()
+	var d net.Dialer
+	return &http.Transport{
+		DialContext:         func(ctx context.Context, network, _ string) (net.Conn, error) { return d.DialContext(ctx, network, addr) },
+		MaxIdleConnsPerHost: 2,
+		IdleConnTimeout:     30 * time.Second,
+	}
+}
+
+// urls lists every URL, host by host in turns (page 0 of every host, then page 1…), the order most
+// favourable to a FIFO queue.
+func (s *site) urls() []string {
+	var out []string
+	for p := range s.cfg.pages {
+		for h := range s.cfg.hosts {
+			out = append(out, fmt.Sprintf("http://%s/p/%d", hostName(h), p))
+		}
+	}
+	return out
+}
