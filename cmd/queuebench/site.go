@@ -49,7 +49,9 @@ func (s *site) transport() *http.Transport {
 	addr := s.srv.Listener.Addr().String()
 	var d net.Dialer
 	return &http.Transport{
-		DialContext:         func(ctx context.Context, network, _ string) (net.Conn, error) { return d.DialContext(ctx, network, addr) },
+		DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+			return d.DialContext(ctx, network, addr)
+		},
 		MaxIdleConnsPerHost: 2,
 		IdleConnTimeout:     30 * time.Second,
 	}
