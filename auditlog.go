@@ -2,6 +2,8 @@ package ext
 
 import (
 	"net/url"
+	"regexp"
+	"strings"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -105,9 +107,21 @@ func (a *auditLog) emit(level zerolog.Level, e auditEvent) {
 		Bool(FieldComplianceFlag, e.compliant).
 		Int(FieldStatusCode, e.status)
 	if e.detail != "" {
-		ev.Str(FieldDetail, e.detail)
+		ev.Str(FieldDetail, stripUserinfo(e.detail))
 	}
 	ev.Send()
+}
+
+// userinfoInText matches the userinfo of URLs quoted in free text: error messages quote URLs whole
+// (url.Parse's do), and url.URL.Redacted and http.Client's errors keep the user name.
+var userinfoInText = regexp.MustCompile(`([A-Za-z][A-Za-z0-9+.-]*://)[^/?#\s"'@]*@`)
+
+// stripUserinfo drops URL userinfo from any text before it is logged.
+func stripUserinfo(s string) string {
+	if !strings.Contains(s, "@") {
+		return s
+	}
+	return userinfoInText.ReplaceAllString(s, "$1")
 }
 
 // redactURL drops userinfo from a URL before it is logged.

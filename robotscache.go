@@ -3,12 +3,10 @@ package ext
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
-	"strings"
 	"sync"
 	"time"
 
@@ -137,7 +135,7 @@ func (p *Pacer) fetchRobots(ctx context.Context, e *robotsEntry, u *url.URL, ori
 		e.retryAt = e.fetchedAt.Add(p.cfg.robotsRetry)
 		detail := fmt.Sprintf("robots.txt unavailable (status %d", e.status)
 		if err != nil {
-			detail += ", " + redactError(err)
+			detail += ", " + err.Error() // the audit log strips URL userinfo
 		}
 		p.audit.emit(zerolog.WarnLevel, auditEvent{at: e.fetchedAt, host: h.key, event: EventRobotsUnavailable,
 			trigger: TriggerRobots, base: h.policy.BaseDelay, compliant: true, status: e.status,
@@ -217,15 +215,4 @@ func (p *Pacer) serveRobots(req *http.Request) (*http.Response, error) {
 		ContentLength: int64(len(body)),
 		Request:       req,
 	}, nil
-}
-
-// redactError drops URL userinfo from an error's text.
-func redactError(err error) string {
-	var ue *url.Error
-	if errors.As(err, &ue) {
-		if u, perr := url.Parse(ue.URL); perr == nil && u.User != nil {
-			return strings.Replace(err.Error(), ue.URL, u.Redacted(), 1)
-		}
-	}
-	return err.Error()
 }
