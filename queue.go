@@ -35,7 +35,8 @@ var ErrAsyncCollector = errors.New("ext: Queue.Run needs a synchronous collector
 
 // Queue is a crawl frontier used like Colly's queue.Queue (AddURL, AddRequest, Run with N workers) but
 // aware of hosts: it keeps one FIFO per host and hands each worker the request whose host can depart
-// soonest, from the pacer's own schedule, so no worker waits on a host while another host is ready.
+// soonest, from the pacer's own schedule, so no worker waits on a host while another host is ready;
+// among hosts ready at once, the one with the longest remaining schedule goes first.
 // Its goroutines are its workers, whatever the number of URLs; above a memory bound, requests spill to
 // the pacer's store. Requests of a parked host (breaker open) stay queued, out of the ready set, until
 // its cool-down ends; refused requests come back to the queue for their retry instead of holding a
@@ -47,7 +48,8 @@ type Queue struct {
 
 	mu      sync.Mutex // protects the fields below
 	hosts   map[string]*queueHost
-	ready   hostHeap // hosts with requests, by the time they can depart
+	waiting hostHeap // hosts with requests, by the time they can depart
+	ready   hostHeap // hosts that can depart now, longest remaining schedule first
 	inMem   int      // requests held in memory
 	spilled int      // requests spilled to the store
 	active  int      // requests being sent by workers
@@ -61,11 +63,13 @@ type queueHost struct {
 	key     string
 	fifo    []DeferredRequest
 	spilled int       // this host's requests in the store, after those in fifo
-	readyAt time.Time // when its next request can depart, as last read from the pacer
-	parked  bool      // its breaker was open when last read
-	loading bool      // a refill from the store is under way
+	readyAt time.Time     // when its next request can depart, as last read from the pacer
+	work    time.Duration // its remaining schedule: requests left × interval (the ready order)
+	parked  bool          // its breaker was open when last read
+	busy    bool          // a worker reads its robots.txt or refills it from the store: in no heap
+	heap    *hostHeap     // the heap it is in, nil when none
 	seq     uint64
-	index   int // in the ready heap; -1 when out
+	index   int // in its heap
 }
 
 // QueueOption configures a Queue.
@@ -83,7 +87,8 @@ func WithQueueMemory(n int) QueueOption {
 
 // NewQueue returns a host-aware queue that dispatches by p's schedule with the given number of workers.
 func NewQueue(p *Pacer, workers int, opts ...QueueOption) *Queue {
-	q := &Queue{p: p, workers: max(workers, 1), maxMem: DefaultQueueMemory, hosts: map[string]*queueHost{}, wake: make(chan struct{})}
+	q := &Queue{p: p, workers: max(workers, 1), maxMem: DefaultQueueMemory, hosts: map[string]*queueHost{}, wake: make(chan struct{}),
+		waiting: hostHeap{less: dueFirst}, ready: hostHeap{less: longestFirst}}
 	for _, o := range opts {
 		o(q)
 	}
@@ -161,20 +166,27 @@ func (q *Queue) add(d DeferredRequest) error {
 func (q *Queue) hostLocked(key string) *queueHost {
 	qh := q.hosts[key]
 	if qh == nil {
-		qh = &queueHost{key: key, index: -1}
+		qh = &queueHost{key: key}
 		q.hosts[key] = qh
 	}
 	return qh
 }
 
-// readyLocked puts qh in the ready set if it has requests, and wakes a worker.
+// readyLocked puts qh among the hosts to schedule when it has requests, and wakes a worker.
 func (q *Queue) readyLocked(qh *queueHost) {
-	if qh.index < 0 && (len(qh.fifo) > 0 || qh.spilled > 0) {
-		q.seq++
-		qh.seq = q.seq
-		heap.Push(&q.ready, qh)
-	}
+	q.placeLocked(qh)
 	q.signalLocked()
+}
+
+// placeLocked puts a host with requests that is in no heap and not busy into the waiting heap, to be
+// checked against the pacer when its time comes.
+func (q *Queue) placeLocked(qh *queueHost) {
+	if qh.heap != nil || qh.busy || len(qh.fifo)+qh.spilled == 0 {
+		return
+	}
+	q.seq++
+	qh.seq = q.seq
+	q.waiting.push(qh)
 }
 
 func (q *Queue) signalLocked() {
@@ -240,16 +252,16 @@ func (q *Queue) Run(c *colly.Collector) error {
 				q.mu.Lock()
 				q.active--
 				if qh := q.hosts[t.d.Host]; qh != nil {
-					qh.loading = false
+					qh.busy = qh.busy && !t.robots
 					if !booked && ctx.Err() != nil { // not sent because the crawl is ending: keep it
 						qh.fifo = append([]DeferredRequest{t.d}, qh.fifo...)
 						q.inMem++
-						q.readyLocked(qh)
 					}
-					if !booked && qh.index >= 0 { // read the schedule again: the booking was given back
+					if !booked && qh.heap == &q.waiting { // read the schedule again: the booking was given back
 						qh.readyAt = time.Time{}
-						heap.Fix(&q.ready, qh.index)
+						q.waiting.fix(qh)
 					}
+					q.placeLocked(qh)
 				}
 				if ctx.Err() != nil {
 					q.stopped = true // the crawl is over: what is queued stays queued
@@ -272,7 +284,8 @@ type task struct {
 }
 
 // next blocks until a host is ready and returns its oldest request with a departure booked for it;
-// ok is false when the queue is done.
+// ok is false when the queue is done. Among the hosts that can depart now, the one with the longest
+// remaining schedule goes first: the slowest hosts set the crawl's end, the fast ones fill the gaps.
 func (q *Queue) next(ctx context.Context) (task, bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -281,40 +294,26 @@ func (q *Queue) next(ctx context.Context) (task, bool) {
 			q.signalLocked() // the other workers are done too
 			return task{}, false
 		}
-		if len(q.ready) == 0 {
-			q.waitLocked(ctx, time.Time{})
-			continue
-		}
-		qh := q.ready[0]
 		now := q.p.now()
-		at, parked := q.p.readyAt(qh.key, now)
-		if qh.parked && !parked {
-			q.absorbDeferredLocked(qh) // requests the pacer deferred while it was parked
-		}
-		qh.parked = parked
-		if at.After(now) { // not ready after all: put it back in its place and look again
-			if !at.Equal(qh.readyAt) {
-				qh.readyAt = at
-				heap.Fix(&q.ready, 0)
-				if q.ready[0] != qh {
-					continue
-				}
+		q.promoteLocked(now)
+		if q.ready.Len() == 0 {
+			at := time.Time{}
+			if q.waiting.Len() > 0 {
+				at = q.waiting.hosts[0].readyAt
 			}
 			q.waitLocked(ctx, at)
 			continue
 		}
-		if qh.loading {
-			q.waitLocked(ctx, now.Add(queuePoll))
-			continue
-		}
-		if len(qh.fifo) == 0 {
-			if !q.refillLocked(qh) {
-				q.waitLocked(ctx, now.Add(queuePoll))
-			}
+		qh := q.ready.pop()
+		if len(qh.fifo) == 0 { // its requests are in the store
+			qh.busy = true
+			q.refillLocked(qh)
+			qh.busy = false
+			q.placeLocked(qh)
 			continue
 		}
 		if q.p.cfg.robots && !q.p.robotsKnown(qh.fifo[0].URL, now) {
-			qh.loading = true // no other worker takes this host until its robots.txt is read
+			qh.busy = true // no other worker takes this host until its robots.txt is read
 			q.active++
 			return task{d: qh.fifo[0], robots: true}, true
 		}
@@ -324,13 +323,35 @@ func (q *Queue) next(ctx context.Context) (task, bool) {
 		q.inMem--
 		res := q.p.hostAt(qh.key, now).reserveAt(now, q.p.cfg.jitter, q.p.cfg.random())
 		qh.readyAt = res.At.Add(res.Interval + res.Jitter)
-		if len(qh.fifo) == 0 && qh.spilled == 0 {
-			heap.Remove(&q.ready, qh.index)
-		} else {
-			heap.Fix(&q.ready, qh.index)
-		}
+		q.placeLocked(qh)
 		q.active++
 		return task{d: d, res: res}, true
+	}
+}
+
+// promoteLocked moves the hosts whose time has come from the waiting heap to the ready one, after
+// checking with the pacer that they can depart now.
+func (q *Queue) promoteLocked(now time.Time) {
+	for q.waiting.Len() > 0 && !q.waiting.hosts[0].readyAt.After(now) {
+		qh := q.waiting.hosts[0]
+		at, parked, iv := q.p.readyAt(qh.key, now)
+		if qh.parked && !parked {
+			q.waiting.pop()
+			qh.busy = true
+			q.absorbDeferredLocked(qh) // requests the pacer deferred while it was parked
+			qh.busy, qh.parked, qh.readyAt = false, false, now
+			q.placeLocked(qh)
+			continue
+		}
+		qh.parked = parked
+		if at.After(now) {
+			qh.readyAt = at
+			q.waiting.fix(qh)
+			continue
+		}
+		q.waiting.pop()
+		qh.work = time.Duration(len(qh.fifo)+qh.spilled) * max(iv, time.Millisecond)
+		q.ready.push(qh)
 	}
 }
 
@@ -370,17 +391,16 @@ func (q *Queue) waitLocked(ctx context.Context, at time.Time) {
 	}
 }
 
-// refillLocked moves qh's spilled requests back from the store, releasing the lock during the I/O.
+// refillLocked moves qh's spilled requests back from the store, releasing the lock during the I/O
+// (qh is busy meanwhile: in no heap).
 func (q *Queue) refillLocked(qh *queueHost) bool {
 	if qh.spilled == 0 {
 		return false
 	}
-	qh.loading = true
 	want := min(qh.spilled, max(q.maxMem-q.inMem, 1))
 	q.mu.Unlock()
 	got, err := q.p.takeStored(qh.key, want, true)
 	q.mu.Lock()
-	qh.loading = false
 	if err != nil {
 		q.p.audit.emit(zerolog.ErrorLevel, auditEvent{at: q.p.now(), host: qh.key, event: EventStoreUnavailable, trigger: TriggerStore,
 			compliant: true, detail: "queue refill failed: " + err.Error()})
@@ -448,30 +468,31 @@ func (p *Pacer) takeBooking(header http.Header) *Reservation {
 }
 
 // readyAt returns when the next request to key could depart (the later of now, its next slot and its
-// hold), and whether its breaker has it parked (then: when the cool-down ends).
-func (p *Pacer) readyAt(key string, now time.Time) (time.Time, bool) {
+// hold), whether its breaker has it parked (then: when the cool-down ends), and its interval.
+func (p *Pacer) readyAt(key string, now time.Time) (time.Time, bool, time.Duration) {
 	h := p.hostAt(key, now)
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	iv, _ := h.intervalLocked(now)
 	switch h.brk.state {
 	case BreakerOpen:
 		if h.crawlClamped && !p.cfg.breaker.IgnoreCaps {
-			return now.Add(p.cfg.breaker.Cooldown), true
+			return now.Add(p.cfg.breaker.Cooldown), true, iv
 		}
 		if end := h.brk.changed.Add(p.cfg.breaker.Cooldown); end.After(now) {
-			return end, true
+			return end, true, iv
 		}
-		return now, false // the next request is the probe
+		return now, false, iv // the next request is the probe
 	case BreakerHalfOpen:
 		if h.brk.probing {
-			return now.Add(queuePoll), true
+			return now.Add(queuePoll), true, iv
 		}
-		return now, false
+		return now, false, iv
 	}
 	if len(h.slots) >= cap(h.slots) {
-		return now.Add(queuePoll), false
+		return now.Add(queuePoll), false, iv
 	}
-	return later(now, later(h.next, h.holdUntil)), false
+	return later(now, later(h.next, h.holdUntil)), false, iv
 }
 
 // breakerState returns h's breaker state.
@@ -510,30 +531,47 @@ func (p *Pacer) takeStored(host string, limit int, spilled bool) ([]DeferredRequ
 	return got, nil
 }
 
-// hostHeap orders hosts by when they can depart, then by when they entered the ready set.
-type hostHeap []*queueHost
-
-func (h hostHeap) Len() int { return len(h) }
-func (h hostHeap) Less(i, j int) bool {
-	if !h[i].readyAt.Equal(h[j].readyAt) {
-		return h[i].readyAt.Before(h[j].readyAt)
-	}
-	return h[i].seq < h[j].seq
+// hostHeap is a heap of hosts in the order less gives; each host knows its heap and index.
+type hostHeap struct {
+	hosts []*queueHost
+	less  func(a, b *queueHost) bool
 }
-func (h hostHeap) Swap(i, j int) {
-	h[i], h[j] = h[j], h[i]
-	h[i].index, h[j].index = i, j
+
+// dueFirst orders waiting hosts by when they can depart, then by arrival.
+func dueFirst(a, b *queueHost) bool {
+	if !a.readyAt.Equal(b.readyAt) {
+		return a.readyAt.Before(b.readyAt)
+	}
+	return a.seq < b.seq
+}
+
+// longestFirst orders ready hosts by remaining schedule, longest first, then by arrival.
+func longestFirst(a, b *queueHost) bool {
+	if a.work != b.work {
+		return a.work > b.work
+	}
+	return a.seq < b.seq
+}
+
+func (h *hostHeap) push(qh *queueHost) { qh.heap = h; heap.Push(h, qh) }
+func (h *hostHeap) pop() *queueHost    { return heap.Pop(h).(*queueHost) }
+func (h *hostHeap) fix(qh *queueHost)  { heap.Fix(h, qh.index) }
+
+func (h *hostHeap) Len() int           { return len(h.hosts) }
+func (h *hostHeap) Less(i, j int) bool { return h.less(h.hosts[i], h.hosts[j]) }
+func (h *hostHeap) Swap(i, j int) {
+	h.hosts[i], h.hosts[j] = h.hosts[j], h.hosts[i]
+	h.hosts[i].index, h.hosts[j].index = i, j
 }
 func (h *hostHeap) Push(x any) {
 	qh := x.(*queueHost)
-	qh.index = len(*h)
-	*h = append(*h, qh)
+	qh.index = len(h.hosts)
+	h.hosts = append(h.hosts, qh)
 }
 func (h *hostHeap) Pop() any {
-	old := *h
-	qh := old[len(old)-1]
-	old[len(old)-1] = nil
-	qh.index = -1
-	*h = old[:len(old)-1]
+	qh := h.hosts[len(h.hosts)-1]
+	h.hosts[len(h.hosts)-1] = nil
+	h.hosts = h.hosts[:len(h.hosts)-1]
+	qh.heap = nil
 	return qh
 }

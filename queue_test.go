@@ -225,3 +225,40 @@ func TestQueueStopsWithCollectorContext(t *testing.T) {
 		}
 	})
 }
+
+// Among hosts ready at once, the one with the longest remaining schedule goes first: it sets the end
+// of the crawl, and the others fit in its gaps.
+func TestQueueLongestScheduleFirst(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := newFakeNet(t)
+		var mu sync.Mutex
+		var order []string
+		page := func(name string) http.HandlerFunc {
+			return func(w http.ResponseWriter, r *http.Request) {
+				mu.Lock()
+				order = append(order, name)
+				mu.Unlock()
+				fmt.Fprint(w, "ok")
+			}
+		}
+		_, short := n.host("short.test", page("s"))
+		_, long := n.host("long.test", page("l"))
+		c, _, q := queueCollector(n, 1, WithBaseDelay(time.Second), WithoutRobots())
+		for i := range 2 {
+			_ = q.AddURL(fmt.Sprintf("%s/p/%d", short, i))
+		}
+		for i := range 6 {
+			_ = q.AddURL(fmt.Sprintf("%s/p/%d", long, i))
+		}
+		start := time.Now()
+		if err := q.Run(c); err != nil {
+			t.Fatal(err)
+		}
+		if order[0] != "l" {
+			t.Errorf("departures %v: the host with 6 requests should go before the one with 2", order)
+		}
+		if took := time.Since(start); took != 5*time.Second {
+			t.Errorf("crawl took %v, want 5s: the long host's own schedule", took)
+		}
+	})
+}

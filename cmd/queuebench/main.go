@@ -37,28 +37,18 @@ func main() {
 	}
 }
 
-// run measures both queues, side by side, and prints the table.
+// run measures both queues, one after the other (on 2 cores, concurrent runs would slow each other),
+// and prints the table.
 func run(ctx context.Context, cfg config, out io.Writer) error {
 	_, _ = fmt.Fprintf(out, "%d hosts (%d with Crawl-delay %v), %d URLs each, %d workers, base delay %v; ideal %v\n\n",
 		cfg.hosts, cfg.slow, cfg.crawlDelay, cfg.pages, cfg.workers, cfg.baseDelay, cfg.ideal())
-	type outcome struct {
-		r   result
-		err error
-	}
-	results := make(chan outcome, 2)
-	for _, mode := range []mode{collyQueue, hostQueue} {
-		go func() {
-			r, err := measure(ctx, cfg, mode)
-			results <- outcome{r, err}
-		}()
-	}
 	var rs []result
-	for range 2 {
-		o := <-results
-		if o.err != nil {
-			return o.err
+	for _, mode := range []mode{hostQueue, collyQueue} {
+		r, err := measure(ctx, cfg, mode)
+		if err != nil {
+			return err
 		}
-		rs = append(rs, o.r)
+		rs = append(rs, r)
 	}
 	writeTable(out, cfg, rs)
 	return nil

@@ -49,7 +49,7 @@ func measure(ctx context.Context, cfg config, m mode) (result, error) {
 	sampled := make(chan struct{})
 	go func() {
 		defer close(sampled)
-		t := time.NewTicker(50 * time.Millisecond)
+		t := time.NewTicker(200 * time.Millisecond)
 		defer t.Stop()
 		for {
 			select {
