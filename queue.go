@@ -62,7 +62,7 @@ type Queue struct {
 type queueHost struct {
 	key     string
 	fifo    []DeferredRequest
-	spilled int       // this host's requests in the store, after those in fifo
+	spilled int           // this host's requests in the store, after those in fifo
 	readyAt time.Time     // when its next request can depart, as last read from the pacer
 	work    time.Duration // its remaining schedule: requests left × interval (the ready order)
 	parked  bool          // its breaker was open when last read
