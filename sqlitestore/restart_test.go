@@ -61,3 +61,57 @@ func TestRestartInsideRetryAfterWindow(t *testing.T) {
 		t.Errorf("after the restart the host was asked again %v after its refusal, inside the 2.2 s window", gap)
 	}
 }
+
+// Requests deferred while a host was parked survive a restart on the same file, and a new crawler
+// drains them.
+func TestDeferredSurviveRestart(t *testing.T) {
+	var mu sync.Mutex
+	seen := map[string]int{}
+	var down atomic.Bool
+	down.Store(true)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen[r.URL.Path]++
+		mu.Unlock()
+		if down.Load() {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprint(w, "ok")
+	}))
+	defer srv.Close()
+	path := filepath.Join(t.TempDir(), "pacing.db")
+	breaker := ext.WithBreaker(ext.BreakerPolicy{Failures: 1, Cooldown: 100 * time.Millisecond})
+
+	st := open(t, path)
+	c := colly.NewCollector()
+	p := ext.AdaptivePacing(c, ext.WithStore(st), ext.WithBaseDelay(10*time.Millisecond), ext.WithoutRobots(), ext.WithMaxRetries(0), breaker)
+	for i := range 4 {
+		_ = c.Visit(fmt.Sprintf("%s/p/%d", srv.URL, i)) // the first is refused and parks the host
+	}
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	down.Store(false)
+	time.Sleep(150 * time.Millisecond) // past the cool-down
+	st2 := open(t, path)
+	c2 := colly.NewCollector()
+	p2 := ext.AdaptivePacing(c2, ext.WithStore(st2), ext.WithBaseDelay(10*time.Millisecond), ext.WithoutRobots(), breaker)
+	defer p2.Close()
+	n, err := p2.Drain(t.Context(), c2)
+	if err != nil || n != 3 {
+		t.Fatalf("Drain after the restart = %d, %v; want the 3 deferred requests", n, err)
+	}
+	c2.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	for i := 1; i < 4; i++ {
+		if p := fmt.Sprintf("/p/%d", i); seen[p] != 1 {
+			t.Errorf("%s requested %d times, want once (after the drain)", p, seen[p])
+		}
+	}
+}
