@@ -15,6 +15,11 @@ const (
 	// slowRun is how many consecutive samples above p95 it takes: one healthy sample in twenty
 	// is above p95 by definition, three in a row by chance is one in 8 000.
 	slowRun = 3
+	// slowMargin and minSlowMargin are how far above p95 a sample must be to count as slow: half of
+	// p95 again, and at least 50 ms, so the crawler's own hiccups (a GC pause, a loaded machine) on a
+	// fast host do not read as the host slowing down.
+	slowMargin    = 0.5
+	minSlowMargin = 50 * time.Millisecond
 	// minLatencySamples is how many samples the window needs before its p95 means anything.
 	minLatencySamples = 20
 	// latencyWindowSize is how many recent latencies the rolling p95 is computed over.
@@ -22,10 +27,16 @@ const (
 	// cleanRun is how many clean responses make one decrease step.
 	cleanRun = 2
 	// recoveryMargin puts the recovery target this far above the delay at which the host last refused
-	// (its known limit), so the delay settles just on the polite side of the host's capacity.
-	recoveryMargin = 1.10
-	// probeAfter is how many clean responses at the target it takes to lower the known limit by
-	// probeStep, so the pacer gives capacity back when a host recovers for good.
+	// for being too fast (its known limit), so the delay settles just on the polite side of its
+	// capacity. When a refusal comes within creepRatio of the known limit (the target was still too
+	// fast), the margin doubles, up to maxMargin, so the limit is found in a few refusals, not in
+	// 10% steps; clean responses at the target halve the extra margin again every marginDecayAfter.
+	recoveryMargin   = 0.10
+	maxMargin        = 1.0
+	creepRatio       = 1.25
+	marginDecayAfter = 10
+	// probeAfter is how many clean responses at the target (with the margin back at its base) it
+	// takes to lower the known limit by probeStep, so the pacer gives capacity back for good.
 	probeAfter = 40
 	probeStep  = 0.04
 	// minBackoff is what a refusal doubles when the delay is smaller (a base delay of 0).
@@ -36,7 +47,8 @@ const (
 // the host's mutex protects it.
 type adaptive struct {
 	delay    time.Duration // the adaptive delay, in [floor, ceiling]
-	limit    time.Duration // the delay in effect at the last refusal that followed a clean response
+	limit    time.Duration // the delay in effect at the last rate refusal that followed a clean response
+	margin   float64       // the recovery target's margin above limit (recoveryMargin and up)
 	gen      uint64        // bumped on every increase; an outcome of an older generation cannot increase again
 	clean    int           // clean responses of the current generation since the last step
 	atTarget int           // clean responses at the recovery target since the last probe
@@ -46,16 +58,22 @@ type adaptive struct {
 }
 
 func newAdaptive(floor time.Duration) adaptive {
-	return adaptive{delay: floor}
+	return adaptive{delay: floor, margin: recoveryMargin}
 }
 
 // refuse doubles the delay for an outcome that departed in generation gen. Only the first refusal of a
-// burst counts: the others departed before the increase took effect. It reports whether the delay changed.
-func (a *adaptive) refuse(gen uint64, floor, ceiling time.Duration) bool {
+// burst counts: the others departed before the increase took effect. rate says the host refused for
+// being asked too fast (429, or a Retry-After): after clean responses, the delay in effect becomes
+// its known limit. An outage (503 without Retry-After, 5xx, a broken connection) teaches nothing
+// about speed. It reports whether the delay changed.
+func (a *adaptive) refuse(gen uint64, rate bool, floor, ceiling time.Duration) bool {
 	if gen != a.gen {
 		return false
 	}
-	if a.failures == 0 {
+	if a.failures == 0 && rate {
+		if a.limit > 0 && a.delay <= time.Duration(float64(a.limit)*creepRatio) {
+			a.margin = min(a.margin*2, maxMargin) // refused again near the limit: the target was too fast
+		}
 		a.limit = a.delay
 	}
 	a.failures++
@@ -68,7 +86,7 @@ func (a *adaptive) refuse(gen uint64, floor, ceiling time.Duration) bool {
 func (a *adaptive) observeLatency(gen uint64, latency, ceiling time.Duration) bool {
 	p95, ok := a.lat.p95()
 	a.lat.add(latency)
-	if !ok || latency <= p95 {
+	if !ok || latency <= p95+max(time.Duration(float64(p95)*slowMargin), minSlowMargin) {
 		a.slow = 0
 		return false
 	}
@@ -102,7 +120,16 @@ func (a *adaptive) succeed(gen uint64, floor time.Duration) bool {
 	if a.delay <= target {
 		a.delay = max(a.delay, floor)
 		a.atTarget++
-		if a.atTarget >= probeAfter && a.limit > 0 {
+		switch {
+		case a.margin > recoveryMargin && a.atTarget >= marginDecayAfter:
+			a.atTarget = 0
+			a.margin = recoveryMargin + (a.margin-recoveryMargin)/2
+			if a.margin < recoveryMargin*1.05 {
+				a.margin = recoveryMargin
+			}
+			a.delay = max(a.target(floor), floor)
+			return true
+		case a.atTarget >= probeAfter && a.limit > 0:
 			a.atTarget = 0
 			a.limit -= time.Duration(float64(a.limit) * probeStep)
 			if a.limit < floor {
@@ -123,7 +150,7 @@ func (a *adaptive) succeed(gen uint64, floor time.Duration) bool {
 
 // target is where decreases stop: just above the host's known limit, never below the floor.
 func (a *adaptive) target(floor time.Duration) time.Duration {
-	return max(floor, time.Duration(float64(a.limit)*recoveryMargin))
+	return max(floor, time.Duration(float64(a.limit)*(1+a.margin)))
 }
 
 // latencyWindow is a ring of the latest latencies, in microseconds (saturating at 71 minutes) to keep

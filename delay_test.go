@@ -69,7 +69,7 @@ func TestReservationsAreStartBased(t *testing.T) {
 func TestRefusalsClampToCeiling(t *testing.T) {
 	a := newAdaptive(time.Second)
 	for range 10 {
-		a.refuse(a.gen, time.Second, 30*time.Second)
+		a.refuse(a.gen, true, time.Second, 30*time.Second)
 	}
 	if a.delay != 30*time.Second {
 		t.Errorf("delay %v after 10 refusals, want the 30s ceiling", a.delay)
@@ -104,7 +104,7 @@ func TestCleanResponsesReturnToFloor(t *testing.T) {
 	a := newAdaptive(100 * ms)
 	a.succeed(a.gen, 100*ms) // a clean response before the outage
 	for range 6 {
-		a.refuse(a.gen, 100*ms, 30*time.Second)
+		a.refuse(a.gen, false, 100*ms, 30*time.Second) // 503s without Retry-After: an outage
 	}
 	if a.delay != 6400*ms {
 		t.Fatalf("delay after the outage = %v, want 6.4s", a.delay)
@@ -127,7 +127,7 @@ func TestCleanResponsesReturnToFloor(t *testing.T) {
 func TestDecreaseSettlesAboveKnownLimit(t *testing.T) {
 	a := newAdaptive(100 * ms)
 	a.delay = 220 * ms
-	a.refuse(a.gen, 100*ms, 30*time.Second) // refused at 220ms
+	a.refuse(a.gen, true, 100*ms, 30*time.Second) // 429 at 220ms
 	for range 20 {
 		a.succeed(a.gen, 100*ms)
 	}
@@ -146,7 +146,7 @@ func TestDecreaseSettlesAboveKnownLimit(t *testing.T) {
 func TestStaleCleanResponseDoesNotDecrease(t *testing.T) {
 	a := newAdaptive(100 * ms)
 	old := a.gen
-	a.refuse(a.gen, 100*ms, 30*time.Second)
+	a.refuse(a.gen, true, 100*ms, 30*time.Second)
 	for range 5 {
 		if a.succeed(old, 100*ms) {
 			t.Fatal("a response that departed before the increase decreased the delay")
@@ -169,5 +169,64 @@ func TestLatencyWindowP95(t *testing.T) {
 	// The window holds the last 64 samples: 37..100 ms; the 95th percentile is the 61st of them.
 	if got, _ := w.p95(); got != 97*ms {
 		t.Errorf("p95 = %v, want 97ms", got)
+	}
+}
+
+// An outage (503 without Retry-After, 5xx, broken connections) says nothing about the host's speed:
+// once it is over, the delay returns to the floor, not to the delay at which the outage began.
+func TestOutageTeachesNoLimit(t *testing.T) {
+	a := newAdaptive(200 * ms)
+	a.delay = 200 * ms
+	a.refuse(a.gen, false, 200*ms, 30*time.Second)
+	for range 20 {
+		a.succeed(a.gen, 200*ms)
+	}
+	if a.delay != 200*ms || a.limit != 0 {
+		t.Errorf("after an outage: delay %v, known limit %v; want the 200ms floor and no limit", a.delay, a.limit)
+	}
+}
+
+// Refusals that keep coming just above the known limit double the margin, so the host's capacity is
+// found in a few refusals rather than in 10% steps; clean responses at the target shrink it again.
+func TestCreepingRefusalsWidenTheMargin(t *testing.T) {
+	a := newAdaptive(100 * ms)
+	settle := func() {
+		for range 30 {
+			if a.delay <= a.target(100*ms) {
+				return
+			}
+			a.succeed(a.gen, 100*ms)
+		}
+	}
+	var targets []time.Duration
+	for range 3 { // refused each time at the target
+		a.refuse(a.gen, true, 100*ms, 30*time.Second)
+		settle()
+		targets = append(targets, a.target(100*ms))
+	}
+	want := []time.Duration{110 * ms, 132 * ms, 184800 * time.Microsecond} // margins 10%, 20%, 40%
+	for i := range want {
+		if targets[i] != want[i] {
+			t.Fatalf("targets after each refusal %v, want %v", targets, want)
+		}
+	}
+	for range marginDecayAfter {
+		a.succeed(a.gen, 100*ms)
+	}
+	if a.margin != 0.25 || a.delay != 165*ms {
+		t.Errorf("after %d clean responses at the target: margin %v, delay %v; want 25%% and 165ms", marginDecayAfter, a.margin, a.delay)
+	}
+}
+
+// A latency a little above p95 (the crawler's own jitter) is not a slow host.
+func TestLatencyJitterIsNotSlowness(t *testing.T) {
+	a := newAdaptive(time.Second)
+	for range 40 {
+		a.observeLatency(a.gen, 20*ms, 30*time.Second)
+	}
+	for range 5 {
+		if a.observeLatency(a.gen, 60*ms, 30*time.Second) {
+			t.Fatalf("60ms samples on a 20ms host raised the delay to %v: within the 50ms margin", a.delay)
+		}
 	}
 }

@@ -3,6 +3,8 @@ package ext
 import (
 	"context"
 	"time"
+
+	"github.com/collypace/ext/internal/shardmap"
 )
 
 // DefaultIdleEviction is how long a host goes unused before its state leaves memory.
@@ -28,28 +30,26 @@ func (p *Pacer) maybeEvict(now time.Time) {
 	if n%evictEvery != 0 {
 		return
 	}
-	p.evictShard(&p.hosts.shards[(n/evictEvery)%uint64(len(p.hosts.shards))], now)
+	p.evictShard(int(n/evictEvery), now)
 }
 
 // EvictIdleAt removes from memory every host idle at now (see WithIdleEviction), writing its state to
 // the store first. It returns how many hosts were evicted.
 func (p *Pacer) EvictIdleAt(now time.Time) int {
 	n := 0
-	for i := range p.hosts.shards {
-		n += p.evictShard(&p.hosts.shards[i], now)
+	for i := range shardmap.Shards {
+		n += p.evictShard(i, now)
 	}
 	return n
 }
 
-func (p *Pacer) evictShard(s *hostShard, now time.Time) int {
-	s.mu.RLock()
+func (p *Pacer) evictShard(shard int, now time.Time) int {
 	var idle []*host
-	for _, h := range s.m {
+	p.hosts.RangeShard(shard, func(h *host) {
 		if h.idleAt(now, p.cfg.idleEviction) {
 			idle = append(idle, h)
 		}
-	}
-	s.mu.RUnlock()
+	})
 	if len(idle) == 0 {
 		return 0
 	}
@@ -67,14 +67,12 @@ func (p *Pacer) evictShard(s *hostShard, now time.Time) int {
 		}
 	}
 	evicted := 0
-	s.mu.Lock()
+	stillIdle := func(h *host) bool { return h.idleAt(now, p.cfg.idleEviction) }
 	for _, h := range idle {
-		if s.m[h.key] == h && h.idleAt(now, p.cfg.idleEviction) {
-			delete(s.m, h.key)
+		if p.hosts.DeleteIf(h.key, h, stillIdle) {
 			evicted++
 		}
 	}
-	s.mu.Unlock()
 	return evicted
 }
 

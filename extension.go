@@ -169,8 +169,8 @@ func (b *binding) checkStacked(resp *colly.Response, now time.Time) {
 	if resp.Request == nil || resp.Request.URL == nil {
 		return
 	}
-	h := b.p.hosts.lookup(b.p.cfg.hostKey(resp.Request.URL))
-	if h == nil {
+	h, ok := b.p.hosts.Load(b.p.cfg.hostKey(resp.Request.URL))
+	if !ok {
 		return
 	}
 	gap := now.Sub(time.Unix(0, h.lastBodyDone.Load()))

@@ -163,8 +163,8 @@ func (fc *faultCrawl) increases(trigger string) []map[string]any {
 // adaptive returns the host's adaptive delay and its recovery target (the floor, or 10% above the
 // delay at which the host last refused after being healthy).
 func (fc *faultCrawl) adaptive() (delay, target time.Duration) {
-	h := fc.p.hosts.lookup(fc.srv.host())
-	if h == nil {
+	h, ok := fc.p.hosts.Load(fc.srv.host())
+	if !ok {
 		fc.t.Fatalf("host %s unknown to the pacer", fc.srv.host())
 	}
 	h.mu.Lock()

@@ -120,7 +120,8 @@ func (p *Pacer) ObserveAt(res Reservation, o Outcome, now time.Time) Verdict {
 	switch {
 	case v.Refused:
 		h.refusals++
-		changed, event = h.delay.refuse(res.gen, floor, ceiling), EventDelayIncreased
+		rate := o.Status == http.StatusTooManyRequests || retryAfterValid
+		changed, event = h.delay.refuse(res.gen, rate, floor, ceiling), EventDelayIncreased
 	case v.Trigger == TriggerClean:
 		if h.delay.observeLatency(res.gen, o.Latency, ceiling) {
 			changed, event, trigger = true, EventDelayIncreased, TriggerLatency

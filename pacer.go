@@ -2,12 +2,13 @@ package ext
 
 import (
 	"context"
-	"hash/maphash"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/collypace/ext/internal/shardmap"
 )
 
 // Pacer paces requests per host. It is safe for concurrent use; AdaptivePacing installs one on a
@@ -16,7 +17,7 @@ type Pacer struct {
 	cfg      config
 	audit    auditLog
 	now      func() time.Time
-	hosts    hostTable
+	hosts    shardmap.Map[*host]
 	robots   robotsCache
 	rt       *transport // the pacing RoundTripper installed on collectors
 	warn     warnOnce
@@ -42,7 +43,7 @@ func NewPacer(opts ...Option) *Pacer {
 		audit: auditLog{logger: cfg.logger, pipelineID: cfg.pipelineID},
 		now:   time.Now,
 	}
-	p.hosts.init()
+	p.hosts.Init()
 	p.robots.init()
 	p.rt = &transport{p: p, inner: cfg.transport}
 	p.fallback = NewMemoryStore()
@@ -61,7 +62,14 @@ func (p *Pacer) host(key string) *host {
 
 // hostAt is host with the time of use given.
 func (p *Pacer) hostAt(key string, now time.Time) *host {
-	h, created := p.hosts.get(key, p.cfg.policyFor, p.persist != nil, now)
+	h, created := p.hosts.LoadOrCreate(key, func() *host {
+		h := newHost(key, p.cfg.policyFor(key))
+		h.lastUse.Store(now.UnixNano()) // before it is visible: a sweep must not take it for idle
+		if p.persist != nil {
+			h.ready = make(chan struct{}) // closed once its stored state is restored
+		}
+		return h
+	})
 	if t := now.UnixNano(); t > h.lastUse.Load() {
 		h.lastUse.Store(t)
 	}
@@ -117,8 +125,8 @@ func (p *Pacer) Host(hostKey string) (HostStatus, bool) {
 
 // HostAt returns the state of one host at now.
 func (p *Pacer) HostAt(hostKey string, now time.Time) (HostStatus, bool) {
-	h := p.hosts.lookup(hostKey)
-	if h == nil {
+	h, ok := p.hosts.Load(hostKey)
+	if !ok {
 		return HostStatus{}, false
 	}
 	return h.statusAt(now), true
@@ -128,7 +136,7 @@ func (p *Pacer) HostAt(hostKey string, now time.Time) (HostStatus, bool) {
 func (p *Pacer) Hosts() []HostStatus {
 	now := p.now()
 	var out []HostStatus
-	p.hosts.each(func(h *host) { out = append(out, h.statusAt(now)) })
+	p.hosts.Range(func(h *host) { out = append(out, h.statusAt(now)) })
 	slices.SortFunc(out, func(a, b HostStatus) int { return strings.Compare(a.Host, b.Host) })
 	return out
 }
@@ -161,73 +169,6 @@ func (h *host) statusAt(now time.Time) HostStatus {
 		s.NextDeparture = now
 	}
 	return s
-}
-
-// hostTable is a sharded map of host keys to their state: lookups take a read lock on one shard
-// and allocate nothing.
-type hostTable struct {
-	seed   maphash.Seed
-	shards [64]hostShard
-}
-
-type hostShard struct {
-	mu sync.RWMutex // protects m
-	m  map[string]*host
-}
-
-func (t *hostTable) init() {
-	t.seed = maphash.MakeSeed()
-	for i := range t.shards {
-		t.shards[i].m = make(map[string]*host)
-	}
-}
-
-func (t *hostTable) shard(key string) *hostShard {
-	return &t.shards[maphash.String(t.seed, key)%uint64(len(t.shards))]
-}
-
-func (t *hostTable) lookup(key string) *host {
-	s := t.shard(key)
-	s.mu.RLock()
-	h := s.m[key]
-	s.mu.RUnlock()
-	return h
-}
-
-// get returns the host of key, creating it when missing; created reports that the caller must
-// restore it and close its ready channel.
-func (t *hostTable) get(key string, policy func(string) HostPolicy, restore bool, now time.Time) (h *host, created bool) {
-	if h := t.lookup(key); h != nil {
-		return h, false
-	}
-	s := t.shard(key)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if h := s.m[key]; h != nil {
-		return h, false
-	}
-	h = newHost(key, policy(key))
-	h.lastUse.Store(now.UnixNano()) // before it is visible: a sweep must not take it for idle
-	if restore {
-		h.ready = make(chan struct{})
-	}
-	s.m[key] = h
-	return h, true
-}
-
-func (t *hostTable) each(f func(*host)) {
-	for i := range t.shards {
-		s := &t.shards[i]
-		s.mu.RLock()
-		hs := make([]*host, 0, len(s.m))
-		for _, h := range s.m {
-			hs = append(hs, h)
-		}
-		s.mu.RUnlock()
-		for _, h := range hs {
-			f(h)
-		}
-	}
 }
 
 // warnOnce remembers which one-time warnings were emitted.

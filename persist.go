@@ -119,7 +119,7 @@ func (p *Pacer) save(states []HostState, now time.Time) {
 	if err := p.persist.store.SaveHosts(ctx, states); err != nil {
 		p.storeFailed(states[0].Host, "write", err, now)
 		for _, st := range states { // written again at the next flush
-			if h := p.hosts.lookup(st.Host); h != nil {
+			if h, ok := p.hosts.Load(st.Host); ok {
 				h.markDirty(p)
 			}
 		}

@@ -108,7 +108,7 @@ func (c *Collector) scrapeLocked(now time.Time, in scrapeInput) []prometheus.Met
 	cands := candidates{limit: c.topHosts}
 	var idle []*hostStats
 	var byState [numStates]int // from the Observer, for when no pacer is watched
-	c.hosts.each(func(s *hostStats) {
+	c.hosts.Range(func(s *hostStats) {
 		deps := s.departures.Load()
 		s.score = s.score*decay + float64(deps-s.prevDepartures)
 		s.prevDepartures = deps
@@ -126,7 +126,7 @@ func (c *Collector) scrapeLocked(now time.Time, in scrapeInput) []prometheus.Met
 		}
 	})
 	for _, s := range idle {
-		c.hosts.remove(s)
+		c.hosts.DeleteIf(s.key, s, func(*hostStats) bool { return true })
 	}
 	demoted := c.rebalance(cands.best())
 	return c.metricsLocked(in, byState, demoted)

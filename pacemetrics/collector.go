@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/collypace/ext"
+	"github.com/collypace/ext/internal/shardmap"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
@@ -61,7 +62,7 @@ func WithTopHosts(n int) Option {
 type Collector struct {
 	topHosts int
 	now      func() time.Time // test seam
-	hosts    table
+	hosts    shardmap.Map[*hostStats]
 	other    hostStats // events of hosts without series of their own, at the time of the event
 	wait     prometheus.Histogram
 
@@ -95,7 +96,7 @@ func New(opts ...Option) *Collector {
 			Buckets:   waitBuckets,
 		}),
 	}
-	c.hosts.init()
+	c.hosts.Init()
 	c.other.key = OtherHost
 	return c
 }
@@ -129,7 +130,7 @@ func (c *Collector) Handler() http.Handler {
 // Departed implements ext.Observer.
 func (c *Collector) Departed(host string, waited time.Duration) {
 	waited = max(waited, 0)
-	s := c.hosts.get(host)
+	s := c.stats(host)
 	s.departures.Add(1)
 	s.waitNanos.Add(int64(waited))
 	if !s.member.Load() {
@@ -142,7 +143,7 @@ func (c *Collector) Departed(host string, waited time.Duration) {
 // Refused implements ext.Observer.
 func (c *Collector) Refused(host, trigger string) {
 	t := triggerIndex(trigger)
-	s := c.hosts.get(host)
+	s := c.stats(host)
 	s.refusals[t].Add(1)
 	if !s.member.Load() {
 		c.other.refusals[t].Add(1)
@@ -152,7 +153,7 @@ func (c *Collector) Refused(host, trigger string) {
 // RetryAfter implements ext.Observer.
 func (c *Collector) RetryAfter(host string, wait time.Duration) {
 	wait = max(wait, 0)
-	s := c.hosts.get(host)
+	s := c.stats(host)
 	s.retryWaits.Add(1)
 	s.retryNanos.Add(int64(wait))
 	if !s.member.Load() {
@@ -166,10 +167,16 @@ func (c *Collector) BreakerChanged(host string, state ext.BreakerState) {
 	if state < 0 || int(state) >= numStates {
 		return
 	}
-	s := c.hosts.get(host)
+	s := c.stats(host)
 	s.breaker.Store(int32(state))
 	s.transitions[state].Add(1)
 	if !s.member.Load() {
 		c.other.transitions[state].Add(1)
 	}
+}
+
+// stats returns the counters of host, creating them on first use.
+func (c *Collector) stats(host string) *hostStats {
+	s, _ := c.hosts.LoadOrCreate(host, func() *hostStats { return &hostStats{key: host} })
+	return s
 }

@@ -62,7 +62,7 @@ func TestHysteresis(t *testing.T) {
 	if got := fmt.Sprint(members(c)); got != "[b]" {
 		t.Fatalf("members %s, want [b]", got)
 	}
-	if c.hosts.get("a").member.Load() || !c.hosts.get("b").member.Load() {
+	if c.stats("a").member.Load() || !c.stats("b").member.Load() {
 		t.Fatal("member flags not updated")
 	}
 }
@@ -95,11 +95,11 @@ func TestIdleHostsForgotten(t *testing.T) {
 		scrape(c)
 	}
 	for host, want := range map[string]bool{"member": true, "idle": false, "active": true, "parked": true} {
-		if _, ok := c.hosts.shard(host).m[host]; ok != want {
+		if _, ok := c.hosts.Load(host); ok != want {
 			t.Errorf("%s in memory: %v, want %v", host, ok, want)
 		}
 	}
-	if n := c.hosts.len(); n != 3 {
+	if n := c.hosts.Len(); n != 3 {
 		t.Errorf("%d hosts in memory, want 3", n)
 	}
 	// All before the first scrape, then active's: the forgotten host's event stays counted.

@@ -1,8 +1,6 @@
 package pacemetrics
 
 import (
-	"hash/maphash"
-	"sync"
 	"sync/atomic"
 
 	"github.com/collypace/ext"
@@ -66,82 +64,6 @@ func (s *hostStats) events() uint64 {
 	}
 	for i := range s.transitions {
 		n += s.transitions[i].Load()
-	}
-	return n
-}
-
-// table is a sharded map of host keys to their stats: a lookup takes a read lock on one shard and
-// allocates nothing.
-type table struct {
-	seed   maphash.Seed
-	shards [64]shard
-}
-
-type shard struct {
-	mu sync.RWMutex // protects m
-	m  map[string]*hostStats
-}
-
-func (t *table) init() {
-	t.seed = maphash.MakeSeed()
-	for i := range t.shards {
-		t.shards[i].m = make(map[string]*hostStats)
-	}
-}
-
-func (t *table) shard(key string) *shard {
-	return &t.shards[maphash.String(t.seed, key)%uint64(len(t.shards))]
-}
-
-// get returns the stats of key, creating them on first use.
-func (t *table) get(key string) *hostStats {
-	sh := t.shard(key)
-	sh.mu.RLock()
-	s := sh.m[key]
-	sh.mu.RUnlock()
-	if s != nil {
-		return s
-	}
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	if s := sh.m[key]; s != nil {
-		return s
-	}
-	s = &hostStats{key: key}
-	sh.m[key] = s
-	return s
-}
-
-// remove forgets s, unless its key has been given new stats meanwhile.
-func (t *table) remove(s *hostStats) {
-	sh := t.shard(s.key)
-	sh.mu.Lock()
-	if sh.m[s.key] == s {
-		delete(sh.m, s.key)
-	}
-	sh.mu.Unlock()
-}
-
-// each calls f on every host's stats, holding one shard's read lock at a time: f must not use t.
-func (t *table) each(f func(*hostStats)) {
-	for i := range t.shards {
-		sh := &t.shards[i]
-		sh.mu.RLock()
-		for _, s := range sh.m {
-			f(s)
-		}
-		sh.mu.RUnlock()
-	}
-}
-
-// len returns the number of hosts in t.
-func (t *table) len() int {
-	n := 0
-	for i := range t.shards {
-		sh := &t.shards[i]
-		sh.mu.RLock()
-		n += len(sh.m)
-		sh.mu.RUnlock()
 	}
 	return n
 }

@@ -1,0 +1,63 @@
+package shardmap
+
+import (
+	"strconv"
+	"sync"
+	"testing"
+)
+
+type item struct{ n int }
+
+func TestLoadOrCreateOnce(t *testing.T) {
+	var m Map[*item]
+	m.Init()
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	created := 0
+	for range 8 {
+		wg.Go(func() {
+			for i := range 100 {
+				if _, c := m.LoadOrCreate(strconv.Itoa(i), func() *item { return &item{i} }); c {
+					mu.Lock()
+					created++
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if created != 100 || m.Len() != 100 {
+		t.Errorf("created %d, len %d; want 100 each", created, m.Len())
+	}
+	if v, ok := m.Load("42"); !ok || v.n != 42 {
+		t.Errorf("Load(42) = %v, %v", v, ok)
+	}
+}
+
+func TestDeleteIfChecksValueAndCondition(t *testing.T) {
+	var m Map[*item]
+	m.Init()
+	a, _ := m.LoadOrCreate("k", func() *item { return &item{1} })
+	if m.DeleteIf("k", &item{1}, func(*item) bool { return true }) {
+		t.Error("deleted for another value")
+	}
+	if m.DeleteIf("k", a, func(*item) bool { return false }) {
+		t.Error("deleted although the condition was false")
+	}
+	if !m.DeleteIf("k", a, func(*item) bool { return true }) || m.Len() != 0 {
+		t.Error("not deleted")
+	}
+}
+
+func TestRangeVisitsEveryValue(t *testing.T) {
+	var m Map[*item]
+	m.Init()
+	for i := range 1000 {
+		m.LoadOrCreate(strconv.Itoa(i), func() *item { return &item{i} })
+	}
+	sum := 0
+	m.Range(func(v *item) { sum += v.n })
+	if sum != 999*1000/2 {
+		t.Errorf("sum %d", sum)
+	}
+}
