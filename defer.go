@@ -3,8 +3,10 @@ package ext
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"time"
 
 	"github.com/gocolly/colly/v2"
@@ -70,16 +72,30 @@ func (p *Pacer) Deferred(resp *colly.Response) bool {
 }
 
 // DeferredRequests returns the requests deferred so far, oldest first; host "" means every host.
+// With a store that holds rows it cannot decode, it returns the others with the error.
 func (p *Pacer) DeferredRequests(ctx context.Context, host string) ([]DeferredRequest, error) {
-	out, err := p.queue.ListDeferred(ctx, host, 0)
-	if err != nil {
-		return nil, err
-	}
+	out, err := listDeferred(ctx, p.queue, host)
 	if p.queue != Store(p.fallback) {
-		more, _ := p.fallback.ListDeferred(ctx, host, 0)
+		more, _ := listDeferred(ctx, p.fallback, host)
 		out = append(out, more...)
 	}
-	return out, nil
+	return out, err
+}
+
+// listDeferred returns the requests a breaker deferred in q (not those a Queue spilled there). A store
+// returns the rows it could decode with ErrCorruptState for the others: they are not lost for that.
+func listDeferred(ctx context.Context, q Store, host string) ([]DeferredRequest, error) {
+	all, err := q.ListDeferred(ctx, host, 0)
+	if err != nil && !errors.Is(err, ErrCorruptState) {
+		return nil, err
+	}
+	out := all[:0:0]
+	for _, d := range all {
+		if d.Reason != queueSpillReason {
+			out = append(out, d)
+		}
+	}
+	return out, err
 }
 
 // Drain hands deferred requests back to c (for a later, low-priority pass) and removes them from the
@@ -98,8 +114,11 @@ func (p *Pacer) Drain(ctx context.Context, c *colly.Collector, hosts ...string) 
 	}
 	for _, q := range queues {
 		for _, host := range hosts {
-			reqs, err := q.ListDeferred(ctx, host, 0)
-			if err != nil {
+			reqs, err := listDeferred(ctx, q, host)
+			if errors.Is(err, ErrCorruptState) {
+				p.audit.emit(zerolog.ErrorLevel, auditEvent{at: now, host: host, event: EventStateCorrupt, trigger: TriggerStore,
+					compliant: true, detail: "deferred requests that cannot be decoded are left in the store: " + err.Error()})
+			} else if err != nil {
 				return drained, fmt.Errorf("ext: listing deferred requests: %w", err)
 			}
 			var done []int64
@@ -127,24 +146,30 @@ func (p *Pacer) Drain(ctx context.Context, c *colly.Collector, hosts ...string) 
 	return drained, nil
 }
 
-// resend issues a deferred request on c through Colly's own serialized form, so depth, headers, body
-// and context come back and the revisit check is bypassed (Request.Retry).
+// resend issues a deferred request on c, bypassing the revisit check (Request.Retry).
 func resend(c *colly.Collector, d DeferredRequest) error {
-	ctx := make(map[string]any, len(d.Ctx))
-	for k, v := range d.Ctx {
-		ctx[k] = v
-	}
-	raw, err := json.Marshal(map[string]any{
-		"URL": d.URL, "Method": d.Method, "Depth": d.Depth, "Body": d.Body, "Ctx": ctx, "Headers": d.Header,
-	})
-	if err != nil {
-		return err
-	}
-	r, err := c.UnmarshalRequest(raw)
+	r, err := buildRequest(c, d)
 	if err != nil {
 		return err
 	}
 	return r.Retry()
+}
+
+// buildRequest makes a Colly request of d through Colly's own serialized form, so its depth, headers,
+// body and context come back. Its Headers map is never nil: it is the map its OnRequestHeaders sees.
+func buildRequest(c *colly.Collector, d DeferredRequest) (*colly.Request, error) {
+	ctx := make(map[string]any, len(d.Ctx))
+	for k, v := range d.Ctx {
+		ctx[k] = v
+	}
+	if d.Header == nil {
+		d.Header = http.Header{}
+	}
+	raw, err := json.Marshal(map[string]any{"URL": d.URL, "Method": d.Method, "Depth": d.Depth, "Body": d.Body, "Ctx": ctx, "Headers": d.Header})
+	if err != nil {
+		return nil, err
+	}
+	return c.UnmarshalRequest(raw)
 }
 
 // stringValues returns the string values of a colly.Context (with the retry count kept there).

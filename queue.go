@@ -3,7 +3,6 @@ package ext
 import (
 	"container/heap"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -428,18 +427,7 @@ func (q *Queue) absorbDeferredLocked(qh *queueHost) {
 // already booked: OnRequestHeaders finds the booking by the request's header map. It reports false
 // when the booking was given back (Colly refused the request before departure).
 func (q *Queue) send(c *colly.Collector, d DeferredRequest, res Reservation) bool {
-	ctx := make(map[string]any, len(d.Ctx))
-	for k, v := range d.Ctx {
-		ctx[k] = v
-	}
-	if d.Header == nil {
-		d.Header = http.Header{}
-	}
-	raw, err := json.Marshal(map[string]any{"URL": d.URL, "Method": d.Method, "Depth": d.Depth, "Body": d.Body, "Ctx": ctx, "Headers": d.Header})
-	var r *colly.Request
-	if err == nil {
-		r, err = c.UnmarshalRequest(raw)
-	}
+	r, err := buildRequest(c, d)
 	if err != nil {
 		res.h.cancel(res)
 		q.p.audit.emit(zerolog.ErrorLevel, auditEvent{at: q.p.now(), host: d.Host, event: EventRetriesExhausted, trigger: TriggerDeparture,

@@ -138,6 +138,9 @@ func TestQueueSpillsOverMemoryBound(t *testing.T) {
 		if spilled, _ := store.ListDeferred(t.Context(), "", 0); len(spilled) != 450 {
 			t.Errorf("%d requests spilled to the store, want 450 over the bound of 50", len(spilled))
 		}
+		if deferred, _ := p.DeferredRequests(t.Context(), ""); len(deferred) != 0 {
+			t.Errorf("DeferredRequests lists %d of the queue's spilled requests, want none: they are not deferred", len(deferred))
+		}
 		if err := q.Run(c); err != nil {
 			t.Fatal(err)
 		}
