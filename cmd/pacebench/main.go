@@ -1,0 +1,230 @@
+// Command pacebench benchmarks ext.AdaptivePacing against Colly's static LimitRule{Delay} on local
+// scenario servers (127.0.0.1 only), measuring at the servers: the arrival times each one logs.
+//
+// It runs the six scenarios of issue 4 (latency, hidden capacity, Retry-After as an HTTP-date from a
+// skewed clock, robots.txt Crawl-delay, an outage, ten hosts at once). In each, static Colly and the
+// adaptive pacer crawl the same pages of identical servers side by side, each on its own servers.
+// It prints a Markdown table, checks the issue's targets, writes the generated section of
+// BENCHMARKS.md and renders a chart per scenario.
+//
+//	go run ./cmd/pacebench                         # the full suite, about 4 minutes
+//	go run ./cmd/pacebench -short                  # the quick version, a few seconds a scenario
+//	go run ./cmd/pacebench -scenarios outage,capacity
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"time"
+)
+
+// options are the command-line flags.
+type options struct {
+	out       string // chart directory; "" for none
+	md        string // Markdown file whose generated section is updated; "" for none
+	scenarios string
+	short     bool
+	format    string // chart format: svg or png
+	audit     string // directory for the adaptive pacer's audit trails; "" for none
+}
+
+func main() {
+	o, err := parseFlags(flag.CommandLine, os.Args[1:])
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			os.Exit(0)
+		}
+		fmt.Fprintln(os.Stderr, "pacebench:", err)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	if err := run(ctx, o, os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "pacebench:", err)
+		stop()
+		os.Exit(1)
+	}
+}
+
+// parseFlags parses the flags. A short run or a subset of scenarios leaves BENCHMARKS.md and the
+// committed charts alone unless -md or -out is given explicitly.
+func parseFlags(fs *flag.FlagSet, args []string) (options, error) {
+	var o options
+	fs.StringVar(&o.out, "out", "docs/bench", "directory for the charts, one per scenario (\"\" for none)")
+	fs.StringVar(&o.md, "md", "BENCHMARKS.md", "Markdown file whose generated section (between the pacebench markers) is replaced (\"\" for none)")
+	fs.StringVar(&o.scenarios, "scenarios", "all", "scenarios to run, comma-separated: all or "+scenarioNames())
+	fs.BoolVar(&o.short, "short", false, "run the quick version of each scenario (a few seconds each)")
+	fs.StringVar(&o.format, "format", "svg", "chart format: svg or png")
+	fs.StringVar(&o.audit, "audit", "", "directory to write the adaptive pacer's audit trail of each scenario to (JSON lines)")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage: go run ./cmd/pacebench [flags]\n\n"+
+			"Runs Colly's static LimitRule and ext.AdaptivePacing side by side on local scenario servers and\n"+
+			"measures at the servers. Prints a Markdown table; a full run of every scenario also updates\n"+
+			"BENCHMARKS.md and the charts (a -short run or a subset does only when -md or -out is given).\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if o.format != "svg" && o.format != "png" {
+		return o, fmt.Errorf("-format must be svg or png, not %q", o.format)
+	}
+	explicit := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { explicit[f.Name] = true })
+	if o.short || strings.TrimSpace(o.scenarios) != "all" {
+		if !explicit["md"] {
+			o.md = ""
+		}
+		if !explicit["out"] {
+			o.out = ""
+		}
+	}
+	return o, nil
+}
+
+// ScenarioResult is one scenario's two crawls and their metrics.
+type ScenarioResult struct {
+	Scenario Scenario
+	Runs     [2]*Run       // indexed by Mode
+	Metrics  [2][]*Metrics // indexed by Mode, then group
+	Wall     time.Duration // both crawls, side by side
+}
+
+// runScenario crawls the scenario with static Colly and the adaptive pacer at the same time, each on
+// its own servers, and measures both. The two crawls share nothing but the two CPU cores; together
+// they send at most a few dozen requests a second, so they barely contend for them.
+func runScenario(ctx context.Context, sc Scenario) (*ScenarioResult, error) {
+	r := &ScenarioResult{Scenario: sc}
+	start := time.Now()
+	var wg sync.WaitGroup
+	var errs [2]error
+	for _, mode := range []Mode{Static, Adaptive} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r.Runs[mode], errs[mode] = crawl(ctx, &r.Scenario, mode)
+		}()
+	}
+	wg.Wait()
+	r.Wall = time.Since(start)
+	if err := errors.Join(errs[:]...); err != nil {
+		return nil, fmt.Errorf("scenario %s: %w", sc.Name, err)
+	}
+	for _, mode := range []Mode{Static, Adaptive} {
+		for g := range sc.Groups {
+			r.Metrics[mode] = append(r.Metrics[mode], measure(&r.Scenario, g, r.Runs[mode]))
+		}
+	}
+	return r, nil
+}
+
+// run runs the selected scenarios one after another, then reports.
+func run(ctx context.Context, o options, stdout, stderr io.Writer) error {
+	scs, err := selectScenarios(o.scenarios, o.short)
+	if err != nil {
+		return err
+	}
+	start, loadStart := time.Now(), loadAverage()
+	var results []*ScenarioResult
+	for i := range scs {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		fmt.Fprintf(stderr, "pacebench: %s (%d of %d)…\n", scs[i].Name, i+1, len(scs))
+		r, err := runScenario(ctx, scs[i])
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stderr, "pacebench: %s done in %s (static %s, adaptive %s)\n", scs[i].Name,
+			fmtDur(r.Wall), fmtDur(r.Runs[Static].Wall), fmtDur(r.Runs[Adaptive].Wall))
+		if o.audit != "" {
+			if err := writeAudit(o.audit, r); err != nil {
+				return err
+			}
+		}
+		results = append(results, r)
+	}
+	total := time.Since(start)
+	allRan := len(scs) == len(allScenarios(o.short))
+	targets := evaluate(results, total, allRan && !o.short)
+
+	charts := map[string]string{}
+	if o.out != "" {
+		if err := os.MkdirAll(o.out, 0o755); err != nil {
+			return err
+		}
+		for _, r := range results {
+			path := filepath.Join(o.out, r.Scenario.Name+"."+o.format)
+			if err := renderChart(r, path); err != nil {
+				return err
+			}
+			rel := path
+			if o.md != "" {
+				if p, err := filepath.Rel(filepath.Dir(o.md), path); err == nil {
+					rel = p
+				}
+			}
+			charts[r.Scenario.Name] = rel
+		}
+	}
+	info := RunInfo{
+		Date: start, Go: runtime.Version() + " " + runtime.GOOS + "/" + runtime.GOARCH,
+		Procs: runtime.GOMAXPROCS(0), Total: total, Short: o.short, Command: command(o),
+		Load: [2]string{loadStart, loadAverage()},
+	}
+	section := renderSection(info, results, targets, charts)
+	fmt.Fprint(stdout, section)
+	if o.md != "" {
+		if err := updateMarkdown(o.md, section); err != nil {
+			return err
+		}
+		fmt.Fprintf(stderr, "pacebench: updated %s\n", o.md)
+	}
+	return nil
+}
+
+// command reconstructs the command line of the run, for the report.
+func command(o options) string {
+	cmd := "go run ./cmd/pacebench"
+	if o.short {
+		cmd += " -short"
+	}
+	if strings.TrimSpace(o.scenarios) != "all" {
+		cmd += " -scenarios " + o.scenarios
+	}
+	return cmd
+}
+
+// writeAudit writes the adaptive pacer's audit trail of a scenario to dir/<scenario>.jsonl.
+func writeAudit(dir string, r *ScenarioResult) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, r.Scenario.Name+".jsonl"), r.Runs[Adaptive].Audit, 0o644)
+}
+
+// loadAverage returns the 1, 5 and 15 minute load averages ("0.52/0.40/0.31"), or "" where
+// /proc/loadavg does not exist: other work on the machine skews the gaps, and the report says so.
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return ""
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return ""
+	}
+	return strings.Join(f[:3], "/")
+}

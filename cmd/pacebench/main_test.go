@@ -1,0 +1,32 @@
+package main
+
+import (
+	"flag"
+	"io"
+	"testing"
+)
+
+func TestParseFlags(t *testing.T) {
+	tests := []struct {
+		args    []string
+		out, md string
+	}{
+		{nil, "docs/bench", "BENCHMARKS.md"},
+		{[]string{"-short"}, "", ""},                                  // a short run leaves the committed report alone…
+		{[]string{"-scenarios", "outage"}, "", ""},                    // …and so does a subset…
+		{[]string{"-short", "-out", "x", "-md", "y.md"}, "x", "y.md"}, // …unless asked
+	}
+	for _, tt := range tests {
+		fs := flag.NewFlagSet("pacebench", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		o, err := parseFlags(fs, tt.args)
+		if err != nil || o.out != tt.out || o.md != tt.md {
+			t.Errorf("%q: out %q, md %q, err %v; want %q, %q", tt.args, o.out, o.md, err, tt.out, tt.md)
+		}
+	}
+	fs := flag.NewFlagSet("pacebench", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	if _, err := parseFlags(fs, []string{"-format", "gif"}); err == nil {
+		t.Error("-format gif should be refused")
+	}
+}

@@ -1,0 +1,268 @@
+package main
+
+import (
+	"math"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/collypace/ext"
+	"github.com/collypace/ext/internal/scenario"
+)
+
+// Measurement constants. Each is stated in BENCHMARKS.md.
+const (
+	// windowGrace forgives a request that arrives within this long after a Retry-After was
+	// announced: it was already on its way (the client cannot know of a refusal before receiving
+	// it). On loopback a round trip takes well under a millisecond.
+	windowGrace = 10 * time.Millisecond
+	// dateResolution is what an HTTP-date Retry-After can add to the wait a client computes: both
+	// the date and the Date header have one-second resolution.
+	dateResolution = time.Second
+)
+
+// Metrics are the measurements of one group of hosts in one crawl, all taken from the servers'
+// arrival logs except Wall (when the crawler finished its last response of the group).
+type Metrics struct {
+	Hosts    int
+	Requests int             // page requests received (robots.txt excluded), refused ones included
+	Refused  int             // answered 429 or 503
+	InWindow int             // arrived inside an announced Retry-After window (after windowGrace)
+	InFlight int             // arrived within windowGrace of an announcement (not counted above)
+	Windows  int             // Retry-After windows announced
+	Pages    int             // pages of the group's hosts
+	Lost     int             // pages never served 200
+	Gaps     []time.Duration // start-to-start gaps between page requests, pooled over the hosts
+	Median   time.Duration
+	P95      time.Duration
+	Min      time.Duration
+	Max      time.Duration
+	Capacity float64        // sum of the hosts' token-bucket rates (requests/s); 0 when none
+	Goodput  float64        // pages served 200 per second of Wall
+	Wall     time.Duration  // from the start of the crawl to the group's last response
+	Lateness []Lateness     // the first request after each Retry-After window
+	Outage   *OutageMetrics // hosts with a scripted outage; nil otherwise
+	Floor    time.Duration  // the interval the group should be paced at: the configured one or Crawl-delay
+}
+
+// GoodputShare is Goodput as a share of Capacity; NaN when the group has no capacity.
+func (m *Metrics) GoodputShare() float64 {
+	if m.Capacity <= 0 {
+		return math.NaN()
+	}
+	return m.Goodput / m.Capacity
+}
+
+// RefusedShare is Refused as a share of Requests.
+func (m *Metrics) RefusedShare() float64 {
+	if m.Requests == 0 {
+		return 0
+	}
+	return float64(m.Refused) / float64(m.Requests)
+}
+
+// MaxLateness returns the worst lateness, and how many HTTP-date windows were followed later than
+// their allowance (the target is about HTTP-dates; see Lateness).
+func (m *Metrics) MaxLateness() (worst Lateness, over int, ok bool) {
+	for _, l := range m.Lateness {
+		if !ok || l.Late > worst.Late {
+			worst, ok = l, true
+		}
+		if l.Dated && l.Late > l.Allow {
+			over++
+		}
+	}
+	return worst, over, ok
+}
+
+// Lateness is how long after a Retry-After window ended the host's next request arrived.
+type Lateness struct {
+	End   time.Time     // end of the window (of the last of overlapping windows)
+	Late  time.Duration // first arrival at or after End, minus End
+	Dated bool          // the window was announced as an HTTP-date
+	// Allow is the safety buffer on the wait the client can compute and, for an HTTP-date, the date's
+	// one-second resolution. For delay-seconds it is the bare buffer: the request's transit comes on top,
+	// so it is a reference, not a target.
+	Allow time.Duration
+}
+
+// OutageMetrics describe a host's scripted outage: the request rate before and during it, and how long
+// after it ended the gap came back to the floor.
+type OutageMetrics struct {
+	Before, During float64       // page requests per second
+	Recovery       time.Duration // from the outage's end to the end of the first gap at the floor
+	Recovered      bool          // such a gap exists
+}
+
+// Drop is the request rate before the outage divided by the rate during it (+Inf for no request during).
+func (o *OutageMetrics) Drop() float64 {
+	if o.During == 0 {
+		return math.Inf(1)
+	}
+	return o.Before / o.During
+}
+
+// measure computes the metrics of group g of a finished crawl.
+func measure(sc *Scenario, g int, run *Run) *Metrics {
+	m := &Metrics{}
+	var lastDone time.Time
+	for _, h := range run.Hosts {
+		if h.Group != g {
+			continue
+		}
+		m.Hosts++
+		m.Floor = max(m.Floor, sc.floorFor(h.Config))
+		pages := scenario.PageRequests(h.Arrivals)
+		m.Requests += len(pages)
+		m.Refused += scenario.Refused(pages)
+		in, flight := insideWindows(pages, h.Windows, windowGrace)
+		m.InWindow += in
+		m.InFlight += flight
+		m.Windows += len(h.Windows)
+		m.Pages += h.Config.Pages
+		ok := scenario.PagesOK(pages)
+		m.Lost += h.Config.Pages - ok
+		m.Gaps = append(m.Gaps, scenario.Gaps(pages)...)
+		if c := h.Config.Capacity; c != nil {
+			m.Capacity += c.Rate
+		}
+		m.Lateness = append(m.Lateness, lateness(pages, h.Windows, h.Config, ext.DefaultRetryAfterBuffer)...)
+		if o := outageOf(h.Config); o != nil {
+			m.Outage = outageMetrics(pages, *o, sc.floorFor(h.Config), sc.Jitter)
+		}
+		if h.LastDone.After(lastDone) {
+			lastDone = h.LastDone
+		}
+	}
+	m.Wall = run.Wall
+	if !lastDone.IsZero() && lastDone.Sub(run.Start) < run.Wall {
+		m.Wall = lastDone.Sub(run.Start)
+	}
+	if m.Wall > 0 {
+		m.Goodput = float64(m.Pages-m.Lost) / m.Wall.Seconds()
+	}
+	if len(m.Gaps) > 0 {
+		m.Median, m.P95 = scenario.Median(m.Gaps), scenario.P95(m.Gaps)
+		m.Min, m.Max = slices.Min(m.Gaps), slices.Max(m.Gaps)
+	}
+	return m
+}
+
+// insideWindows counts the arrivals inside an announced Retry-After window: after Issued+grace and
+// before Until. inFlight counts those within grace of the announcement (already on their way).
+func insideWindows(arrivals []scenario.Arrival, windows []scenario.Window, grace time.Duration) (inside, inFlight int) {
+	for _, a := range arrivals {
+		flight := false
+		counted := false
+		for _, w := range windows {
+			if !a.At.After(w.Issued) || !a.At.Before(w.Until) {
+				continue
+			}
+			if a.At.Sub(w.Issued) > grace {
+				counted = true
+				break
+			}
+			flight = true
+		}
+		switch {
+		case counted:
+			inside++
+		case flight:
+			inFlight++
+		}
+	}
+	return inside, inFlight
+}
+
+// lateness measures, for each stretch of overlapping Retry-After windows, how late after its end the
+// first request arrived. The allowance is the pacer's safety buffer on the wait the client can compute
+// and, for an HTTP-date, the date's one-second resolution: buffer × (wait + 1 s) + 1 s.
+func lateness(arrivals []scenario.Arrival, windows []scenario.Window, cfg scenario.HostConfig, buffer float64) []Lateness {
+	if len(windows) == 0 {
+		return nil
+	}
+	ws := slices.Clone(windows)
+	slices.SortFunc(ws, func(a, b scenario.Window) int { return a.Issued.Compare(b.Issued) })
+	var out []Lateness
+	flush := func(end time.Time, wait time.Duration) {
+		res := time.Duration(0)
+		if cfg.RetryAfterDate {
+			res = dateResolution
+		}
+		a, ok := scenario.FirstAfter(arrivals, end)
+		if !ok {
+			return // nothing left to send after the window
+		}
+		allow := time.Duration(buffer*float64(wait+res)) + res
+		out = append(out, Lateness{End: end, Late: a.At.Sub(end), Dated: cfg.RetryAfterDate, Allow: allow})
+	}
+	end, wait := ws[0].Until, ws[0].Until.Sub(ws[0].Issued)
+	for _, w := range ws[1:] {
+		if w.Issued.Before(end) {
+			if w.Until.After(end) {
+				end, wait = w.Until, w.Until.Sub(w.Issued)
+			}
+			continue
+		}
+		flush(end, wait)
+		end, wait = w.Until, w.Until.Sub(w.Issued)
+	}
+	flush(end, wait)
+	return out
+}
+
+// outageOf returns the host's scripted outage: a refusal window of 503s without Retry-After.
+func outageOf(cfg scenario.HostConfig) *scenario.Refusal {
+	for _, r := range cfg.Refusals {
+		if r.For > 0 && r.Repeat == 0 && r.Status == http.StatusServiceUnavailable {
+			return &r
+		}
+	}
+	return nil
+}
+
+// recoveryWindow is how many consecutive gaps must be back at the pre-outage pace.
+const recoveryWindow = 5
+
+// outageMetrics measures the request rate before and during an outage that starts o.After after the
+// host's first page request, and how long after its end the host was crawled at its pre-outage pace
+// again: the middle of the first run of recoveryWindow consecutive gaps whose median is no longer than
+// the 75th percentile of the gaps before the outage (floor × (1 + 0.75 × jitter) if there were too few). A median
+// over several gaps tells an interval at the floor (200 ms + 0–20 ms jitter) from one 10% above it
+// (220 ms + jitter), which a single gap cannot; for static Colly, whose gap is latency + Delay
+// throughout, it is the first gaps after the outage.
+func outageMetrics(arrivals []scenario.Arrival, o scenario.Refusal, floor time.Duration, jitter float64) *OutageMetrics {
+	if len(arrivals) == 0 {
+		return &OutageMetrics{}
+	}
+	first := arrivals[0].At
+	start, end := first.Add(o.After), first.Add(o.After+o.For)
+	var before, during int
+	for _, a := range arrivals {
+		switch {
+		case a.At.Before(start):
+			before++
+		case a.At.Before(end):
+			during++
+		}
+	}
+	m := &OutageMetrics{}
+	if o.After > 0 {
+		m.Before = float64(before) / o.After.Seconds()
+	}
+	m.During = float64(during) / o.For.Seconds()
+	pace := floor + time.Duration(float64(floor)*jitter*0.75)
+	if pre := scenario.Gaps(arrivals[:before]); len(pre) >= recoveryWindow {
+		pace = scenario.Quantile(pre, 0.75)
+	}
+	for i := 0; i+recoveryWindow < len(arrivals); i++ {
+		if arrivals[i].At.Before(end) {
+			continue
+		}
+		if scenario.Median(scenario.Gaps(arrivals[i:i+recoveryWindow+1])) <= pace {
+			m.Recovery, m.Recovered = arrivals[i+recoveryWindow/2].At.Sub(end), true
+			break
+		}
+	}
+	return m
+}

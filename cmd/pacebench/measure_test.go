@@ -1,0 +1,159 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/collypace/ext/internal/scenario"
+)
+
+var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+
+func at(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+
+func arrivals(status int, ms ...int) []scenario.Arrival {
+	var out []scenario.Arrival
+	for _, m := range ms {
+		out = append(out, scenario.Arrival{At: at(m), Path: "/", Status: status})
+	}
+	return out
+}
+
+func TestInsideWindows(t *testing.T) {
+	windows := []scenario.Window{
+		{Issued: at(1000), Until: at(2000)},
+		{Issued: at(1500), Until: at(2500)}, // overlaps: an arrival inside both counts once
+	}
+	tests := []struct {
+		name             string
+		ms               []int
+		inside, inFlight int
+	}{
+		{"before, at the announcement, at the end", []int{500, 1000, 2500}, 0, 0},
+		{"within the grace: already on its way", []int{1005}, 0, 1},
+		{"inside one window", []int{1200}, 1, 0},
+		{"inside both windows counts once", []int{1800}, 1, 0},
+		{"within the grace of the second, inside the first", []int{1505}, 1, 0},
+		{"inside the second only", []int{2200}, 1, 0},
+	}
+	for _, tt := range tests {
+		in, fl := insideWindows(arrivals(200, tt.ms...), windows, 10*time.Millisecond)
+		if in != tt.inside || fl != tt.inFlight {
+			t.Errorf("%s: inside %d, in flight %d; want %d, %d", tt.name, in, fl, tt.inside, tt.inFlight)
+		}
+	}
+}
+
+func TestLateness(t *testing.T) {
+	windows := []scenario.Window{
+		{Issued: at(1000), Until: at(2000)},
+		{Issued: at(1500), Until: at(3000)}, // merges with the first: one stretch ending at 3000
+		{Issued: at(5000), Until: at(6000)},
+	}
+	arr := arrivals(200, 0, 3100, 6400)
+	got := lateness(arr, windows, scenario.HostConfig{}, 0.1)
+	want := []Lateness{
+		{End: at(3000), Late: 100 * time.Millisecond, Allow: 150 * time.Millisecond},
+		{End: at(6000), Late: 400 * time.Millisecond, Allow: 100 * time.Millisecond},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("got %+v, want %+v", got, want)
+	}
+	for i := range want {
+		if !got[i].End.Equal(want[i].End) || got[i].Late != want[i].Late || got[i].Allow != want[i].Allow {
+			t.Errorf("stretch %d: got %+v, want %+v", i, got[i], want[i])
+		}
+	}
+	// An HTTP-date adds its one-second resolution, to the wait and on top.
+	dated := lateness(arr, windows[2:], scenario.HostConfig{RetryAfterDate: true}, 0.1)
+	if len(dated) != 1 || dated[0].Allow != 1200*time.Millisecond {
+		t.Errorf("HTTP-date allowance: got %+v, want 1.2 s", dated)
+	}
+	// Only HTTP-date windows count against their allowance.
+	m := Metrics{Lateness: got}
+	if worst, over, ok := m.MaxLateness(); !ok || over != 0 || worst.Late != 400*time.Millisecond {
+		t.Errorf("MaxLateness = %v, %d, %v", worst, over, ok)
+	}
+	m.Lateness[1].Dated = true
+	if _, over, _ := m.MaxLateness(); over != 1 {
+		t.Errorf("MaxLateness over = %d, want 1", over)
+	}
+}
+
+func TestOutageMetrics(t *testing.T) {
+	// Paced at 100–110 ms for 1 s; three requests during a 2 s outage; then at 120 ms (above the
+	// pre-outage pace) and, from 4.2 s, at 100–110 ms again.
+	ms := []int{0, 100, 205, 310, 410, 515, 620, 720, 825, 930, 1000, 1400, 2200, 3500, 3620, 3740, 3860,
+		3980, 4100, 4200, 4305, 4410, 4510, 4615, 4720}
+	o := outageMetrics(arrivals(200, ms...), scenario.Outage(time.Second, 2*time.Second, 0), 100*time.Millisecond, 0.1)
+	if o.Before != 10 || o.During != 1.5 {
+		t.Errorf("rates %v → %v, want 10 → 1.5", o.Before, o.During)
+	}
+	// The first window of five gaps at pace by median starts at 3860 (120, 120, 100, 105, 105 ms):
+	// its middle request arrived at 4100.
+	if !o.Recovered || o.Recovery != 1100*time.Millisecond {
+		t.Errorf("recovery %v (%v), want 1.1s", o.Recovery, o.Recovered)
+	}
+	if d := o.Drop(); d < 6.6 || d > 6.7 {
+		t.Errorf("drop %v, want 6.67", d)
+	}
+}
+
+func TestUpdateMarkdown(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "BENCHMARKS.md")
+	if err := os.WriteFile(path, []byte("# Benchmarks\n\nBefore.\n\n"+beginMarker+"\nold\n"+endMarker+"\n\nAfter.\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, section := range []string{"first\n", "second\n"} {
+		if err := updateMarkdown(path, section); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b, _ := os.ReadFile(path)
+	got := string(b)
+	if strings.Count(got, beginMarker) != 1 || !strings.Contains(got, "second") || strings.Contains(got, "first") || strings.Contains(got, "old") {
+		t.Errorf("section not replaced once:\n%s", got)
+	}
+	if !strings.HasPrefix(got, "# Benchmarks\n\nBefore.\n\n") || !strings.HasSuffix(got, "\n\nAfter.\n") {
+		t.Errorf("text around the markers changed:\n%s", got)
+	}
+	if err := os.WriteFile(path, []byte(beginMarker+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := updateMarkdown(path, "x"); err == nil {
+		t.Error("a lone marker should be an error")
+	}
+}
+
+func TestSelectScenarios(t *testing.T) {
+	scs, err := selectScenarios("outage, latency", false)
+	if err != nil || len(scs) != 2 || scs[0].Name != scLatency || scs[1].Name != scOutage {
+		t.Errorf("got %v, %v; want latency, outage in canonical order", names(scs), err)
+	}
+	if _, err := selectScenarios("latency,nope", false); err == nil || !strings.Contains(err.Error(), "nope") {
+		t.Errorf("unknown scenario: err = %v", err)
+	}
+	if all, _ := selectScenarios("all", true); len(all) != 6 {
+		t.Errorf("all: %d scenarios, want 6", len(all))
+	}
+}
+
+func names(scs []Scenario) []string {
+	var out []string
+	for _, s := range scs {
+		out = append(out, s.Name)
+	}
+	return out
+}
+
+func TestCrawlDelayOf(t *testing.T) {
+	if d := crawlDelayOf("User-agent: *\nCrawl-delay: 2\n"); d != 2*time.Second {
+		t.Errorf("got %v, want 2s", d)
+	}
+	if d := crawlDelayOf("User-agent: *\nDisallow:\n"); d != 0 {
+		t.Errorf("got %v, want 0", d)
+	}
+}

@@ -1,0 +1,189 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/collypace/ext"
+	"github.com/collypace/ext/internal/scenario"
+)
+
+// Scenario is one benchmark scenario: the hosts both crawlers meet and the interval both are
+// configured with. The static crawler uses one LimitRule{Delay: Interval, Parallelism: 1} per host;
+// the adaptive crawler ext.AdaptivePacing with WithBaseDelay(Interval) and WithJitter(Jitter).
+type Scenario struct {
+	Name     string        // the -scenarios name
+	Title    string        // a heading for the table and the chart
+	Interval time.Duration // the configured interval (static Delay, adaptive base delay)
+	Jitter   float64       // the adaptive pacer's jitter
+	Groups   []Group       // the hosts, in groups reported on separate rows
+	Limit    time.Duration // the hard bound of one crawl; reaching it is reported as a timeout
+}
+
+// Group is a set of hosts of the same character, measured together (their gaps are pooled).
+type Group struct {
+	Label string
+	Hosts []scenario.HostConfig
+}
+
+// Scenario names, in the order they run.
+const (
+	scLatency    = "latency"
+	scCapacity   = "capacity"
+	scHTTPDate   = "http-date"
+	scCrawlDelay = "crawl-delay"
+	scOutage     = "outage"
+	scTenHosts   = "ten-hosts"
+)
+
+// allScenarios returns the six scenarios of issue 4. The short versions keep each scenario's
+// character with fewer pages and shorter waits, so each runs in a few seconds (the Go tests).
+func allScenarios(short bool) []Scenario {
+	pick := func(full, brief int) int {
+		if short {
+			return brief
+		}
+		return full
+	}
+	dur := func(full, brief time.Duration) time.Duration {
+		if short {
+			return brief
+		}
+		return full
+	}
+	limit := dur(90*time.Second, 60*time.Second)
+	fast := 20 * time.Millisecond
+
+	quick, slow := dur(200*time.Millisecond, 100*time.Millisecond), dur(2*time.Second, time.Second)
+	latency := Scenario{
+		Name: scLatency, Title: fmt.Sprintf("Latency: hosts answering in %s and %s", fmtLabel(quick), fmtLabel(slow)),
+		Interval: dur(500*time.Millisecond, 250*time.Millisecond), Jitter: 0, Limit: limit,
+		Groups: []Group{
+			{Label: fmtLabel(quick), Hosts: []scenario.HostConfig{{Name: "latency-fast", Pages: pick(40, 10), Latency: quick}}},
+			{Label: fmtLabel(slow), Hosts: []scenario.HostConfig{{Name: "latency-slow", Pages: pick(16, 5), Latency: slow}}},
+		},
+	}
+	capacity := Scenario{
+		Name: scCapacity, Title: "Hidden capacity: token bucket of 4 requests/s, 429 + Retry-After: 1",
+		Interval: 100 * time.Millisecond, Jitter: ext.DefaultJitter, Limit: limit,
+		Groups: []Group{{Label: "4/s bucket", Hosts: []scenario.HostConfig{{
+			Name: "capacity", Pages: pick(200, 20), Latency: fast,
+			Capacity: &scenario.Capacity{Rate: 4, Burst: 4, RetryAfter: time.Second},
+		}}}},
+	}
+	httpDate := Scenario{
+		Name: scHTTPDate, Title: "Retry-After as an HTTP-date, server clock +1 h",
+		Interval: 250 * time.Millisecond, Jitter: ext.DefaultJitter, Limit: limit,
+		Groups: []Group{{Label: "2/s bucket, clock +1 h", Hosts: []scenario.HostConfig{{
+			Name: "http-date", Pages: pick(40, 12), Latency: fast,
+			Capacity:  &scenario.Capacity{Rate: 2, Burst: 2, RetryAfter: dur(2*time.Second, time.Second)},
+			ClockSkew: time.Hour, RetryAfterDate: true,
+		}}}},
+	}
+	crawlDelay := dur(2*time.Second, time.Second)
+	robots := Scenario{
+		Name: scCrawlDelay, Title: fmt.Sprintf("robots.txt Crawl-delay: %g", crawlDelay.Seconds()),
+		Interval: 500 * time.Millisecond, Jitter: ext.DefaultJitter, Limit: limit,
+		Groups: []Group{{Label: fmt.Sprintf("Crawl-delay %g s", crawlDelay.Seconds()), Hosts: []scenario.HostConfig{{
+			Name: "crawl-delay", Pages: pick(16, 6), Latency: fast,
+			Robots: fmt.Sprintf("User-agent: *\nCrawl-delay: %g\n", crawlDelay.Seconds()),
+		}}}},
+	}
+	outageAfter, outageFor := dur(5*time.Second, time.Second), dur(10*time.Second, 2*time.Second)
+	outage := Scenario{
+		Name: scOutage, Title: fmt.Sprintf("Outage: 503s without Retry-After for %s, then healthy", fmtLabel(outageFor)),
+		Interval: dur(200*time.Millisecond, 100*time.Millisecond), Jitter: ext.DefaultJitter, Limit: limit,
+		Groups: []Group{{Label: fmtLabel(outageFor) + " outage", Hosts: []scenario.HostConfig{{
+			Name: "outage", Pages: pick(120, 40), Latency: fast,
+			Refusals: []scenario.Refusal{scenario.Outage(outageAfter, outageFor, 0)},
+		}}}},
+	}
+	var fastHosts []scenario.HostConfig
+	for i := range 9 {
+		fastHosts = append(fastHosts, scenario.HostConfig{Name: fmt.Sprintf("fast-%d", i+1), Pages: pick(16, 5), Latency: 50 * time.Millisecond})
+	}
+	ten := Scenario{
+		Name: scTenHosts, Title: "Ten hosts at once, one of them slow",
+		Interval: dur(500*time.Millisecond, 250*time.Millisecond), Jitter: ext.DefaultJitter, Limit: limit,
+		Groups: []Group{
+			{Label: "9 fast (50 ms)", Hosts: fastHosts},
+			{Label: "1 slow (" + fmtLabel(slow) + ")", Hosts: []scenario.HostConfig{{Name: "slow", Pages: pick(16, 5), Latency: slow}}},
+		},
+	}
+	return []Scenario{latency, capacity, httpDate, robots, outage, ten}
+}
+
+// selectScenarios returns the scenarios named in a comma-separated list ("all" for every one),
+// in their canonical order.
+func selectScenarios(list string, short bool) ([]Scenario, error) {
+	all := allScenarios(short)
+	if strings.TrimSpace(list) == "all" {
+		return all, nil
+	}
+	want := map[string]bool{}
+	for _, n := range strings.Split(list, ",") {
+		if n = strings.TrimSpace(n); n != "" {
+			want[n] = true
+		}
+	}
+	var out []Scenario
+	for _, s := range all {
+		if want[s.Name] {
+			out = append(out, s)
+			delete(want, s.Name)
+		}
+	}
+	if len(want) > 0 {
+		var unknown []string
+		for n := range want {
+			unknown = append(unknown, n)
+		}
+		return nil, fmt.Errorf("unknown scenario(s) %s; known: %s", strings.Join(unknown, ", "), scenarioNames())
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no scenario selected; known: %s", scenarioNames())
+	}
+	return out, nil
+}
+
+// scenarioNames lists the scenario names, comma-separated.
+func scenarioNames() string {
+	var names []string
+	for _, s := range allScenarios(false) {
+		names = append(names, s.Name)
+	}
+	return strings.Join(names, ",")
+}
+
+// floorFor is the smallest interval a paced crawler should keep on a host: the configured interval,
+// or the host's robots.txt Crawl-delay when it is longer.
+func (s *Scenario) floorFor(cfg scenario.HostConfig) time.Duration {
+	if d := crawlDelayOf(cfg.Robots); d > s.Interval {
+		return d
+	}
+	return s.Interval
+}
+
+// crawlDelayOf reads the Crawl-delay line of a scenario robots.txt (one group for "*"); 0 when none.
+func crawlDelayOf(robots string) time.Duration {
+	for _, line := range strings.Split(robots, "\n") {
+		k, v, ok := strings.Cut(line, ":")
+		if !ok || !strings.EqualFold(strings.TrimSpace(k), "crawl-delay") {
+			continue
+		}
+		var secs float64
+		if _, err := fmt.Sscanf(strings.TrimSpace(v), "%g", &secs); err == nil && secs > 0 {
+			return time.Duration(secs * float64(time.Second))
+		}
+	}
+	return 0
+}
+
+// fmtLabel renders a duration for a label: "200 ms", "2 s".
+func fmtLabel(d time.Duration) string {
+	if d < time.Second {
+		return fmt.Sprintf("%d ms", d.Milliseconds())
+	}
+	return fmt.Sprintf("%g s", d.Seconds())
+}

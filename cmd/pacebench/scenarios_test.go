@@ -1,0 +1,131 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/collypace/ext/internal/scenario"
+)
+
+// testGrace forgives requests arriving this soon after a Retry-After was announced: on a loaded CI
+// machine a request already on its way can take this long to reach the server.
+const testGrace = 100 * time.Millisecond
+
+// Gaps measured at a server include the requests' transit, and on a loaded machine (-race, two cores
+// shared with other jobs) one request can reach its server 50–90 ms late: the gap before it grows and
+// the gap after it shrinks by as much. So no single gap may be shorter than a tenth of the floor (two
+// requests sent together make a gap of a millisecond or so), and the span of a host's n arrivals must
+// be at least (n−1) floors less one (a late arrival moves one end of it; a pacer systematically short
+// of its floor falls below).
+func minGap(floor time.Duration) time.Duration { return floor / 10 }
+
+// TestScenariosShort runs the short version of every scenario, static and adaptive side by side on
+// their own servers, and checks what cannot flake on a slow machine: the adaptive pacer sends nothing
+// inside a Retry-After window, never spaces requests below the floor, loses no page; static Colly
+// never spaces them below its Delay; and the report and charts render. It asserts no upper bound on
+// time.
+func TestScenariosShort(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs loopback crawls for about 10 s")
+	}
+	// All scenarios at once, in goroutines rather than parallel subtests: -parallel defaults to
+	// GOMAXPROCS (2 here), and the crawls mostly wait on timers.
+	scs := allScenarios(true)
+	results := make([]*ScenarioResult, len(scs))
+	errs := make([]error, len(scs))
+	var wg sync.WaitGroup
+	for i, sc := range scs {
+		wg.Go(func() { results[i], errs[i] = runScenario(t.Context(), sc) })
+	}
+	wg.Wait()
+	for i, sc := range scs {
+		t.Run(sc.Name, func(t *testing.T) {
+			if errs[i] != nil {
+				t.Fatal(errs[i])
+			}
+			r := results[i]
+			checkRun(t, &r.Scenario, r.Runs[Adaptive], true)
+			checkRun(t, &r.Scenario, r.Runs[Static], false)
+		})
+	}
+	if t.Failed() {
+		return
+	}
+
+	section := renderSection(RunInfo{Date: time.Now(), Command: "go test", Short: true}, results, evaluate(results, time.Minute, false), nil)
+	for _, sc := range scs {
+		for _, mode := range []string{"static", "adaptive"} {
+			if !strings.Contains(section, "| "+sc.Name+" | ") || !strings.Contains(section, " | "+mode+" | ") {
+				t.Errorf("the results table lacks a %s row of %s:\n%s", mode, sc.Name, section)
+			}
+		}
+	}
+	if !strings.Contains(section, "### Targets") {
+		t.Errorf("no targets table:\n%s", section)
+	}
+
+	dir := t.TempDir()
+	for i, r := range results {
+		formats := []string{"svg"}
+		if i == 0 {
+			formats = append(formats, "png") // rasterizing is slow under -race: once is enough
+		}
+		for _, ext := range formats {
+			path := filepath.Join(dir, r.Scenario.Name+"."+ext)
+			if err := renderChart(r, path); err != nil {
+				t.Fatalf("chart %s: %v", path, err)
+			}
+			fi, err := os.Stat(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if fi.Size() < 1000 {
+				t.Errorf("chart %s: only %d bytes", path, fi.Size())
+			}
+		}
+	}
+}
+
+// checkRun checks one crawl of a scenario on every host.
+func checkRun(t *testing.T, sc *Scenario, run *Run, adaptive bool) {
+	t.Helper()
+	mode := run.Mode
+	if run.TimedOut {
+		t.Errorf("%s: the %s crawl reached the scenario's %v bound", sc.Name, mode, sc.Limit)
+	}
+	for _, h := range run.Hosts {
+		pages := scenario.PageRequests(h.Arrivals)
+		if len(pages) < h.Config.Pages {
+			t.Errorf("%s %s %s: %d page requests for %d pages", sc.Name, mode, h.Config.Name, len(pages), h.Config.Pages)
+		}
+		floor := sc.Interval
+		if adaptive {
+			floor = sc.floorFor(h.Config)
+		}
+		gaps := scenario.Gaps(pages)
+		for i, g := range gaps {
+			if g < minGap(floor) {
+				t.Errorf("%s %s %s: gap %d is %v: two requests sent together (floor %v)", sc.Name, mode, h.Config.Name, i, g, floor)
+			}
+		}
+		if span, least := scenario.Span(pages), time.Duration(len(gaps)-1)*floor; span < least {
+			t.Errorf("%s %s %s: %d gaps span %v, less than %d × the floor %v", sc.Name, mode, h.Config.Name, len(gaps), span, len(gaps)-1, floor)
+		}
+		if !adaptive {
+			continue
+		}
+		if in, _ := insideWindows(pages, h.Windows, testGrace); in > 0 {
+			t.Errorf("%s %s %s: %d requests inside %d Retry-After windows", sc.Name, mode, h.Config.Name, in, len(h.Windows))
+		}
+		if ok := scenario.PagesOK(pages); ok != h.Config.Pages {
+			t.Errorf("%s %s %s: %d of %d pages lost", sc.Name, mode, h.Config.Name, h.Config.Pages-ok, h.Config.Pages)
+		}
+	}
+	if adaptive && len(run.Samples) == 0 {
+		t.Errorf("%s: the adaptive pacer was never sampled", sc.Name)
+	}
+}

@@ -1,0 +1,95 @@
+package main
+
+import (
+	"fmt"
+	"math"
+	"time"
+)
+
+// Targets of issue 4 for adaptive pacing, checked against every run. They are not relaxed to fit a
+// result: a miss is reported as a miss.
+const (
+	targetMedianPrecision = 0.01             // latency: median gap within 1% of the interval
+	targetGoodput         = 0.85             // hidden capacity: goodput at least 85% of capacity…
+	targetRefused         = 0.03             // …with at most 3% of requests refused
+	targetOutageDrop      = 4.0              // outage: request rate drops at least 4×…
+	targetRecovery        = 30 * time.Second // …and is back at the floor within 30 s of recovery
+	targetScenarioWall    = time.Minute      // each scenario run under a minute
+	targetSuiteWall       = 6 * time.Minute  // the whole suite under 6 minutes
+)
+
+// Target is one target of the issue, evaluated on one run.
+type Target struct {
+	Scenario string
+	Text     string // the target as the issue states it
+	Adaptive string // what adaptive pacing measured
+	Static   string // what static Colly measured, for contrast ("" when meaningless)
+	Met      bool
+}
+
+// evaluate checks the issue's targets against the results. suite is the whole run's wall time,
+// checked only when every scenario ran.
+func evaluate(results []*ScenarioResult, suite time.Duration, allRan bool) []Target {
+	var out []Target
+	for _, r := range results {
+		sc := &r.Scenario
+		add := func(text, adaptive, static string, met bool) {
+			out = append(out, Target{Scenario: sc.Name, Text: text, Adaptive: adaptive, Static: static, Met: met})
+		}
+		st, ad := r.Metrics[Static], r.Metrics[Adaptive]
+		switch sc.Name {
+		case scLatency:
+			for g, grp := range sc.Groups {
+				dev := deviation(ad[g].Median, sc.Interval)
+				add(fmt.Sprintf("%s host: median gap within 1%% of the %s interval (jitter 0)", grp.Label, fmtDur(sc.Interval)),
+					fmt.Sprintf("%s (%+.2f%%)", fmtDur(ad[g].Median), dev*100),
+					fmt.Sprintf("%s (%+.0f%%: latency + delay)", fmtDur(st[g].Median), deviation(st[g].Median, sc.Interval)*100),
+					math.Abs(dev) <= targetMedianPrecision && ad[g].Median > 0)
+			}
+		case scCapacity:
+			a, s := ad[0], st[0]
+			add("goodput at least 85% of the host's capacity", fmtGoodput(a), fmtGoodput(s), a.GoodputShare() >= targetGoodput)
+			add("at most 3% of requests refused", fmtRefused(a), fmtRefused(s), a.RefusedShare() <= targetRefused)
+			add("no page lost", fmtLost(a), fmtLost(s), a.Lost == 0)
+			add("zero requests inside a Retry-After window", fmtInWindow(a), fmtInWindow(s), a.InWindow == 0)
+		case scHTTPDate:
+			a, s := ad[0], st[0]
+			add("zero requests inside a Retry-After window (HTTP-date, clock +1 h)", fmtInWindow(a), fmtInWindow(s), a.InWindow == 0)
+			worst, over, ok := a.MaxLateness()
+			met := ok && over == 0
+			text := "no window to measure"
+			if ok {
+				text = fmt.Sprintf("max %s after the window (allowed %s), %d of %d over", fmtDur(worst.Late), fmtDur(worst.Allow), over, len(a.Lateness))
+			}
+			add("first request after the window no later than the safety buffer plus the HTTP-date's 1 s resolution", text, "", met)
+		case scCrawlDelay:
+			a, s := ad[0], st[0]
+			lo, hi := a.Floor, a.Floor+time.Duration(float64(a.Floor)*sc.Jitter)
+			add(fmt.Sprintf("gaps between %s and %s (Crawl-delay, jitter %g)", fmtDur(lo), fmtDur(hi), sc.Jitter),
+				fmt.Sprintf("%s – %s (median %s)", fmtDur(a.Min), fmtDur(a.Max), fmtDur(a.Median)),
+				fmt.Sprintf("%s – %s", fmtDur(s.Min), fmtDur(s.Max)),
+				a.Min >= lo && a.Max <= hi && len(a.Gaps) > 0)
+		case scOutage:
+			a, s := ad[0], st[0]
+			if a.Outage != nil && s.Outage != nil {
+				add("request rate during the outage at least 4× lower than before", fmtDrop(a.Outage), fmtDrop(s.Outage), a.Outage.Drop() >= targetOutageDrop)
+				add("back at the floor within 30 s of recovery", fmtRecovery(a.Outage), fmtRecovery(s.Outage),
+					a.Outage.Recovered && a.Outage.Recovery <= targetRecovery)
+			}
+			add("no page lost", fmtLost(a), fmtLost(s), a.Lost == 0)
+		}
+		add("scenario run under a minute (both crawls, side by side)", fmtDur(r.Wall), "", r.Wall < targetScenarioWall)
+	}
+	if allRan {
+		out = append(out, Target{Scenario: "all", Text: "whole suite under 6 minutes", Adaptive: fmtDur(suite), Met: suite < targetSuiteWall})
+	}
+	return out
+}
+
+// deviation is (d − ref) / ref.
+func deviation(d, ref time.Duration) float64 {
+	if ref == 0 {
+		return 0
+	}
+	return float64(d-ref) / float64(ref)
+}
