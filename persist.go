@@ -201,7 +201,9 @@ func (p *Pacer) book(ctx context.Context, h *host, now time.Time) Reservation {
 	}
 	sctx, cancel := context.WithTimeout(ctx, storeTimeout)
 	defer cancel()
-	at, err := p.persist.shared.ReserveDeparture(sctx, h.key, now, res.Interval+res.Jitter)
+	// Book from the local slot, not from now: when this process must wait longer (its own schedule,
+	// a hold it knows of), the fleet's schedule learns when it really departs.
+	at, err := p.persist.shared.ReserveDeparture(sctx, h.key, res.At, res.Interval+res.Jitter)
 	if err != nil {
 		if ctx.Err() == nil {
 			p.storeFailed(h.key, "reserve", err, now)

@@ -71,7 +71,7 @@ func TestFleetSharesOneSchedule(t *testing.T) {
 	srv := redistest.Start(t)
 	site := &arrivals{}
 	host := site.serve(t)
-	const interval = 150 * time.Millisecond
+	const interval = 300 * time.Millisecond
 	var stores []*recording
 	var wg sync.WaitGroup
 	for i := range 3 {
@@ -106,6 +106,9 @@ func TestFleetSharesOneSchedule(t *testing.T) {
 			t.Errorf("slots %d and %d booked %v apart, want at least %v", i-1, i, gap, interval)
 		}
 	}
+	// At the server, a gap can be shorter than the slots' by the scheduling delay of a loaded machine
+	// (2 cores running the whole suite under -race); half an interval is what no process sharing the
+	// schedule can come near, and what three processes pacing alone would.
 	for i, g := range site.gaps() {
 		if g < interval/2 {
 			t.Errorf("requests %d and %d reached the server %v apart: the processes did not share the schedule", i, i+1, g)
