@@ -51,19 +51,10 @@ func TestQueueKeepsHostOrder(t *testing.T) {
 func TestQueueIsFairBetweenHosts(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		n := newFakeNet(t)
-		var mu sync.Mutex
-		var order []string
-		page := func(name string) http.HandlerFunc {
-			return func(w http.ResponseWriter, r *http.Request) {
-				mu.Lock()
-				order = append(order, name)
-				mu.Unlock()
-				fmt.Fprint(w, "ok")
-			}
-		}
-		_, a := n.host("a.test", page("a"))
-		_, b := n.host("b.test", page("b"))
-		_, cc := n.host("c.test", page("c"))
+		var served serveOrder
+		_, a := n.host("a.test", served.page("a"))
+		_, b := n.host("b.test", served.page("b"))
+		_, cc := n.host("c.test", served.page("c"))
 		c, _, q := queueCollector(n, 1, WithBaseDelay(time.Second), WithoutRobots())
 		for i := range 3 {
 			for j, base := range []string{a, a, b, cc} { // a is queued twice as often
@@ -77,7 +68,7 @@ func TestQueueIsFairBetweenHosts(t *testing.T) {
 			t.Fatal(err)
 		}
 		// One worker: a, b, c in turn while all are ready; a's extra requests wait for a's interval.
-		if got := strings.Join(order[:6], ""); got != "abcabc" {
+		if got := strings.Join(served.names()[:6], ""); got != "abcabc" {
 			t.Errorf("first departures %s, want abcabc", got)
 		}
 	})
@@ -234,18 +225,9 @@ func TestQueueStopsWithCollectorContext(t *testing.T) {
 func TestQueueLongestScheduleFirst(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		n := newFakeNet(t)
-		var mu sync.Mutex
-		var order []string
-		page := func(name string) http.HandlerFunc {
-			return func(w http.ResponseWriter, r *http.Request) {
-				mu.Lock()
-				order = append(order, name)
-				mu.Unlock()
-				fmt.Fprint(w, "ok")
-			}
-		}
-		_, short := n.host("short.test", page("s"))
-		_, long := n.host("long.test", page("l"))
+		var served serveOrder
+		_, short := n.host("short.test", served.page("s"))
+		_, long := n.host("long.test", served.page("l"))
 		c, _, q := queueCollector(n, 1, WithBaseDelay(time.Second), WithoutRobots())
 		for i := range 2 {
 			_ = q.AddURL(fmt.Sprintf("%s/p/%d", short, i))
@@ -257,11 +239,33 @@ func TestQueueLongestScheduleFirst(t *testing.T) {
 		if err := q.Run(c); err != nil {
 			t.Fatal(err)
 		}
-		if order[0] != "l" {
+		if order := served.names(); order[0] != "l" {
 			t.Errorf("departures %v: the host with 6 requests should go before the one with 2", order)
 		}
 		if took := time.Since(start); took != 5*time.Second {
 			t.Errorf("crawl took %v, want 5s: the long host's own schedule", took)
 		}
 	})
+}
+
+// serveOrder records which host served each page, in order.
+type serveOrder struct {
+	mu    sync.Mutex
+	order []string
+}
+
+// page is a handler serving "ok" as the host name.
+func (o *serveOrder) page(name string) http.HandlerFunc {
+	return func(w http.ResponseWriter, _ *http.Request) {
+		o.mu.Lock()
+		o.order = append(o.order, name)
+		o.mu.Unlock()
+		fmt.Fprint(w, "ok")
+	}
+}
+
+func (o *serveOrder) names() []string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return append([]string(nil), o.order...)
 }
