@@ -56,12 +56,12 @@ func newHost(key string, p HostPolicy) *host {
 		policy: p,
 		slots:  make(chan struct{}, p.MaxInFlight),
 		delay:  newAdaptive(p.BaseDelay),
-		ready:  closed,
+		ready:  alreadyReady,
 	}
 }
 
-// closed is the ready channel of hosts with nothing to restore.
-var closed = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+// alreadyReady is the ready channel of hosts with nothing to restore.
+var alreadyReady = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
 // Reservation is a departure slot on a host's schedule.
 type Reservation struct {
