@@ -6,7 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"os"
+	"path/filepath"
 	"runtime"
+	"strings"
 
 	"github.com/collypace/ext"
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
@@ -41,17 +44,22 @@ type Store struct {
 var _ ext.Store = (*Store)(nil)
 
 // Open opens the SQLite database at path, creating the file and its tables when missing and migrating
-// an older schema. path names a file; ":memory:" is refused, since the Store's connections would each
-// see a different database. Close the Store when done.
+// an older schema. path is a file path as the os package takes it, relative to the working directory
+// or absolute; any character is allowed (spaces, '?', '#', '%'). ":memory:" is refused, since the
+// Store's connections would each see a different database. A new file is created readable by its
+// owner only (0600): deferred requests are stored in it. Close the Store when done.
 func Open(path string) (*Store, error) {
 	if path == "" || path == ":memory:" {
 		return nil, fmt.Errorf("sqlitestore: path %q does not name a file", path)
 	}
+	abs, err := prepareFile(path)
+	if err != nil {
+		return nil, err
+	}
 	ctx := context.Background()
 	s := &Store{}
-	var err error
 	// The writer: transactions begin IMMEDIATE, so a write never fails upgrading a read lock.
-	if s.w, err = openDB(path, "_txlock=immediate"); err != nil {
+	if s.w, err = openDB(abs, "_txlock=immediate"); err != nil {
 		return nil, err
 	}
 	s.w.SetMaxOpenConns(1)
@@ -60,7 +68,7 @@ func Open(path string) (*Store, error) {
 		s.w.Close()
 		return nil, err
 	}
-	if s.r, err = openDB(path, "_pragma=query_only(1)"); err != nil {
+	if s.r, err = openDB(abs, "_pragma=query_only(1)"); err != nil {
 		s.w.Close()
 		return nil, err
 	}
@@ -74,13 +82,42 @@ func Open(path string) (*Store, error) {
 	return s, nil
 }
 
-// openDB opens a pool on path with the pragmas every connection needs, plus extra query parameters.
-func openDB(path, extra string) (*sql.DB, error) {
-	u := url.URL{Scheme: "file", Path: path} // escapes '?', '#' and '%' in the path
-	dsn := fmt.Sprintf("%s?_pragma=busy_timeout(%d)&_pragma=synchronous(NORMAL)&%s", u.String(), busyTimeoutMS, extra)
+// prepareFile makes path absolute, checks that its directory exists, and creates the file owner-only
+// when it is missing (SQLite gives its -wal and -shm files the database file's permissions).
+func prepareFile(path string) (string, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return "", fmt.Errorf("sqlitestore: path %q: %w", path, err)
+	}
+	dir := filepath.Dir(abs)
+	if fi, err := os.Stat(dir); err != nil {
+		return "", fmt.Errorf("sqlitestore: directory %s of database %s: %w", dir, path, err)
+	} else if !fi.IsDir() {
+		return "", fmt.Errorf("sqlitestore: %s (in database path %s) is not a directory", dir, path)
+	}
+	f, err := os.OpenFile(abs, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return "", fmt.Errorf("sqlitestore: database %s: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		return "", fmt.Errorf("sqlitestore: database %s: %w", path, err)
+	}
+	return abs, nil
+}
+
+// openDB opens a pool on the absolute path abs with the pragmas every connection needs, plus extra
+// query parameters. The path goes into an SQLite URI ("file:/dir/name?..."), escaped so that '?',
+// '#', '%' and spaces in it stay part of the name.
+func openDB(abs, extra string) (*sql.DB, error) {
+	p := filepath.ToSlash(abs)
+	if !strings.HasPrefix(p, "/") {
+		p = "/" + p // a Windows volume: file:/C:/dir/name
+	}
+	u := url.URL{Path: p}
+	dsn := fmt.Sprintf("file:%s?_pragma=busy_timeout(%d)&_pragma=synchronous(NORMAL)&%s", u.EscapedPath(), busyTimeoutMS, extra)
 	db, err := sql.Open("sqlite", dsn)
 	if err != nil {
-		return nil, fmt.Errorf("sqlitestore: open %s: %w", path, err)
+		return nil, fmt.Errorf("sqlitestore: open %s: %w", abs, err)
 	}
 	return db, nil
 }
