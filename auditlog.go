@@ -52,7 +52,19 @@ const (
 	FieldComplianceFlag = "compliance_flag"
 	FieldStatusCode     = "status_code"
 	FieldDetail         = "detail"
+	// Added in schema 2 (every field above keeps its meaning; readers ignore fields they do not know).
+	FieldSchema           = "schema"                 // the schema version, AuditSchema
+	FieldURL              = "url"                    // the request (departures, refusals, retries, deferrals): no userinfo, query only with WithAuditQuery
+	FieldWaitMS           = "wait_ms"                // departures: how long this request waited in the pacer
+	FieldIntervalMS       = "interval_ms"            // departures: the interval in force, jitter excluded
+	FieldCrawlDelayMS     = "crawl_delay_ms"         // departures: the robots.txt Crawl-delay in force (0: none)
+	FieldRateIntervalMS   = "rate_limit_interval_ms" // departures: the interval the rate-limit headers imply (0: none)
+	FieldWindowStart      = "window_start"           // holds (retry_after_honoured, rate_limit_applied): when it was learned, RFC 3339
+	FieldWindowEnd        = "window_end"             // holds: no departure before this instant, RFC 3339
 )
+
+// AuditSchema is the version of the audit schema written in every event's "schema" field.
+const AuditSchema = 2
 
 // Outcome triggers: what caused an event, beside the interval triggers of delay.go.
 const (
@@ -82,6 +94,15 @@ type auditEvent struct {
 	compliant bool
 	status    int
 	detail    string
+
+	url          string        // the request, already redacted (auditURL)
+	wait         time.Duration // departures: time spent waiting in the pacer
+	interval     time.Duration // departures: the interval in force
+	crawlDelay   time.Duration // departures: the Crawl-delay in force
+	rateInterval time.Duration // departures: the rate-limit interval in force
+	windowStart  time.Time     // holds: when the window was learned
+	windowEnd    time.Time     // holds: when it ends
+	departure    bool          // a departure event: the departure fields are written, even when 0
 }
 
 // auditLog writes audit events through a zerolog.Logger without touching zerolog's globals.
@@ -105,9 +126,23 @@ func (a *auditLog) emit(level zerolog.Level, e auditEvent) {
 		Int64(FieldComputedDelay, e.computed.Milliseconds()).
 		Int64(FieldJitterMS, e.jitter.Milliseconds()).
 		Bool(FieldComplianceFlag, e.compliant).
-		Int(FieldStatusCode, e.status)
+		Int(FieldStatusCode, e.status).
+		Int(FieldSchema, AuditSchema)
 	if e.detail != "" {
 		ev.Str(FieldDetail, stripUserinfo(e.detail))
+	}
+	if e.url != "" {
+		ev.Str(FieldURL, e.url)
+	}
+	if e.departure {
+		ev.Int64(FieldWaitMS, e.wait.Milliseconds()).
+			Int64(FieldIntervalMS, e.interval.Milliseconds()).
+			Int64(FieldCrawlDelayMS, e.crawlDelay.Milliseconds()).
+			Int64(FieldRateIntervalMS, e.rateInterval.Milliseconds())
+	}
+	if !e.windowEnd.IsZero() {
+		ev.Str(FieldWindowStart, e.windowStart.UTC().Format(time.RFC3339Nano)).
+			Str(FieldWindowEnd, e.windowEnd.UTC().Format(time.RFC3339Nano))
 	}
 	ev.Send()
 }
