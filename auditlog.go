@@ -53,14 +53,14 @@ const (
 	FieldStatusCode     = "status_code"
 	FieldDetail         = "detail"
 	// Added in schema 2 (every field above keeps its meaning; readers ignore fields they do not know).
-	FieldSchema           = "schema"                 // the schema version, AuditSchema
-	FieldURL              = "url"                    // the request (departures, refusals, retries, deferrals): no userinfo, query only with WithAuditQuery
-	FieldWaitMS           = "wait_ms"                // departures: how long this request waited in the pacer
-	FieldIntervalMS       = "interval_ms"            // departures: the interval in force, jitter excluded
-	FieldCrawlDelayMS     = "crawl_delay_ms"         // departures: the robots.txt Crawl-delay in force (0: none)
-	FieldRateIntervalMS   = "rate_limit_interval_ms" // departures: the interval the rate-limit headers imply (0: none)
-	FieldWindowStart      = "window_start"           // holds (retry_after_honoured, rate_limit_applied): when it was learned, RFC 3339
-	FieldWindowEnd        = "window_end"             // holds: no departure before this instant, RFC 3339
+	FieldSchema         = "schema"                 // the schema version, AuditSchema
+	FieldURL            = "url"                    // the request (departures, refusals, retries, deferrals): no userinfo, query only with WithAuditQuery
+	FieldWaitMS         = "wait_ms"                // departures: how long this request waited in the pacer
+	FieldIntervalMS     = "interval_ms"            // departures: the interval in force, jitter excluded
+	FieldCrawlDelayMS   = "crawl_delay_ms"         // departures: the robots.txt Crawl-delay in force (0: none)
+	FieldRateIntervalMS = "rate_limit_interval_ms" // departures: the interval the rate-limit headers imply (0: none)
+	FieldWindowStart    = "window_start"           // holds (retry_after_honoured, rate_limit_applied): when it was learned, RFC 3339
+	FieldWindowEnd      = "window_end"             // holds: no departure before this instant, RFC 3339
 )
 
 // AuditSchema is the version of the audit schema written in every event's "schema" field.
