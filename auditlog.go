@@ -11,32 +11,32 @@ import (
 
 // Audit event names: the value of the "event" field. They are part of the stable schema.
 const (
-	EventDelayApplied        = "delay_applied"         // a request departed after the computed interval
-	EventDelayIncreased      = "delay_increased"       // the adaptive delay grew (refusal or latency)
-	EventDelayDecreased      = "delay_decreased"       // the adaptive delay gave capacity back
-	EventRetryAfterHonoured  = "retry_after_honoured"  // no departure to the host before the window ends
-	EventCrawlDelayApplied   = "crawl_delay_applied"   // a robots.txt Crawl-delay became part of the interval
-	EventRateLimitApplied    = "rate_limit_applied"    // rate-limit headers set the interval or a hold
-	EventHeaderInvalid       = "header_invalid"        // a Retry-After or rate-limit field was ignored
-	EventRobotsInvalid       = "robots_invalid"        // part of robots.txt was not taken as published
-	EventRobotsUnavailable   = "robots_unavailable"    // robots.txt could not be read (5xx, network): retried later
-	EventRetryScheduled      = "retry_scheduled"       // a refused request will be sent again after the window
-	EventRetriesExhausted    = "retries_exhausted"     // a refused request reached the retry limit
-	EventPacingBypassed      = "pacing_bypassed"       // requests reach the network without the pacer's transport
-	EventLimitRuleStacked    = "limit_rule_stacked"    // a LimitRule Delay adds latency + delay on top of pacing
-	EventDepartureAbandoned  = "departure_abandoned"   // a wait ended by cancellation or a deadline
-	EventRetryAfterTooLong   = "retry_after_too_long"  // a Retry-After above the maximum: backoff applied instead
-	EventCrawlDelayClamped   = "crawl_delay_clamped"   // a Crawl-delay above the maximum was clamped
-	EventRedirectHopDeferred = "redirect_hop_deferred" // a redirect hop would wait past the request's deadline
-	EventBreakerOpened       = "breaker_opened"        // the host is parked: its requests are deferred
-	EventBreakerHalfOpen     = "breaker_half_open"     // the cool-down is over: one probe goes out
-	EventBreakerClosed       = "breaker_closed"        // the probe succeeded: the host is crawled again
-	EventRequestDeferred     = "request_deferred"      // a request to a parked host was stored, not sent
-	EventDeferredDrained     = "deferred_drained"      // deferred requests were handed back to a collector
-	EventStateRepaired       = "state_repaired"        // a stored value could not be trusted and was fixed
-	EventStateCorrupt        = "state_corrupt"         // a stored row could not be decoded: the host starts afresh
-	EventStoreUnavailable    = "store_unavailable"     // the store failed: pacing continues locally
-	EventStoreRecovered      = "store_recovered"       // the store answers again
+	EventDelayApplied        = "delay_applied"          // a request departed after the computed interval
+	EventDelayIncreased      = "delay_increased"        // the adaptive delay grew (refusal or latency)
+	EventDelayDecreased      = "delay_decreased"        // the adaptive delay gave capacity back
+	EventRetryAfterHonoured  = "retry_after_honoured"   // no departure to the host before the window ends
+	EventCrawlDelayApplied   = "crawl_delay_applied"    // a robots.txt Crawl-delay became part of the interval
+	EventRateLimitApplied    = "rate_limit_applied"     // rate-limit headers set the interval or a hold
+	EventHeaderInvalid       = "header_invalid"         // a Retry-After or rate-limit field was ignored
+	EventRobotsInvalid       = "robots_invalid"         // part of robots.txt was not taken as published
+	EventRobotsUnavailable   = "robots_unavailable"     // robots.txt could not be read (5xx, network): retried later
+	EventRetryScheduled      = "retry_scheduled"        // a refused request will be sent again after the window
+	EventRetriesExhausted    = "retries_exhausted"      // a refused request reached the retry limit
+	EventPacingBypassed      = "pacing_bypassed"        // requests reach the network without the pacer's transport
+	EventLimitRuleStacked    = "limit_rule_stacked"     // a LimitRule Delay adds latency + delay on top of pacing
+	EventDepartureAbandoned  = "departure_abandoned"    // a wait ended by cancellation or a deadline
+	EventRetryAfterTooLong   = "retry_after_too_long"   // a Retry-After above the maximum: backoff applied instead
+	EventCrawlDelayClamped   = "crawl_delay_clamped"    // a Crawl-delay above the maximum was clamped
+	EventRedirectHopTimedOut = "redirect_hop_timed_out" // a redirect hop's wait reached its request's deadline: retried
+	EventBreakerOpened       = "breaker_opened"         // the host is parked: its requests are deferred
+	EventBreakerHalfOpen     = "breaker_half_open"      // the cool-down is over: one probe goes out
+	EventBreakerClosed       = "breaker_closed"         // the probe succeeded: the host is crawled again
+	EventRequestDeferred     = "request_deferred"       // a request to a parked host was stored, not sent
+	EventDeferredDrained     = "deferred_drained"       // deferred requests were handed back to a collector
+	EventStateRepaired       = "state_repaired"         // a stored value could not be trusted and was fixed
+	EventStateCorrupt        = "state_corrupt"          // a stored row could not be decoded: the host starts afresh
+	EventStoreUnavailable    = "store_unavailable"      // the store failed: pacing continues locally
+	EventStoreRecovered      = "store_recovered"        // the store answers again
 )
 
 // Audit field keys: the stable schema of every event.
@@ -157,6 +157,20 @@ func stripUserinfo(s string) string {
 		return s
 	}
 	return userinfoInText.ReplaceAllString(s, "$1")
+}
+
+// auditURL is how a request's URL appears in the audit trail: no userinfo, no fragment, and no query
+// unless WithAuditQuery asked for it (queries carry session IDs and tokens).
+func (p *Pacer) auditURL(u *url.URL) string {
+	if u == nil {
+		return ""
+	}
+	c := *u
+	c.User, c.Fragment, c.RawFragment = nil, "", ""
+	if !p.cfg.auditQuery {
+		c.RawQuery, c.ForceQuery = "", false
+	}
+	return c.String()
 }
 
 // redactURL drops userinfo from a URL before it is logged.

@@ -26,8 +26,12 @@ func AdaptivePacing(c *colly.Collector, opts ...Option) *Pacer {
 
 // Install paces c with p, for collectors made with Clone (which share the transport but not callbacks)
 // or several collectors sharing one schedule per host.
+// Installing the same Pacer twice on one collector does nothing the second time.
 func (p *Pacer) Install(c *colly.Collector) {
 	c.WithTransport(p.rt)
+	if _, dup := p.installed.LoadOrStore(c, true); dup {
+		return
+	}
 	b := &binding{p: p, c: c}
 	c.OnRequestHeaders(b.onRequestHeaders)
 	c.OnResponse(b.onResponse)
@@ -65,7 +69,7 @@ func (b *binding) onRequestHeaders(r *colly.Request) {
 			return
 		}
 	}
-	f, err := p.depart(ctx, h, p.takeBooking(*r.Headers))
+	f, err := p.depart(ctx, h, true, false)
 	if errors.Is(err, ErrBreakerOpen) {
 		b.deferRequest(r, h, err)
 		return
@@ -74,7 +78,8 @@ func (b *binding) onRequestHeaders(r *colly.Request) {
 		r.Abort()
 		return
 	}
-	f.parent, f.url = ctx, r.URL
+	p.markDispatched(*r.Headers)
+	f.parent, f.reqURL, f.url = ctx, r.URL, p.auditURL(r.URL)
 	b.flights.Store(r.ID, f)
 	p.rt.announce(r.URL, f)
 }
@@ -129,18 +134,19 @@ func (b *binding) settle(resp *colly.Response, err error) bool {
 	p := b.p
 	now := p.now()
 	if !f.claimed.Load() {
-		p.rt.unannounce(f.url)
+		p.rt.unannounce(f.reqURL)
 		if f.res.probe && resp.StatusCode == 0 {
 			f.h.abandonProbe() // aborted before it left: the next request is the probe
 		}
 		if resp.StatusCode != 0 {
 			// The response came back without passing the pacer's transport.
+			f.wire(p, f.res.At, true)
 			b.bypassed(f, resp, now)
 		}
-		f.finish(now)
+		f.finish(p, now)
 		return true
 	}
-	f.finish(now)
+	f.finish(p, now)
 	b.checkStacked(resp, now)
 	return true
 }

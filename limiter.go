@@ -4,25 +4,35 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"sync"
 	"sync/atomic"
 	"time"
 )
 
-// ErrWaitBeyondDeadline is returned when a departure would have to wait past the context's deadline
-// (less deadlineMargin, left for the request itself): a redirect hop whose wait does not fit in the
-// client's timeout. The request is retried.
-var ErrWaitBeyondDeadline = errors.New("ext: departure would wait past the request deadline")
+// This file is the departure path, top to bottom: a request takes an in-flight slot, joins its host's
+// FIFO, waits at the head until the admission rule lets it go (and, in a fleet, until the shared store
+// admits it), departs, and its flight ends when the response is done. Nothing is booked ahead: a request
+// that has not departed holds no slot on the schedule, so any change (an interval up or down, a hold, a
+// departure reaching the wire late) applies to every waiting request at once.
 
-// deadlineMargin is the time a departure must leave before its context's deadline.
+// ErrWaitBeyondDeadline is returned when a redirect hop's wait reaches its request's deadline (less
+// deadlineMargin, left for the request itself): http.Client's timeout covers every hop, and a hop that
+// cannot leave in time is retried rather than sent without time to answer. First requests wait in
+// OnRequestHeaders, before that timeout starts, and never fail this way: they wait until they depart
+// or their context ends.
+var ErrWaitBeyondDeadline = errors.New("ext: redirect hop reached its request deadline before it could depart")
+
+// deadlineMargin is the time a redirect hop must leave before its request's deadline.
 const deadlineMargin = time.Second
 
-// host is one host's departure schedule, in-flight cap and pacing state.
-//
-// The schedule is start-based: a request departs no earlier than the previous departure plus the
-// interval in effect then. Reservations hand out departure slots in order; an increase of the
-// interval or a new hold (Retry-After, exhausted rate limit) bumps the generation, and a waiter whose
-// reservation is of an older generation re-reserves when it wakes instead of departing.
+// maxWireWait bounds how long a departure whose headers have not reached the wire holds back the next
+// one: a dial that takes longer than this (or a request that never reaches our transport) no longer
+// delays the host's schedule.
+const maxWireWait = 30 * time.Second
+
+// host is one host's pacing state: the admission rule's inputs, the FIFO of waiting requests and the
+// in-flight semaphore.
 type host struct {
 	key    string
 	policy HostPolicy
@@ -35,16 +45,16 @@ type host struct {
 
 	mu            sync.Mutex // protects the fields below
 	delay         adaptive
-	epoch         uint64        // bumped when the interval changes: outstanding reservations are void
-	changed       chan struct{} // closed on the next epoch bump, to wake waiters; nil until one waits
-	next          time.Time     // earliest departure of the next reservation
-	lastDeparture time.Time
+	lastDeparture time.Time // when the latest departure reached the wire (its admission until then)
+	pendingWire   int       // departures admitted whose headers have not reached the wire yet
+	pendingSince  time.Time // when the oldest of them was admitted
 	holdUntil     time.Time // no departure before: Retry-After window or exhausted rate limit
 	holdTrigger   string
 	crawlDelay    time.Duration
 	crawlClamped  bool // robots.txt asked for more than we honour
 	rate          rateLimitSignal
 	brk           breaker
+	waiters       []*waiter // the FIFO; waiters[0] is the head, the only one that waits for its time
 	departures    int64
 	refusals      int64
 	retries       int64
@@ -63,22 +73,25 @@ func newHost(key string, p HostPolicy) *host {
 // alreadyReady is the ready channel of hosts with nothing to restore.
 var alreadyReady = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
-// Reservation is a departure slot on a host's schedule.
+// Reservation describes one departure: when it left, the interval and jitter that spaced it from the
+// previous one and what set them. Observe takes it back with the outcome.
 type Reservation struct {
 	Host      string
-	At        time.Time       // when the request may depart
-	Interval  time.Duration   // the interval after it, jitter excluded
-	Jitter    time.Duration   // the random extra added to Interval
-	Trigger   string          // what set Interval (or "retry_after"/"rate_limit" for a hold)
-	gen       uint64          // the adaptive generation at booking: one increase per burst
-	epoch     uint64          // the schedule epoch at booking: a change voids the slot
-	compliant bool            // every constraint the host published is honoured in full
-	probe     bool            // the half-open breaker's probe
-	changed   <-chan struct{} // closed when the reservation is void
-	h         *host
+	At        time.Time     // when the request departed (or, from ReserveAt, departs)
+	Interval  time.Duration // the interval before it, jitter excluded
+	Jitter    time.Duration // the random extra added to Interval
+	Trigger   string        // what set Interval (or "retry_after"/"rate_limit" when a hold ended last)
+	Wait      time.Duration // how long the request waited in the pacer
+	gen       uint64        // the adaptive generation at departure: one increase per burst
+	compliant bool          // every constraint the host published is honoured in full
+	probe     bool          // the half-open breaker's probe
+
+	crawlDelay   time.Duration // the Crawl-delay in force at departure
+	rateInterval time.Duration // the rate-limit interval in force at departure
+	h            *host
 }
 
-// DelayFrom returns how long from now the reservation's departure is.
+// DelayFrom returns how long from now the departure is.
 func (r Reservation) DelayFrom(now time.Time) time.Duration {
 	return max(r.At.Sub(now), 0)
 }
@@ -92,125 +105,126 @@ func (h *host) intervalLocked(now time.Time) (time.Duration, string) {
 	return interval(h.policy.BaseDelay, h.crawlDelay, rate, h.delay.delay)
 }
 
-// reserveAt books the next departure slot at or after now. r is a random number in [0, 1) for the jitter.
-func (h *host) reserveAt(now time.Time, jitterFraction, r float64) Reservation {
+// earliestLocked is the admission rule: a request whose jitter draw is r may depart at
+// max(last departure + interval now + its jitter, hold end), and not while an earlier departure is still
+// on its way to the wire (bounded by maxWireWait). It returns that instant and the departure it would be.
+func (h *host) earliestLocked(now time.Time, jitterFraction, r float64) (time.Time, Reservation) {
+	iv, why := h.intervalLocked(now)
+	jit := jitter(iv, jitterFraction, r)
+	at := h.lastDeparture.Add(iv).Add(jit)
+	if h.pendingWire > 0 {
+		at = later(at, h.pendingSince.Add(maxWireWait))
+	}
+	if h.holdUntil.After(now) && !h.holdUntil.Before(at) {
+		why = h.holdTrigger
+	}
+	at = later(at, h.holdUntil)
+	res := Reservation{Host: h.key, Interval: iv, Jitter: jit, Trigger: why, gen: h.delay.gen, compliant: !h.crawlClamped, h: h,
+		crawlDelay: h.crawlDelay}
+	if now.Before(h.rate.Until) {
+		res.rateInterval = h.rate.Interval
+	}
+	return at, res
+}
+
+// nextLocked is when a request asking at now could depart, jitter aside.
+func (h *host) nextLocked(now time.Time) time.Time {
+	at, _ := h.earliestLocked(now, 0, 0)
+	return at
+}
+
+// departLocked records a departure admitted at now. traced says the pacer's transport will report when
+// its headers reach the wire (wired); until then the next departure waits.
+func (h *host) departLocked(res *Reservation, now time.Time, traced bool) {
+	res.At = now
+	h.lastDeparture = later(h.lastDeparture, now)
+	h.departures++
+	if traced {
+		if h.pendingWire == 0 {
+			h.pendingSince = now
+		}
+		h.pendingWire++
+	}
+}
+
+// wired records that a traced departure reached the wire at at (sent), or will not reach it at all:
+// the next departure is at least an interval after the wire instant.
+func (h *host) wired(at time.Time, sent bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	iv, why := h.intervalLocked(now)
-	at := now
-	if h.next.After(at) {
-		at = h.next
+	if h.pendingWire > 0 {
+		h.pendingWire--
 	}
-	if h.holdUntil.After(at) {
-		at, why = h.holdUntil, h.holdTrigger
+	if sent {
+		h.lastDeparture = later(h.lastDeparture, at)
 	}
-	jit := jitter(iv, jitterFraction, r)
-	h.next = at.Add(iv + jit)
-	res := Reservation{Host: h.key, At: at, Interval: iv, Jitter: jit, Trigger: why, gen: h.delay.gen, epoch: h.epoch, compliant: !h.crawlClamped, h: h}
+	h.wakeHeadLocked()
+}
+
+// changedLocked tells the head its inputs changed (an interval up or down, a hold, the breaker): it
+// computes its time again at once.
+func (h *host) changedLocked() { h.wakeHeadLocked() }
+
+// AdmitAt applies the admission rule to a request to hostKey asking at now, as the head of its host's
+// queue, without waiting and without a shared store: when it may depart, the departure is recorded at
+// now and ok is true; otherwise nothing is recorded and the returned Reservation's At says when to ask
+// again.
+func (p *Pacer) AdmitAt(hostKey string, now time.Time) (Reservation, bool) {
+	h := p.hostAt(hostKey, now)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	at, res := h.earliestLocked(now, p.cfg.jitter, p.cfg.random())
 	if at.After(now) {
-		if h.changed == nil {
-			h.changed = make(chan struct{})
-		}
-		res.changed = h.changed
+		res.At = at
+		return res, false
 	}
+	h.departLocked(&res, now, false)
+	return res, true
+}
+
+// ReserveAt is AdmitAt for a caller that will wait itself: it returns the departure at the instant the
+// admission rule allows (now or later) and records it there. It is for explicit-time simulations and
+// tests; the blocking paths (Wait, Colly) never record a departure before it happens.
+func (p *Pacer) ReserveAt(hostKey string, now time.Time) Reservation {
+	h := p.hostAt(hostKey, now)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	at, res := h.earliestLocked(now, p.cfg.jitter, p.cfg.random())
+	at = later(at, now)
+	res.Wait = at.Sub(now)
+	h.departLocked(&res, at, false)
 	return res
 }
 
-// confirmation is what confirmAt says of a reservation.
-type confirmation int
-
-const (
-	departed confirmation = iota // the request departs now
-	rebook                       // the schedule changed: reserve again
-	tooSoon                      // the previous departure left late: wait until the returned time
-)
-
-// confirmAt turns a reservation into a departure at now. The schedule may have changed since the
-// reservation was made (an increase or decrease, a new hold): the caller must book again. A departure
-// never follows the previous one by less than the interval, even when timers fire late after a stall:
-// then the caller waits until the returned time. It fails with ErrBreakerOpen when the host's breaker
-// opened meanwhile.
-func (h *host) confirmAt(res Reservation, now time.Time) (confirmation, time.Time, error) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.brk.state == BreakerOpen {
-		return rebook, time.Time{}, ErrBreakerOpen
-	}
-	if res.epoch != h.epoch || now.Before(h.holdUntil) {
-		return rebook, time.Time{}, nil
-	}
-	if earliest := h.lastDeparture.Add(res.Interval); now.Before(earliest) || now.Before(res.At) {
-		return tooSoon, later(earliest, res.At), nil
-	}
-	h.lastDeparture = now
-	h.departures++
-	return departed, time.Time{}, nil
+// waiter is one request in its host's FIFO.
+type waiter struct {
+	r    float64       // its jitter draw, in [0, 1)
+	wake chan struct{} // signalled (capacity 1) when it becomes the head or, as the head, when its inputs change
 }
 
-func later(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
-	}
-	return b
-}
-
-// departedAt records a departure booked outside the wait (ReserveAt): at is when the caller departs.
-func (h *host) departedAt(at time.Time) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if at.After(h.lastDeparture) {
-		h.lastDeparture = at
-	}
-	h.departures++
-}
-
-// admitAt asks the breaker whether a departure may go at now.
-func (h *host) admitAt(now time.Time, b BreakerPolicy) (admission, <-chan struct{}, *breakerChange) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	adm, ch := h.brk.admitLocked(now, b.Cooldown, h.crawlClamped && !b.IgnoreCaps)
-	return adm, h.brk.resolved, ch
-}
-
-// abandonProbe lets another request be the half-open probe when this one gives up waiting.
-func (h *host) abandonProbe() {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.brk.state == BreakerHalfOpen {
-		h.brk.settleProbe()
+// wakeHeadLocked signals the head of the FIFO, if any.
+func (h *host) wakeHeadLocked() {
+	if len(h.waiters) > 0 {
+		select {
+		case h.waiters[0].wake <- struct{}{}:
+		default:
+		}
 	}
 }
 
-// pushNext moves the next departure to at least t (a slot booked in a shared store).
-func (h *host) pushNext(t time.Time) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if t.After(h.next) {
-		h.next = t
+// leaveLocked removes w from the FIFO; when it was the head, the next one becomes the head.
+func (h *host) leaveLocked(w *waiter) {
+	for i, x := range h.waiters {
+		if x == w {
+			copy(h.waiters[i:], h.waiters[i+1:])
+			h.waiters[len(h.waiters)-1] = nil
+			h.waiters = h.waiters[:len(h.waiters)-1]
+			if i == 0 {
+				h.wakeHeadLocked()
+			}
+			return
+		}
 	}
-}
-
-// cancel gives a reservation back when it is the last one booked, so an abandoned wait
-// does not push later requests back.
-func (h *host) cancel(res Reservation) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.next.Equal(res.At.Add(res.Interval+res.Jitter)) && res.epoch == h.epoch {
-		h.next = res.At
-	}
-}
-
-// rescheduleLocked restarts the schedule after the interval changed: outstanding reservations are
-// void (their epoch is old), their waiters wake and book again, and the next slot is the last
-// departure plus the new interval. A hold needs no reschedule: reservations and confirmations check it.
-func (h *host) rescheduleLocked(now time.Time) {
-	h.epoch++
-	if h.changed != nil {
-		close(h.changed)
-		h.changed = nil
-	}
-	iv, _ := h.intervalLocked(now)
-	h.next = h.lastDeparture.Add(iv)
 }
 
 // acquire takes an in-flight slot, or fails when ctx ends first.
@@ -230,11 +244,83 @@ func (h *host) acquire(ctx context.Context) error {
 
 func (h *host) release() { <-h.slots }
 
-// waitDeparture blocks until a reservation on h is confirmed, holding no lock while it sleeps.
-// It fails when ctx ends first, at once when the departure would come after ctx's deadline, and with
-// ErrBreakerOpen when the host is parked. The caller holds an in-flight slot.
-func (p *Pacer) waitDeparture(ctx context.Context, h *host) (Reservation, error) {
+// depart waits for an in-flight slot and the departure of a request to h, and returns its flight.
+// traced says the pacer's transport will carry the request and report its wire instant. A first
+// request waits until it departs or ctx ends; a redirect hop (hop) gives up deadlineMargin before
+// ctx's deadline with ErrWaitBeyondDeadline.
+func (p *Pacer) depart(ctx context.Context, h *host, traced, hop bool) (*flight, error) {
+	start := p.now()
+	if err := h.acquire(ctx); err != nil {
+		p.auditAbandoned(h, err)
+		return nil, err
+	}
+	if hop {
+		if deadline, ok := ctx.Deadline(); ok {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithDeadlineCause(ctx, deadline.Add(-deadlineMargin),
+				fmt.Errorf("%w: %s", ErrWaitBeyondDeadline, h.key))
+			defer cancel()
+		}
+	}
+	res, err := p.waitDeparture(ctx, h, start, traced)
+	if err != nil {
+		h.release()
+		p.auditAbandoned(h, err)
+		return nil, err
+	}
+	p.cfg.observer.Departed(h.key, res.Wait)
+	f := &flight{h: h, res: res, departed: res.At}
+	if traced {
+		f.wirePending.Store(true)
+	} else {
+		p.auditDeparture(f, res.At)
+	}
+	return f, nil
+}
+
+// waitDeparture joins h's FIFO and waits at its head until the breaker, the admission rule and, in a
+// fleet, the shared store let the request go. It holds no lock while it sleeps, and fails only when ctx
+// ends or the host's breaker is open (ErrBreakerOpen). The caller holds an in-flight slot.
+func (p *Pacer) waitDeparture(ctx context.Context, h *host, start time.Time, traced bool) (Reservation, error) {
+	w := &waiter{r: p.cfg.random()}
+	h.mu.Lock()
+	if len(h.waiters) == 0 && h.brk.state == BreakerClosed {
+		// The fast path: nobody waits, and the rule may let it go at once (no fleet to ask).
+		if at, res := h.earliestLocked(start, p.cfg.jitter, w.r); !at.After(start) && !p.fleetActive(start) {
+			h.departLocked(&res, start, traced)
+			h.mu.Unlock()
+			h.markDirty(p)
+			return res, nil
+		}
+	}
+	w.wake = make(chan struct{}, 1)
+	h.waiters = append(h.waiters, w)
+	isHead := len(h.waiters) == 1
+	h.mu.Unlock()
+
 	probe := false
+	fail := func(err error) (Reservation, error) {
+		h.mu.Lock()
+		h.leaveLocked(w)
+		h.mu.Unlock()
+		if probe {
+			h.abandonProbe()
+		}
+		return Reservation{Host: h.key, h: h}, err
+	}
+	if !isHead {
+		select {
+		case <-w.wake:
+		case <-ctx.Done():
+			return fail(fmt.Errorf("ext: waiting to depart to %s: %w", h.key, context.Cause(ctx)))
+		}
+	}
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
 	for {
 		now := p.now()
 		if !probe {
@@ -242,70 +328,119 @@ func (p *Pacer) waitDeparture(ctx context.Context, h *host) (Reservation, error)
 			p.reportBreaker(h, ch, now)
 			switch adm {
 			case deferIt:
-				return Reservation{Host: h.key, h: h}, fmt.Errorf("%w: %s", ErrBreakerOpen, h.key)
+				return fail(fmt.Errorf("%w: %s", ErrBreakerOpen, h.key))
 			case waitProbe:
 				select {
 				case <-resolved:
 					continue
 				case <-ctx.Done():
-					return Reservation{Host: h.key, h: h}, fmt.Errorf("ext: waiting for the probe of %s: %w", h.key, context.Cause(ctx))
+					return fail(fmt.Errorf("ext: waiting for the probe of %s: %w", h.key, context.Cause(ctx)))
 				}
 			case admittedProbe:
 				probe = true
 			}
 		}
-		res := p.book(ctx, h, now)
-		res.probe = probe
-		if deadline, ok := ctx.Deadline(); ok && res.At.After(deadline.Add(-deadlineMargin)) {
-			h.cancel(res)
-			p.giveUpProbe(h, probe)
-			return res, fmt.Errorf("%w: %s must wait %v", ErrWaitBeyondDeadline, h.key, res.DelayFrom(now).Round(time.Millisecond))
-		}
-		ok, err := p.waitSlot(ctx, h, res)
-		if err != nil {
-			h.cancel(res)
-			p.giveUpProbe(h, probe)
-			return res, err
-		}
-		if ok {
-			h.markDirty(p)
-			return res, nil
-		}
-	}
-}
-
-// waitSlot sleeps until res's slot and confirms it. It reports false when the schedule changed and the
-// caller must book again.
-func (p *Pacer) waitSlot(ctx context.Context, h *host, res Reservation) (bool, error) {
-	at := res.At
-	for {
-		if wait := at.Sub(p.now()); wait > 0 {
-			t := time.NewTimer(wait)
-			select {
-			case <-t.C:
-			case <-res.changed:
-				t.Stop()
-				return false, nil
-			case <-ctx.Done():
-				t.Stop()
-				return false, fmt.Errorf("ext: waiting to depart to %s: %w", h.key, context.Cause(ctx))
+		h.mu.Lock()
+		at, res := h.earliestLocked(now, p.cfg.jitter, w.r)
+		h.mu.Unlock()
+		if !at.After(now) {
+			if wait, ok := p.fleetAdmit(ctx, h, res.Interval+res.Jitter, now); !ok {
+				at = now.Add(wait)
+			} else {
+				h.mu.Lock()
+				// A hold learned while the fleet was asked still stops it (the fleet's departure
+				// stays recorded: one interval of conservatism, never an early request).
+				if !now.Before(h.holdUntil) {
+					h.departLocked(&res, now, traced)
+					h.leaveLocked(w)
+					h.mu.Unlock()
+					res.probe, res.Wait = probe, now.Sub(start)
+					h.markDirty(p)
+					return res, nil
+				}
+				at = h.holdUntil
+				h.mu.Unlock()
 			}
 		}
-		c, until, err := h.confirmAt(res, p.now())
-		switch {
-		case err != nil:
-			return false, fmt.Errorf("%w: %s", err, h.key)
-		case c == departed:
-			return true, nil
-		case c == rebook:
-			return false, nil
+		d := at.Sub(p.now())
+		if timer == nil {
+			timer = time.NewTimer(d)
+		} else {
+			timer.Reset(d)
 		}
-		at = until
+		select {
+		case <-timer.C:
+		case <-w.wake:
+			if !timer.Stop() {
+				select { // drained for the next Reset (a timer that fired and was not read)
+				case <-timer.C:
+				default:
+				}
+			}
+		case <-ctx.Done():
+			return fail(fmt.Errorf("ext: waiting to depart to %s: %w", h.key, context.Cause(ctx)))
+		}
 	}
 }
 
-func (p *Pacer) giveUpProbe(h *host, probe bool) {
-	if probe {
-		h.abandonProbe()
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// admitAt asks the breaker whether a departure may go at now.
+func (h *host) admitAt(now time.Time, b BreakerPolicy) (admission, <-chan struct{}, *breakerChange) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	adm, ch := h.brk.admitLocked(now, b.Cooldown, h.crawlClamped && !b.IgnoreCaps)
+	return adm, h.brk.resolved, ch
+}
+
+// abandonProbe lets another request be the half-open probe when this one gives up waiting.
+func (h *host) abandonProbe() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.brk.state == BreakerHalfOpen {
+		h.brk.settleProbe()
+	}
+}
+
+// flight is one departure between its admission and the end of its response.
+type flight struct {
+	h           *host
+	res         Reservation
+	departed    time.Time       // its admission
+	parent      context.Context // the collector's context, for a departure Colly announced
+	url         string          // the request, redacted for the audit trail
+	reqURL      *url.URL        // the announced request's URL, its key in transport.announced
+	claimed     atomic.Bool     // the pacing transport carried it
+	wirePending atomic.Bool     // traced: its wire instant is not known yet
+	finished    atomic.Bool
+}
+
+// wire records when the flight's request headers were written (sent), or that they never will be:
+// the host's schedule counts from the wire, and the departure's audit event carries that instant.
+func (f *flight) wire(p *Pacer, at time.Time, sent bool) {
+	if !f.wirePending.CompareAndSwap(true, false) {
+		return
+	}
+	f.h.wired(at, sent)
+	if sent {
+		if late := at.Sub(f.res.At); late > 0 && p.persist != nil && p.persist.shared != nil {
+			p.fleetWired(f.h, at)
+		}
+		p.auditDeparture(f, at)
+	}
+}
+
+// finish gives the in-flight slot back, once; a flight that never reached the wire stops holding back
+// the host's next departure.
+func (f *flight) finish(p *Pacer, now time.Time) {
+	if f.finished.CompareAndSwap(false, true) {
+		f.wire(p, now, false)
+		f.h.lastBodyDone.Store(now.UnixNano())
+		f.h.release()
 	}
 }

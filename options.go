@@ -73,6 +73,7 @@ type config struct {
 	alert            func(Alert)
 	idleEviction     time.Duration
 	observer         Observer
+	auditQuery       bool // audit events keep URL queries
 }
 
 func defaultConfig() config {
@@ -208,6 +209,12 @@ func WithHostKey(f func(*url.URL) string) Option {
 			c.hostKey = f
 		}
 	}
+}
+
+// WithAuditQuery keeps the query of request URLs in audit events. By default it is dropped, with the
+// userinfo and fragment: queries often carry session IDs and tokens.
+func WithAuditQuery() Option {
+	return func(c *config) { c.auditQuery = true }
 }
 
 // WithTransport sets the RoundTripper the pacer wraps (default http.DefaultTransport). Use it instead of

@@ -130,9 +130,7 @@ func (p *Pacer) ObserveAt(res Reservation, o Outcome, now time.Time) Verdict {
 		}
 	}
 	after, _ := h.intervalLocked(now)
-	if after != before {
-		h.rescheduleLocked(now)
-	}
+	h.changedLocked() // the head computes its time again: an interval up or down, a hold, the breaker
 	if changed {
 		events = append(events, auditEvent{event: event, trigger: trigger, computed: after, compliant: true})
 	}
@@ -167,16 +165,19 @@ func (p *Pacer) ObserveAt(res Reservation, o Outcome, now time.Time) Verdict {
 	return v
 }
 
-// auditDeparture records a departure: the delay applied.
-func (p *Pacer) auditDeparture(h *host, res Reservation) {
-	compliant := res.compliant
+// auditDeparture records a departure at the instant it left (its headers reached the wire, when the
+// pacer's transport carried it): this request's wait and jitter, the interval and every published
+// constraint in force.
+func (p *Pacer) auditDeparture(f *flight, at time.Time) {
+	res := f.res
 	level := zerolog.InfoLevel
-	if !compliant {
+	if !res.compliant {
 		level = zerolog.WarnLevel
 	}
 	p.audit.emit(level, auditEvent{
-		at: p.now(), host: h.key, event: EventDelayApplied, trigger: res.Trigger,
-		base: h.policy.BaseDelay, computed: res.Interval, jitter: res.Jitter, compliant: compliant,
+		at: at, host: f.h.key, event: EventDelayApplied, trigger: res.Trigger, url: f.url,
+		base: f.h.policy.BaseDelay, computed: res.Wait, jitter: res.Jitter, compliant: res.compliant,
+		departure: true, wait: res.Wait, interval: res.Interval, crawlDelay: res.crawlDelay, rateInterval: res.rateInterval,
 	})
 }
 
@@ -184,7 +185,7 @@ func (p *Pacer) auditDeparture(h *host, res Reservation) {
 func (p *Pacer) auditAbandoned(h *host, err error) {
 	event := EventDepartureAbandoned
 	if errors.Is(err, ErrWaitBeyondDeadline) {
-		event = EventRedirectHopDeferred
+		event = EventRedirectHopTimedOut
 	}
 	p.audit.emit(zerolog.InfoLevel, auditEvent{
 		at: p.now(), host: h.key, event: event, trigger: TriggerCancel,

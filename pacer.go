@@ -28,7 +28,8 @@ type Pacer struct {
 	fallback *MemoryStore // where they go when the store fails (never lose a URL)
 
 	hostsCreated atomic.Uint64 // paces idle-eviction sweeps
-	bookings     sync.Map      // header map identity (uintptr) → Reservation booked by a Queue
+	installed    sync.Map      // *colly.Collector → true: Install binds each collector once
+	dispatched   sync.Map      // header map identity (uintptr) → *atomic.Bool: a Queue's request, true once departed
 }
 
 // NewPacer builds a Pacer without installing it on a collector: for use with Install, or with
@@ -81,23 +82,14 @@ func (p *Pacer) hostAt(key string, now time.Time) *host {
 	return h
 }
 
-// ReserveAt books the next departure slot to a host at or after now, as Wait would, without waiting,
-// and counts it as a departure at the returned At, when the caller departs.
-func (p *Pacer) ReserveAt(hostKey string, now time.Time) Reservation {
-	h := p.hostAt(hostKey, now)
-	res := h.reserveAt(now, p.cfg.jitter, p.cfg.random())
-	h.departedAt(res.At)
-	return res
-}
-
 // Wait blocks until a request to hostKey may depart: an in-flight slot is free and its departure slot
 // has come. The returned release function must be called when the response is done.
 func (p *Pacer) Wait(ctx context.Context, hostKey string) (Reservation, func(), error) {
-	f, err := p.depart(ctx, p.host(hostKey), nil)
+	f, err := p.depart(ctx, p.host(hostKey), false, false)
 	if err != nil {
 		return Reservation{}, nil, err
 	}
-	return f.res, func() { f.finish(p.now()) }, nil
+	return f.res, func() { f.finish(p, p.now()) }, nil
 }
 
 // HostStatus is a snapshot of one host's pacing state.
@@ -152,7 +144,7 @@ func (h *host) statusAt(now time.Time) HostStatus {
 		BaseDelay:     h.policy.BaseDelay,
 		AdaptiveDelay: h.delay.delay,
 		CrawlDelay:    h.crawlDelay,
-		NextDeparture: h.next,
+		NextDeparture: h.nextLocked(now),
 		InFlight:      len(h.slots),
 		Breaker:       h.brk.state,
 		Departures:    h.departures,

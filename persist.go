@@ -135,7 +135,7 @@ func (h *host) snapshot(now time.Time) HostState {
 	return HostState{
 		Host: h.key, Version: StateVersion,
 		AdaptiveDelay: h.delay.delay, KnownLimit: h.delay.limit,
-		NextDeparture: h.next, HoldUntil: h.holdUntil, HoldTrigger: h.holdTrigger,
+		NextDeparture: h.nextLocked(now), HoldUntil: h.holdUntil, HoldTrigger: h.holdTrigger,
 		CrawlDelay: h.crawlDelay, CrawlClamped: h.crawlClamped,
 		Breaker: h.brk.state, BreakerChanged: h.brk.changed, Failures: h.brk.failures,
 		UpdatedAt: now,
@@ -176,7 +176,9 @@ func (p *Pacer) restore(h *host) {
 	h.holdUntil, h.holdTrigger = st.HoldUntil, st.HoldTrigger
 	h.crawlDelay, h.crawlClamped = st.CrawlDelay, st.CrawlClamped
 	iv, _ := h.intervalLocked(now)
-	h.next, h.lastDeparture = st.NextDeparture, st.NextDeparture.Add(-iv)
+	if !st.NextDeparture.IsZero() {
+		h.lastDeparture = st.NextDeparture.Add(-iv)
+	}
 	h.brk.state, h.brk.changed, h.brk.failures = st.Breaker, st.BreakerChanged, st.Failures
 	if h.brk.state == BreakerHalfOpen { // the probe died with the process: probe again
 		h.brk.state = BreakerOpen
@@ -193,29 +195,51 @@ func (p *Pacer) restore(h *host) {
 	}
 }
 
-// book reserves a departure on h: on its local schedule and, with a shared store, on the fleet's.
-func (p *Pacer) book(ctx context.Context, h *host, now time.Time) Reservation {
-	res := h.reserveAt(now, p.cfg.jitter, p.cfg.random())
-	if p.persist == nil || p.persist.shared == nil || now.UnixNano() < p.persist.sharedDownUntil.Load() {
-		return res
+// fleetActive reports whether departures are admitted by a shared store at now (it is configured and
+// not down).
+func (p *Pacer) fleetActive(now time.Time) bool {
+	return p.persist != nil && p.persist.shared != nil && now.UnixNano() >= p.persist.sharedDownUntil.Load()
+}
+
+// fleetReaskJitter spreads the re-asks of processes told to wait until the same instant, to save round
+// trips: each asks up to this much after the store's answer, never before.
+const fleetReaskJitter = 2 * time.Millisecond
+
+// fleetAdmit asks the shared store whether a departure to h, spaced by gap from the fleet's previous
+// one, may go now (by the store's clock). Without a shared store, or while it is down, the local rule
+// alone decides: ok. Otherwise it returns ok, or how long to wait before asking again.
+func (p *Pacer) fleetAdmit(ctx context.Context, h *host, gap time.Duration, now time.Time) (time.Duration, bool) {
+	if !p.fleetActive(now) {
+		return 0, true
 	}
 	sctx, cancel := context.WithTimeout(ctx, storeTimeout)
 	defer cancel()
-	// Book from the local slot, not from now: when this process must wait longer (its own schedule,
-	// a hold it knows of), the fleet's schedule learns when it really departs.
-	at, err := p.persist.shared.ReserveDeparture(sctx, h.key, res.At, res.Interval+res.Jitter)
+	wait, ok, err := p.persist.shared.Admit(sctx, h.key, gap)
 	if err != nil {
-		if ctx.Err() == nil {
-			p.storeFailed(h.key, "reserve", err, now)
+		if ctx.Err() != nil {
+			return 0, false // the wait ends on ctx: the caller sees it
 		}
-		return res
+		p.storeFailed(h.key, "admit", err, now)
+		return 0, true
 	}
 	p.storeRecovered(h.key, now)
-	if at.After(res.At) {
-		res.At = at
-		h.pushNext(at.Add(res.Interval + res.Jitter))
+	if ok {
+		return 0, true
 	}
-	return res
+	return wait + time.Duration(p.cfg.random()*float64(fleetReaskJitter)), false
+}
+
+// fleetWired tells the shared store that a departure of h reached the wire at at, later than the store
+// admitted it, so that no process departs within an interval of the wire instant. It runs in the
+// background: the store's answer does not hold up the request.
+func (p *Pacer) fleetWired(h *host, at time.Time) {
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+		defer cancel()
+		if err := p.persist.shared.Departed(ctx, h.key, p.now().Sub(at)); err != nil {
+			p.storeFailed(h.key, "departed", err, p.now())
+		}
+	}()
 }
 
 // storeFailed paces locally for a while and raises an alert the first time.

@@ -191,19 +191,28 @@ func TestWriteBehind(t *testing.T) {
 	})
 }
 
-// flakyShared is a SharedStore whose reservations fail while down.
+// flakyShared is a SharedStore that admits every departure, and fails while down.
 type flakyShared struct {
 	*MemoryStore
 	down  atomic.Bool
 	calls atomic.Int32
 }
 
-func (f *flakyShared) ReserveDeparture(_ context.Context, _ string, now time.Time, _ time.Duration) (time.Time, error) {
+var errFlakyDown = errors.New("dial unix /tmp/redis.sock: connection refused")
+
+func (f *flakyShared) Admit(context.Context, string, time.Duration) (time.Duration, bool, error) {
 	f.calls.Add(1)
 	if f.down.Load() {
-		return time.Time{}, errors.New("dial unix /tmp/redis.sock: connection refused")
+		return 0, false, errFlakyDown
 	}
-	return now, nil
+	return 0, true, nil
+}
+
+func (f *flakyShared) Departed(context.Context, string, time.Duration) error {
+	if f.down.Load() {
+		return errFlakyDown
+	}
+	return nil
 }
 
 // When the shared store fails, pacing goes on locally with one alert; sharing resumes when it is back.

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gocolly/colly/v2"
@@ -246,7 +247,7 @@ func (q *Queue) Run(c *colly.Collector) error {
 				if t.robots {
 					q.fetchRobots(c, t.d)
 				} else {
-					booked = q.send(c, t.d, t.res)
+					booked = q.send(c, t.d)
 				}
 				q.mu.Lock()
 				q.active--
@@ -256,7 +257,7 @@ func (q *Queue) Run(c *colly.Collector) error {
 						qh.fifo = append([]DeferredRequest{t.d}, qh.fifo...)
 						q.inMem++
 					}
-					if !booked && qh.heap == &q.waiting { // read the schedule again: the booking was given back
+					if !booked && qh.heap == &q.waiting { // read the schedule again: nothing departed
 						qh.readyAt = time.Time{}
 						q.waiting.fix(qh)
 					}
@@ -274,15 +275,14 @@ func (q *Queue) Run(c *colly.Collector) error {
 	return nil
 }
 
-// task is a worker's next job: a request with its departure booked, or first the robots.txt of a
+// task is a worker's next job: a request whose host can depart now, or first the robots.txt of a
 // host not seen yet (its Crawl-delay must be known before its schedule can be read).
 type task struct {
 	d      DeferredRequest
-	res    Reservation
 	robots bool
 }
 
-// next blocks until a host is ready and returns its oldest request with a departure booked for it;
+// next blocks until a host is ready and returns its oldest request;
 // ok is false when the queue is done. Among the hosts that can depart now, the one with the longest
 // remaining schedule goes first: the slowest hosts set the crawl's end, the fast ones fill the gaps.
 func (q *Queue) next(ctx context.Context) (task, bool) {
@@ -320,11 +320,13 @@ func (q *Queue) next(ctx context.Context) (task, bool) {
 		qh.fifo[0] = DeferredRequest{}
 		qh.fifo = qh.fifo[1:]
 		q.inMem--
-		res := q.p.hostAt(qh.key, now).reserveAt(now, q.p.cfg.jitter, q.p.cfg.random())
-		qh.readyAt = res.At.Add(res.Interval + res.Jitter)
+		// Its departure is admitted when it leaves (OnRequestHeaders); the host's next request cannot
+		// go before an interval after it, so the host waits that long before it is read again.
+		_, _, iv := q.p.readyAt(qh.key, now)
+		qh.readyAt = now.Add(iv)
 		q.placeLocked(qh)
 		q.active++
-		return task{d: d, res: res}, true
+		return task{d: d}, true
 	}
 }
 
@@ -423,36 +425,30 @@ func (q *Queue) absorbDeferredLocked(qh *queueHost) {
 	}
 }
 
-// send builds the Colly request for d and runs it on the worker's goroutine, with its departure
-// already booked: OnRequestHeaders finds the booking by the request's header map. It reports false
-// when the booking was given back (Colly refused the request before departure).
-func (q *Queue) send(c *colly.Collector, d DeferredRequest, res Reservation) bool {
+// send builds the Colly request for d and runs it on the worker's goroutine. It reports whether the
+// request departed: false when Colly refused it before it reached the pacer (visited, robots) or its
+// wait ended without a departure (the crawl is ending).
+func (q *Queue) send(c *colly.Collector, d DeferredRequest) bool {
 	r, err := buildRequest(c, d)
 	if err != nil {
-		res.h.cancel(res)
 		q.p.audit.emit(zerolog.ErrorLevel, auditEvent{at: q.p.now(), host: d.Host, event: EventRetriesExhausted, trigger: TriggerDeparture,
 			compliant: true, detail: fmt.Sprintf("queued request %s could not be built: %v", redactURL(d.URL), err)})
 		return false
 	}
 	r.Ctx.Put(queueCtxKey, q)
 	id := headerID(*r.Headers)
-	q.p.bookings.Store(id, res)
+	departed := new(atomic.Bool)
+	q.p.dispatched.Store(id, departed)
 	_ = r.Do() // errors reach the collector's OnError, or are Colly's filters (visited, robots)
-	if _, unused := q.p.bookings.LoadAndDelete(id); unused {
-		res.h.cancel(res) // Colly refused it before departure
-		return false
-	}
-	return true
+	q.p.dispatched.Delete(id)
+	return departed.Load()
 }
 
-// takeBooking returns the departure a Queue booked for the request with this header map, if any.
-func (p *Pacer) takeBooking(header http.Header) *Reservation {
-	v, ok := p.bookings.LoadAndDelete(headerID(header))
-	if !ok {
-		return nil
+// markDispatched notes that the Queue's request with this header map departed.
+func (p *Pacer) markDispatched(header http.Header) {
+	if v, ok := p.dispatched.Load(headerID(header)); ok {
+		v.(*atomic.Bool).Store(true)
 	}
-	res := v.(Reservation)
-	return &res
 }
 
 // readyAt returns when the next request to key could depart (the later of now, its next slot and its
@@ -480,14 +476,7 @@ func (p *Pacer) readyAt(key string, now time.Time) (time.Time, bool, time.Durati
 	if len(h.slots) >= cap(h.slots) {
 		return now.Add(queuePoll), false, iv
 	}
-	return later(now, later(h.next, h.holdUntil)), false, iv
-}
-
-// breakerState returns h's breaker state.
-func (h *host) breakerState() BreakerState {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.brk.state
+	return later(now, h.nextLocked(now)), false, iv
 }
 
 // takeStored removes and returns up to limit (0: all) stored requests of host: those a Queue spilled

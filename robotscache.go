@@ -160,7 +160,7 @@ func (p *Pacer) applyCrawlDelay(h *host, e *robotsEntry) {
 	h.crawlDelay = info.CrawlDelay
 	h.crawlClamped = info.Published > info.CrawlDelay
 	if changed {
-		h.rescheduleLocked(now)
+		h.changedLocked()
 	}
 	var brk *breakerChange
 	if h.crawlClamped && !p.cfg.breaker.IgnoreCaps {

@@ -72,14 +72,19 @@ type Store interface {
 	Close() error
 }
 
-// SharedStore is a Store that several crawler processes share (Redis): departures are booked in it
-// atomically, so together they keep each host's interval and holds exactly as one process would.
+// SharedStore is a Store that several crawler processes share (Redis): it admits each departure
+// atomically, by its own clock, so together they keep each host's interval and holds exactly as one
+// process would. Nothing is booked ahead: a process that is told to wait asks again.
 type SharedStore interface {
 	Store
-	// ReserveDeparture atomically books the next departure to host: at = the latest of now, the
-	// stored NextDeparture and the stored HoldUntil; then NextDeparture = at + the longer of interval
-	// and the stored AdaptiveDelay (so an increase one process saw paces them all). It returns at.
-	ReserveDeparture(ctx context.Context, host string, now time.Time, interval time.Duration) (time.Time, error)
+	// Admit decides, by the store's clock, whether a request to host may depart now: when now is at
+	// or after both the stored last departure + the longer of gap and the stored AdaptiveDelay, and
+	// the stored HoldUntil. Admitted, the store records now as the host's last departure. Otherwise it
+	// records nothing and returns how long to wait before asking again.
+	Admit(ctx context.Context, host string, gap time.Duration) (wait time.Duration, ok bool, err error)
+	// Departed moves host's last departure to at least ago before the store's now: a request reached
+	// the wire that much after it was admitted.
+	Departed(ctx context.Context, host string, ago time.Duration) error
 }
 
 // repairLimits bounds what a stored state may say, relative to the pacer's configuration.

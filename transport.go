@@ -4,68 +4,12 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
 	"reflect"
 	"sync"
-	"sync/atomic"
 	"time"
 )
-
-// flight is one departure between its wait and the end of its response.
-type flight struct {
-	h        *host
-	res      Reservation
-	departed time.Time
-	parent   context.Context // the collector's context, for a departure Colly announced
-	url      *url.URL        // the announced request's URL, its key in transport.announced
-	claimed  atomic.Bool     // the pacing transport carried it
-	finished atomic.Bool
-}
-
-// finish gives the in-flight slot back, once.
-func (f *flight) finish(now time.Time) {
-	if f.finished.CompareAndSwap(false, true) {
-		f.h.lastBodyDone.Store(now.UnixNano())
-		f.h.release()
-	}
-}
-
-// depart waits for an in-flight slot and a departure slot on h: the booked one when a queue booked
-// it already, else a new one.
-func (p *Pacer) depart(ctx context.Context, h *host, booked *Reservation) (*flight, error) {
-	start := p.now()
-	if err := h.acquire(ctx); err != nil {
-		if booked != nil {
-			h.cancel(*booked)
-		}
-		p.auditAbandoned(h, err)
-		return nil, err
-	}
-	var res Reservation
-	var err error
-	ok := false
-	if booked != nil && booked.h == h && h.breakerState() == BreakerClosed {
-		res = *booked
-		if ok, err = p.waitSlot(ctx, h, res); err != nil {
-			h.cancel(res)
-		}
-	}
-	if !ok && err == nil {
-		if booked != nil {
-			h.cancel(*booked)
-		}
-		res, err = p.waitDeparture(ctx, h)
-	}
-	if err != nil {
-		h.release()
-		p.auditAbandoned(h, err)
-		return nil, err
-	}
-	p.auditDeparture(h, res)
-	now := p.now()
-	p.cfg.observer.Departed(h.key, now.Sub(start))
-	return &flight{h: h, res: res, departed: now}, nil
-}
 
 // transport is the RoundTripper the pacer installs on collectors. Every request that reaches the
 // network passes it, including redirect hops and robots.txt fetches, so it is where departures are
@@ -130,13 +74,20 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			}
 		}
 		var err error
-		if f, err = p.depart(req.Context(), p.host(p.cfg.hostKey(req.URL)), nil); err != nil {
+		if f, err = p.depart(req.Context(), p.host(p.cfg.hostKey(req.URL)), true, true); err != nil {
 			return nil, err
 		}
+		f.url = p.auditURL(req.URL)
 	}
+	req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
+		WroteHeaders: func() { f.wire(p, p.now(), true) },
+	}))
 	start := p.now()
 	resp, err := t.inner.RoundTrip(req)
 	now := p.now()
+	if err == nil {
+		f.wire(p, start, true) // an inner transport that does not trace: it was sent when the round trip began
+	}
 	o := Outcome{Err: err, Latency: now.Sub(start)}
 	if resp != nil {
 		o.Status, o.Header = resp.StatusCode, resp.Header
@@ -144,7 +95,7 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err != nil || classify(o).Trigger != TriggerClean {
 		t.observe(f, o, now)
 		if err != nil {
-			f.finish(now)
+			f.finish(p, now)
 			return nil, err
 		}
 		resp.Body = &flightBody{ReadCloser: resp.Body, t: t, f: f}
@@ -195,7 +146,7 @@ func (b *flightBody) Close() error {
 		b.t.observe(b.f, *b.pending, now)
 		b.pending = nil
 	}
-	b.f.finish(now)
+	b.f.finish(b.t.p, now)
 	return err
 }
 

@@ -30,6 +30,13 @@ const (
 	fieldUpdatedAt      = "updated_at"
 )
 
+// Fields of a host hash that only the scripts write, on the server's clock: the fleet's last departure
+// (admitScript) and the hold (saveScript). They are not part of ext.HostState.
+const (
+	fieldLastDeparture = "last_departure"
+	fieldHoldServer    = "hold_srv"
+)
+
 // hostFields lists every field of a host hash, in ARGV order.
 var hostFields = [...]string{
 	fieldVersion, fieldAdaptiveDelay, fieldKnownLimit, fieldNextDeparture, fieldHoldUntil, fieldHoldTrigger,
@@ -96,7 +103,7 @@ func encodeHostHash(st ext.HostState) map[string]string {
 }
 
 // decodeHostHash decodes the fields of host's hash. ok is false when the hash holds no saved state:
-// it is empty, or holds only the next_departure a ReserveDeparture booked before any SaveHosts. A
+// it is empty, or holds only the last_departure an Admit recorded before any SaveHosts. A
 // state of another version than ext.StateVersion is returned with only Host and Version set. A
 // missing field, a number that does not parse or does not fit, or a boolean other than "0" or "1"
 // returns an error wrapping ext.ErrCorruptState. Values that parse but are out of range (negative
@@ -105,9 +112,10 @@ func encodeHostHash(st ext.HostState) map[string]string {
 func decodeHostHash(host string, m map[string]string) (st ext.HostState, ok bool, err error) {
 	_, saved := m[fieldVersion]
 	if !saved {
-		if nd, reserved := m[fieldNextDeparture]; len(m) == 0 || (reserved && len(m) == 1) {
-			if _, err := decodeTime(nd); err != nil {
-				return ext.HostState{}, false, corrupt(host, "field %s %q: %v", fieldNextDeparture, nd, err)
+		ld, admitted := m[fieldLastDeparture]
+		if len(m) == 0 || (admitted && len(m) == 1) {
+			if _, err := decodeTime(ld); err != nil {
+				return ext.HostState{}, false, corrupt(host, "field %s %q: %v", fieldLastDeparture, ld, err)
 			}
 			return ext.HostState{}, false, nil
 		}
@@ -137,6 +145,11 @@ func decodeHostHash(host string, m map[string]string) (st ext.HostState, ok bool
 		BreakerChanged: d.time(fieldBreakerChanged),
 		Failures:       d.int(fieldFailures),
 		UpdatedAt:      d.time(fieldUpdatedAt),
+	}
+	for _, f := range [...]string{fieldLastDeparture, fieldHoldServer} { // read by the admission script
+		if _, present := m[f]; present {
+			d.time(f)
+		}
 	}
 	if d.err != nil {
 		return ext.HostState{}, false, d.err

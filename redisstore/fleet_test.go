@@ -47,26 +47,26 @@ func (a *arrivals) gaps() []time.Duration {
 	return out
 }
 
-// recording wraps a SharedStore and records the departure slots it books.
+// recording wraps a Store and records, on the server's clock, the departures it admits.
 type recording struct {
-	ext.SharedStore
-	mu    sync.Mutex
-	slots []time.Time
+	*redisstore.Store
+	mu       sync.Mutex
+	admitted []time.Time
 }
 
-func (r *recording) ReserveDeparture(ctx context.Context, host string, now time.Time, iv time.Duration) (time.Time, error) {
-	at, err := r.SharedStore.ReserveDeparture(ctx, host, now, iv)
-	if err == nil {
+func (r *recording) Admit(ctx context.Context, host string, gap time.Duration) (time.Duration, bool, error) {
+	wait, ok, at, err := redisstore.AdmitNow(r.Store, ctx, host, gap)
+	if ok {
 		r.mu.Lock()
-		r.slots = append(r.slots, at)
+		r.admitted = append(r.admitted, at)
 		r.mu.Unlock()
 	}
-	return at, err
+	return wait, ok, err
 }
 
 // Three crawler processes (three collectors, each with its own pacer and Redis client) sharing one
-// host keep its interval together: the slots Redis books are an interval apart, and no two requests
-// reach the server together.
+// host keep its interval together: Redis admits their departures an interval apart, and no two
+// requests reach the server together.
 func TestFleetSharesOneSchedule(t *testing.T) {
 	srv := redistest.Start(t)
 	site := &arrivals{}
@@ -80,7 +80,7 @@ func TestFleetSharesOneSchedule(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = st.Close() })
-		rec := &recording{SharedStore: st}
+		rec := &recording{Store: st}
 		stores = append(stores, rec)
 		c := colly.NewCollector(colly.Async(true))
 		p := ext.AdaptivePacing(c, ext.WithStore(rec), ext.WithBaseDelay(interval), ext.WithJitter(0), ext.WithoutRobots())
@@ -93,25 +93,84 @@ func TestFleetSharesOneSchedule(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	var slots []time.Time
+	var admitted []time.Time
 	for _, r := range stores {
-		slots = append(slots, r.slots...)
+		admitted = append(admitted, r.admitted...)
 	}
-	slices.SortFunc(slots, func(x, y time.Time) int { return x.Compare(y) })
-	if len(slots) != 18 {
-		t.Fatalf("%d departures booked in Redis, want 18", len(slots))
+	slices.SortFunc(admitted, func(x, y time.Time) int { return x.Compare(y) })
+	if len(admitted) != 18 {
+		t.Fatalf("%d departures admitted by Redis, want 18", len(admitted))
 	}
-	for i := 1; i < len(slots); i++ {
-		if gap := slots[i].Sub(slots[i-1]); gap < interval {
-			t.Errorf("slots %d and %d booked %v apart, want at least %v", i-1, i, gap, interval)
+	for i := 1; i < len(admitted); i++ {
+		if gap := admitted[i].Sub(admitted[i-1]); gap < interval {
+			t.Errorf("departures %d and %d admitted %v apart, want at least %v", i-1, i, gap, interval)
 		}
 	}
-	// At the server, a gap can be shorter than the slots' by the scheduling delay of a loaded machine
-	// (2 cores running the whole suite under -race); half an interval is what no process sharing the
-	// schedule can come near, and what three processes pacing alone would.
+	// At the server, a gap can be shorter than the admissions' by the scheduling delay of a loaded
+	// machine (2 cores running the whole suite under -race); half an interval is what no process
+	// sharing the schedule can come near, and what three processes pacing alone would.
 	for i, g := range site.gaps() {
 		if g < interval/2 {
 			t.Errorf("requests %d and %d reached the server %v apart: the processes did not share the schedule", i, i+1, g)
+		}
+	}
+}
+
+// Issue 9, point 3: a hold learned by one process stops the others' waiting requests before they
+// depart. Process A's request is refused with Retry-After: 2; process B's, waiting at a 200 ms
+// interval, reaches the server only after A's window (2.2 s with the 10% buffer) ends.
+func TestFleetHoldStopsOtherProcess(t *testing.T) {
+	srv := redistest.Start(t)
+	var (
+		mu       sync.Mutex
+		refusals []time.Time
+		after    []time.Time // B's arrivals after A's refusal
+	)
+	site := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		if r.URL.Path == "/a" && len(refusals) == 0 {
+			refusals = append(refusals, time.Now())
+			w.Header().Set("Retry-After", "2")
+			w.WriteHeader(http.StatusTooManyRequests)
+			return
+		}
+		if len(refusals) > 0 && strings.HasPrefix(r.URL.Path, "/b") {
+			after = append(after, time.Now())
+		}
+		fmt.Fprint(w, "ok")
+	}))
+	t.Cleanup(site.Close)
+	collector := func() *colly.Collector {
+		st, err := redisstore.Open(srv.Addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = st.Close() })
+		c := colly.NewCollector(colly.Async(true))
+		p := ext.AdaptivePacing(c, ext.WithStore(st), ext.WithBaseDelay(200*time.Millisecond), ext.WithJitter(0), ext.WithoutRobots(), ext.WithMaxRetries(0))
+		t.Cleanup(func() { _ = p.Close() })
+		return c
+	}
+	a, b := collector(), collector()
+	if err := a.Visit(site.URL + "/a"); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		_ = b.Visit(fmt.Sprintf("%s/b%d", site.URL, i))
+	}
+	a.Wait()
+	b.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	if len(refusals) != 1 {
+		t.Fatalf("%d refusals, want 1", len(refusals))
+	}
+	windowEnd := refusals[0].Add(2200 * time.Millisecond)
+	for _, at := range after {
+		// B's request already on its way when A's refusal was written is allowed: it left before.
+		if at.Before(windowEnd) && at.Sub(refusals[0]) > 50*time.Millisecond {
+			t.Errorf("process B reached the server %v after A's refusal, inside the 2.2s window", at.Sub(refusals[0]))
 		}
 	}
 }

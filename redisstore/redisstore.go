@@ -21,7 +21,8 @@ const DefaultPrefix = "collypace:"
 type Store struct {
 	c      redis.UniversalClient
 	prefix string
-	owned  bool // the client was made by Open: Close closes it
+	ttl    time.Duration // host keys expire this long after their last write; 0: never
+	owned  bool          // the client was made by Open: Close closes it
 
 	closeOnce sync.Once
 	closeErr  error // set by closeOnce
@@ -36,6 +37,14 @@ type Option func(*Store)
 // fleets, or tests, can share one Redis database.
 func WithPrefix(prefix string) Option {
 	return func(s *Store) { s.prefix = prefix }
+}
+
+// WithTTL makes every host key expire d after its last write (each admitted departure and each saved
+// state refreshes it), so that a fleet crawling millions of hosts does not grow Redis forever. Choose d
+// well above the longest hold and interval you expect (a day, say): an expired host starts afresh, as a
+// host never seen. The default, 0, keeps keys forever. Deferred requests never expire.
+func WithTTL(d time.Duration) Option {
+	return func(s *Store) { s.ttl = max(d, 0) }
 }
 
 // New returns a Store using client, which may be a single-node, sentinel or cluster client: every
@@ -114,8 +123,8 @@ func wrapErr(err error, format string, args ...any) error {
 }
 
 // LoadHost implements ext.Store. A key of another type than a hash, a missing field or a field that
-// does not parse returns an error wrapping ext.ErrCorruptState. A host that was only ever reserved
-// (ReserveDeparture before any SaveHosts) has no saved state: ok is false.
+// does not parse returns an error wrapping ext.ErrCorruptState. A host that was only ever admitted
+// (Admit before any SaveHosts) has no saved state: ok is false.
 func (s *Store) LoadHost(ctx context.Context, host string) (ext.HostState, bool, error) {
 	m, err := s.c.HGetAll(ctx, s.hostKey(host)).Result()
 	if err != nil {
@@ -133,8 +142,13 @@ func (s *Store) SaveHosts(ctx context.Context, states []ext.HostState) error {
 	}
 	run := func() ([]redis.Cmder, error) {
 		return s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+			now := time.Now()
 			for _, st := range states {
-				saveScript.EvalSha(ctx, p, []string{s.hostKey(st.Host)}, hostArgs(st)...)
+				left := int64(0) // the hold's time left, which the script puts on the server's clock
+				if st.HoldUntil.After(now) {
+					left = int64(st.HoldUntil.Sub(now))
+				}
+				saveScript.EvalSha(ctx, p, []string{s.hostKey(st.Host)}, append(hostArgs(st), left, s.ttlMS())...)
 			}
 			return nil
 		})
@@ -167,31 +181,56 @@ func noScript(cmds []redis.Cmder) bool {
 	return false
 }
 
-// ReserveDeparture implements ext.SharedStore in one script run (EVALSHA, one round trip). The script
-// computes exactly, to the nanosecond, on (seconds, nanoseconds) pairs; times are clamped to the years
-// 1678 to 2262 that an int64 of unix nanoseconds spans, and a negative interval counts as 0.
-// now must not be the zero time. A corrupt next_departure, hold_until or adaptive_delay, or a key of
-// another type, returns an error wrapping ext.ErrCorruptState until a SaveHosts overwrites it.
-func (s *Store) ReserveDeparture(ctx context.Context, host string, now time.Time, interval time.Duration) (time.Time, error) {
-	if now.IsZero() {
-		return time.Time{}, fmt.Errorf("redisstore: reserve departure for host %q: zero now", host)
-	}
-	if now.Before(minTime) { // clamp to what an int64 of nanoseconds can name
-		now = minTime
-	} else if now.After(maxTime) {
-		now = maxTime
-	}
-	interval = max(interval, 0)
-	res, err := reserveScript.Run(ctx, s.c, []string{s.hostKey(host)},
-		now.Unix(), now.Nanosecond(), int64(interval/time.Second), int64(interval%time.Second)).Text()
+// Admit implements ext.SharedStore in one script run (EVALSHA, one round trip) on the server's clock
+// (TIME inside the script), exact to the nanosecond. It records nothing unless the departure is
+// admitted, so a process that crashes or gives up while waiting leaves nothing behind. A negative gap
+// counts as 0. A corrupt last_departure, hold_srv or adaptive_delay, or a key of another type, returns
+// an error wrapping ext.ErrCorruptState until a SaveHosts overwrites it.
+func (s *Store) Admit(ctx context.Context, host string, gap time.Duration) (time.Duration, bool, error) {
+	wait, ok, _, err := s.admit(ctx, host, gap)
+	return wait, ok, err
+}
+
+// admit is Admit, also returning the server's now at the decision.
+func (s *Store) admit(ctx context.Context, host string, gap time.Duration) (time.Duration, bool, time.Time, error) {
+	gap = max(gap, 0)
+	res, err := admitScript.Run(ctx, s.c, []string{s.hostKey(host)},
+		int64(gap/time.Second), int64(gap%time.Second), s.ttlMS()).Slice()
 	if err != nil {
-		return time.Time{}, wrapErr(err, "reserve departure for host %q", host)
+		return 0, false, time.Time{}, wrapErr(err, "admit a departure to host %q", host)
 	}
-	at, err := decodeTime(res)
-	if err != nil {
-		return time.Time{}, fmt.Errorf("redisstore: reserve departure for host %q: script returned %q: %w", host, res, ext.ErrCorruptState)
+	bad := func() (time.Duration, bool, time.Time, error) {
+		return 0, false, time.Time{}, fmt.Errorf("redisstore: admit a departure to host %q: script returned %v: %w", host, res, ext.ErrCorruptState)
 	}
-	return at, nil
+	if len(res) != 3 {
+		return bad()
+	}
+	ok, _ := res[0].(int64)
+	waitText, _ := res[1].(string)
+	nowText, _ := res[2].(string)
+	wait, werr := parseInt(waitText, 64)
+	now, nerr := decodeTime(nowText)
+	if werr != nil || nerr != nil || wait < 0 {
+		return bad()
+	}
+	return time.Duration(wait), ok == 1, now, nil
+}
+
+// Departed implements ext.SharedStore: the host's last departure becomes at least ago before the
+// server's now.
+func (s *Store) Departed(ctx context.Context, host string, ago time.Duration) error {
+	if err := departedScript.Run(ctx, s.c, []string{s.hostKey(host)}, int64(max(ago, 0)), s.ttlMS()).Err(); err != nil {
+		return wrapErr(err, "record the departure of host %q", host)
+	}
+	return nil
+}
+
+// ttlMS is the host keys' TTL in milliseconds, 0 for none.
+func (s *Store) ttlMS() int64 {
+	if s.ttl <= 0 {
+		return 0
+	}
+	return max(s.ttl.Milliseconds(), 1)
 }
 
 // Close implements ext.Store. It closes the client when Open made it; a client given to New stays

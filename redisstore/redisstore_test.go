@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"math/big"
 	"math/rand/v2"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -22,11 +24,7 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-var (
-	ctx = context.Background()
-	// t0 has nanoseconds, to show that the schedule is exact to the nanosecond.
-	t0 = time.Date(2026, 12, 2, 12, 0, 0, 123456789, time.UTC)
-)
+var ctx = context.Background()
 
 // prefixes makes the key prefix of each store a test makes distinct, so stores sharing a server
 // start empty.
@@ -123,13 +121,14 @@ func TestKeyLayout(t *testing.T) {
 	}
 }
 
-// TestThreeProcesses books one host from three stores on three clients, as three crawler processes
-// would: every slot is distinct, and together they are contiguous.
+// TestThreeProcesses admits departures to one host from three stores on three clients, as three
+// crawler processes would: each asks, waits what it is told, and asks again. On the server's clock the
+// admissions are at least the gap apart, and no process is starved.
 func TestThreeProcesses(t *testing.T) {
 	srv := redistest.Start(t)
 	const (
-		perProcess = 60
-		interval   = 1500*time.Millisecond + 7 // odd nanoseconds: the arithmetic must be exact
+		perProcess = 8
+		gap        = 20*time.Millisecond + 7 // odd nanoseconds: the arithmetic must be exact
 	)
 	var (
 		mu  sync.Mutex
@@ -139,12 +138,17 @@ func TestThreeProcesses(t *testing.T) {
 	for range 3 {
 		st := redisstore.New(srv.Client(), redisstore.WithPrefix("fleet:"))
 		wg.Go(func() {
-			for range perProcess {
-				at, err := st.ReserveDeparture(ctx, "shared.test", t0, interval)
+			for n := 0; n < perProcess; {
+				wait, ok, at, err := redisstore.AdmitNow(st, ctx, "shared.test", gap)
 				if err != nil {
 					t.Error(err)
 					return
 				}
+				if !ok {
+					time.Sleep(wait)
+					continue
+				}
+				n++
 				mu.Lock()
 				got = append(got, at)
 				mu.Unlock()
@@ -154,46 +158,81 @@ func TestThreeProcesses(t *testing.T) {
 	wg.Wait()
 	slices.SortFunc(got, time.Time.Compare)
 	if len(got) != 3*perProcess {
-		t.Fatalf("%d reservations, want %d", len(got), 3*perProcess)
+		t.Fatalf("%d admissions, want %d", len(got), 3*perProcess)
 	}
-	for i, at := range got {
-		if want := t0.Add(time.Duration(i) * interval); !at.Equal(want) {
-			t.Fatalf("slot %d at %v, want %v: slots overlap or leave a gap", i, at, want)
+	for i := 1; i < len(got); i++ {
+		if d := got[i].Sub(got[i-1]); d < gap {
+			t.Fatalf("admissions %d and %d %v apart on the server's clock, want at least %v", i-1, i, d, gap)
 		}
 	}
 }
 
-func TestReserveExact(t *testing.T) {
+// TestAdmitExact: the wait the script answers is exactly last departure + gap - now, on the server's
+// clock, with odd nanoseconds and carries; a gap beyond the int64 range saturates.
+func TestAdmitExact(t *testing.T) {
 	st := redisstore.New(redistest.Start(t).Client())
-	now := time.Now() // about 1.8e18 unix nanoseconds: more than a double holds exactly
-	for _, tc := range []struct {
-		name     string
-		now      time.Time
-		interval time.Duration
-	}{
-		{"now", now, time.Nanosecond},
-		{"carry", time.Unix(1_800_000_000, 999_999_999), time.Second + 1},
-		{"before 1970", time.Unix(-5, 300), time.Second - 301},
-		{"around the epoch", time.Unix(-1, 999_999_999), 1},
-		{"max interval", t0, math.MaxInt64},
-	} {
-		host := tc.name + ".test"
-		at, err := st.ReserveDeparture(ctx, host, tc.now, tc.interval)
-		if err != nil || !at.Equal(tc.now) {
-			t.Errorf("%s: first reservation %v (%v), want %v", tc.name, at, err, tc.now)
+	for _, gap := range []time.Duration{time.Hour + 999_999_999, time.Hour + 1, 2*time.Hour - 1} {
+		_, ok, at, err := redisstore.AdmitNow(st, ctx, "exact.test", gap)
+		if err != nil || !ok {
+			t.Fatalf("first admission: ok %v, err %v", ok, err)
 		}
-		want := tc.now.Add(tc.interval)
-		if tc.interval == math.MaxInt64 {
-			want = time.Unix(0, math.MaxInt64) // clamped
+		wait, ok, now, err := redisstore.AdmitNow(st, ctx, "exact.test", gap)
+		if err != nil || ok || wait != at.Add(gap).Sub(now) {
+			t.Errorf("gap %v: wait %v (ok %v, err %v), want exactly %v", gap, wait, ok, err, at.Add(gap).Sub(now))
 		}
-		at, err = st.ReserveDeparture(ctx, host, tc.now, tc.interval)
-		if err != nil || !at.Equal(want) {
-			t.Errorf("%s: second reservation %v (%v), want %v", tc.name, at, err, want)
+		if _, err := srvFlushHost(st, "exact.test"); err != nil {
+			t.Fatal(err)
 		}
 	}
-	if _, err := st.ReserveDeparture(ctx, "z.test", time.Time{}, time.Second); err == nil {
-		t.Error("ReserveDeparture with a zero now succeeded")
+	if _, _, err := st.Admit(ctx, "max.test", math.MaxInt64); err != nil {
+		t.Fatal(err)
 	}
+	if wait, ok, err := st.Admit(ctx, "max.test", math.MaxInt64); err != nil || ok || wait <= 0 {
+		t.Errorf("after a gap of MaxInt64: wait %v, ok %v, err %v; want a saturated wait", wait, ok, err)
+	}
+}
+
+// TestDeparted: a departure that reached the wire late moves the host's last departure to the wire
+// instant on the server's clock, never back.
+func TestDeparted(t *testing.T) {
+	st := redisstore.New(redistest.Start(t).Client())
+	key := redisstore.DefaultPrefix + "host:w.test"
+	c := redisstore.Client(st)
+	last := func() time.Time {
+		v, err := c.HGet(ctx, key, "last_departure").Int64()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return time.Unix(0, v)
+	}
+	_, _, before, err := redisstore.AdmitNow(st, ctx, "w.test", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.HSet(ctx, key, "last_departure", before.Add(-time.Hour).UnixNano()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Departed(ctx, "w.test", 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if got := last(); got.Before(before.Add(-10*time.Second)) || got.After(before) {
+		t.Errorf("after Departed(10s ago): last departure %v before the admission, want about 10s", before.Sub(got))
+	}
+	future := before.Add(time.Hour)
+	if err := c.HSet(ctx, key, "last_departure", future.UnixNano()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Departed(ctx, "w.test", 0); err != nil {
+		t.Fatal(err)
+	}
+	if got := last(); !got.Equal(future) {
+		t.Errorf("Departed moved the last departure back from %v to %v", future, got)
+	}
+}
+
+// srvFlushHost forgets a host's departures, for tests that start it again.
+func srvFlushHost(st *redisstore.Store, host string) (int64, error) {
+	return redisstore.Client(st).Del(ctx, redisstore.DefaultPrefix+"host:"+host).Result()
 }
 
 func TestRoundTripExtremes(t *testing.T) {
@@ -221,23 +260,25 @@ func TestRoundTripExtremes(t *testing.T) {
 	}
 }
 
-// TestReservedOnly: a host only ever reserved has no saved state, and a later save keeps its booking.
-func TestReservedOnly(t *testing.T) {
+// TestAdmittedOnly: a host only ever admitted has no saved state; a later save keeps its last departure.
+func TestAdmittedOnly(t *testing.T) {
 	st := redisstore.New(redistest.Start(t).Client())
-	if _, err := st.ReserveDeparture(ctx, "r.test", t0, time.Minute); err != nil {
+	if _, _, err := st.Admit(ctx, "r.test", time.Hour); err != nil {
 		t.Fatal(err)
 	}
 	if _, ok, err := st.LoadHost(ctx, "r.test"); ok || err != nil {
-		t.Errorf("LoadHost of a reserved-only host = ok %v, err %v; want false, nil", ok, err)
+		t.Errorf("LoadHost of an admitted-only host = ok %v, err %v; want false, nil", ok, err)
 	}
 	s := storetest.Sample("r.test")
-	s.NextDeparture = time.Time{}
+	s.AdaptiveDelay = 0
 	if err := st.SaveHosts(ctx, []ext.HostState{s}); err != nil {
 		t.Fatal(err)
 	}
-	got, _, err := st.LoadHost(ctx, "r.test")
-	if err != nil || !got.NextDeparture.Equal(t0.Add(time.Minute)) {
-		t.Errorf("after save: next departure %v (%v), want the booked %v", got.NextDeparture, err, t0.Add(time.Minute))
+	if got, _, err := st.LoadHost(ctx, "r.test"); err != nil || storetest.Diff(got, s) != "" {
+		t.Errorf("after save: %v %s", err, storetest.Diff(got, s))
+	}
+	if wait, ok, err := st.Admit(ctx, "r.test", time.Hour); err != nil || ok || wait < 59*time.Minute {
+		t.Errorf("after save: admitted %v with wait %v (%v); the save forgot the last departure", ok, wait, err)
 	}
 }
 
@@ -258,16 +299,18 @@ func TestCorruptHost(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		set     func(key string) error
-		reserve bool // ReserveDeparture fails too
+		reserve bool // Admit fails too
 	}{
 		{"string key", func(k string) error { return c.Set(ctx, k, "hello", 0).Err() }, true},
 		{"list key", func(k string) error { return c.RPush(ctx, k, "a", "b").Err() }, true},
 		{"zset key", func(k string) error { return c.ZAdd(ctx, k, redis.Z{Score: 1, Member: "m"}).Err() }, true},
 		{"not a number", hset(c, with("adaptive_delay", "fast")), true},
-		{"float", hset(c, with("next_departure", "1.5e18")), true},
-		{"huge", hset(c, with("hold_until", "99999999999999999999")), true},
-		{"plus sign", hset(c, with("next_departure", "+1")), true},
+		{"float", hset(c, with("next_departure", "1.5e18")), false},
+		{"huge", hset(c, with("hold_until", "99999999999999999999")), false},
+		{"plus sign", hset(c, with("next_departure", "+1")), false},
 		{"empty delay", hset(c, with("adaptive_delay", "")), true},
+		{"huge last departure", hset(c, with("last_departure", "99999999999999999999")), true},
+		{"float server hold", hset(c, with("hold_srv", "1.5e18")), true},
 		{"missing field", hset(c, without("failures")), false},
 		{"missing version", hset(c, without("v")), false},
 		{"bool", hset(c, with("crawl_clamped", "yes")), false},
@@ -284,19 +327,12 @@ func TestCorruptHost(t *testing.T) {
 			t.Errorf("%s: LoadHost = ok %v, err %v; want an error wrapping ErrCorruptState", tc.name, ok, err)
 		}
 		want := storetest.Sample(host)
-		at, err := st.ReserveDeparture(ctx, host, t0, time.Second)
+		_, _, err = st.Admit(ctx, host, time.Second)
 		switch {
 		case tc.reserve && !errors.Is(err, ext.ErrCorruptState):
-			t.Errorf("%s: ReserveDeparture err %v, want one wrapping ErrCorruptState", tc.name, err)
-		case tc.reserve:
-		case tc.name == "garbage only":
-			if err != nil || !at.Equal(t0) {
-				t.Errorf("%s: ReserveDeparture = %v, %v; want now", tc.name, at, err)
-			}
-		case err != nil || !at.Equal(want.HoldUntil):
-			t.Errorf("%s: ReserveDeparture = %v, %v; want the stored hold %v", tc.name, at, err, want.HoldUntil)
-		default:
-			want.NextDeparture = at.Add(want.AdaptiveDelay) // booked, and kept by the merge
+			t.Errorf("%s: Admit err %v, want one wrapping ErrCorruptState", tc.name, err)
+		case !tc.reserve && err != nil:
+			t.Errorf("%s: Admit err %v; it reads none of the broken fields", tc.name, err)
 		}
 		// Saving is the repair: it overwrites what it cannot read.
 		if err := st.SaveHosts(ctx, []ext.HostState{storetest.Sample(host)}); err != nil {
@@ -403,19 +439,20 @@ func TestRedisRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = st.Close() })
-	if _, err := st.ReserveDeparture(ctx, "k.test", t0, time.Second); err != nil {
+	if _, _, err := st.Admit(ctx, "k.test", time.Hour); err != nil {
 		t.Fatal(err)
 	}
 
 	srv.Stop()
 	start := time.Now()
 	calls := map[string]func() error{
-		"ReserveDeparture": func() error { _, err := st.ReserveDeparture(ctx, "k.test", t0, time.Second); return err },
-		"LoadHost":         func() error { _, _, err := st.LoadHost(ctx, "k.test"); return err },
-		"SaveHosts":        func() error { return st.SaveHosts(ctx, []ext.HostState{storetest.Sample("k.test")}) },
-		"AddDeferred":      func() error { _, err := st.AddDeferred(ctx, ext.DeferredRequest{Host: "k.test"}); return err },
-		"ListDeferred":     func() error { _, err := st.ListDeferred(ctx, "", 0); return err },
-		"DeleteDeferred":   func() error { return st.DeleteDeferred(ctx, []int64{1}) },
+		"Admit":          func() error { _, _, err := st.Admit(ctx, "k.test", time.Second); return err },
+		"Departed":       func() error { return st.Departed(ctx, "k.test", time.Millisecond) },
+		"LoadHost":       func() error { _, _, err := st.LoadHost(ctx, "k.test"); return err },
+		"SaveHosts":      func() error { return st.SaveHosts(ctx, []ext.HostState{storetest.Sample("k.test")}) },
+		"AddDeferred":    func() error { _, err := st.AddDeferred(ctx, ext.DeferredRequest{Host: "k.test"}); return err },
+		"ListDeferred":   func() error { _, err := st.ListDeferred(ctx, "", 0); return err },
+		"DeleteDeferred": func() error { return st.DeleteDeferred(ctx, []int64{1}) },
 	}
 	for name, call := range calls {
 		err := call()
@@ -432,15 +469,15 @@ func TestRedisRestart(t *testing.T) {
 	srv.Restart() // an empty server, without the scripts
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		at, err := st.ReserveDeparture(ctx, "k.test", t0, time.Second)
+		_, ok, err := st.Admit(ctx, "k.test", time.Hour)
 		if err == nil {
-			if !at.Equal(t0) {
-				t.Errorf("first reservation after restart at %v, want %v: the restarted server starts empty", at, t0)
+			if !ok {
+				t.Error("first departure after restart not admitted: the restarted server starts empty")
 			}
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("ReserveDeparture still failing 5 s after the restart: %v", err)
+			t.Fatalf("Admit still failing 5 s after the restart: %v", err)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -463,7 +500,10 @@ func TestScriptFlush(t *testing.T) {
 		if err := st.SaveHosts(ctx, batch); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := st.ReserveDeparture(ctx, "a.test", t0, time.Second); err != nil {
+		if _, _, err := st.Admit(ctx, "a.test", time.Second); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.Departed(ctx, "a.test", 0); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -473,35 +513,30 @@ func TestContextCanceled(t *testing.T) {
 	st := redisstore.New(redistest.Start(t).Client())
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
-	if _, err := st.ReserveDeparture(cctx, "a.test", t0, time.Second); !errors.Is(err, context.Canceled) {
-		t.Errorf("ReserveDeparture with a canceled context: %v", err)
+	if _, _, err := st.Admit(cctx, "a.test", time.Second); !errors.Is(err, context.Canceled) {
+		t.Errorf("Admit with a canceled context: %v", err)
 	}
 	if err := st.SaveHosts(cctx, []ext.HostState{storetest.Sample("a.test")}); !errors.Is(err, context.Canceled) {
 		t.Errorf("SaveHosts with a canceled context: %v", err)
 	}
 }
 
-// TestReserveMatchesGo compares the script's arithmetic with Go's on random schedules across the
-// whole int64 range of unix nanoseconds, before and after 1970, with zero times and clamping.
-func TestReserveMatchesGo(t *testing.T) {
-	st := redisstore.New(redistest.Start(t).Client())
+// TestAdmitMatchesGo compares the script's arithmetic with Go's on random stored schedules across the
+// whole int64 range of unix nanoseconds, before and after 1970, with absent fields and clamping.
+func TestAdmitMatchesGo(t *testing.T) {
+	c := redistest.Start(t).Client()
+	st := redisstore.New(c)
 	rng := rand.New(rand.NewPCG(1, 2))
 	randNanos := func() int64 {
 		switch rng.IntN(4) {
 		case 0:
 			return rng.Int64() - rng.Int64() // anywhere, either sign
 		case 1:
-			return time.Now().UnixNano() + rng.Int64N(int64(time.Hour))
+			return time.Now().UnixNano() + rng.Int64N(int64(time.Hour)) - int64(30*time.Minute)
 		case 2:
 			return rng.Int64N(1e12) - 5e11 // around the epoch
 		}
 		return math.MaxInt64 - rng.Int64N(int64(time.Hour))
-	}
-	randTime := func() time.Time {
-		if rng.IntN(5) == 0 {
-			return time.Time{}
-		}
-		return time.Unix(0, randNanos())
 	}
 	randDuration := func() time.Duration {
 		switch rng.IntN(4) {
@@ -510,34 +545,48 @@ func TestReserveMatchesGo(t *testing.T) {
 		case 1:
 			return -time.Duration(rng.Int64N(1e12))
 		}
-		return time.Duration(rng.Int64N(int64(time.Minute)))
+		return time.Duration(rng.Int64N(int64(time.Hour)))
 	}
 	for i := range 400 {
 		host := fmt.Sprintf("rand%d.test", i)
-		s := storetest.Sample(host)
-		s.NextDeparture, s.HoldUntil, s.AdaptiveDelay = randTime(), randTime(), randDuration()
-		now, interval := time.Unix(0, randNanos()), randDuration()
-		if err := st.SaveHosts(ctx, []ext.HostState{s}); err != nil {
+		fields := map[string]string{"adaptive_delay": strconv.FormatInt(int64(randDuration()), 10)}
+		var last, hold *int64
+		if rng.IntN(5) > 0 {
+			n := randNanos()
+			last, fields["last_departure"] = &n, strconv.FormatInt(n, 10)
+		}
+		if rng.IntN(3) == 0 {
+			n := randNanos()
+			hold, fields["hold_srv"] = &n, strconv.FormatInt(n, 10)
+		}
+		if err := c.HSet(ctx, redisstore.DefaultPrefix+"host:"+host, fields).Err(); err != nil {
 			t.Fatal(err)
 		}
-		wantAt := now
-		for _, x := range []time.Time{s.NextDeparture, s.HoldUntil} {
-			if !x.IsZero() && x.After(wantAt) {
-				wantAt = x
+		ad, _ := strconv.ParseInt(fields["adaptive_delay"], 10, 64)
+		gap := randDuration()
+		wait, ok, now, err := redisstore.AdmitNow(st, ctx, host, gap)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// In big integers: allowed = max(last + max(gap, ad, 0), hold), clamped to the int64 range.
+		allowed := big.NewInt(math.MinInt64)
+		if last != nil {
+			allowed = new(big.Int).Add(big.NewInt(*last), big.NewInt(max(int64(gap), ad, 0)))
+		}
+		if hold != nil && allowed.Cmp(big.NewInt(*hold)) < 0 {
+			allowed = big.NewInt(*hold)
+		}
+		w := new(big.Int).Sub(allowed, big.NewInt(now.UnixNano()))
+		wantOK := w.Sign() <= 0
+		wantWait := int64(0)
+		if !wantOK {
+			wantWait = math.MaxInt64
+			if w.IsInt64() {
+				wantWait = w.Int64()
 			}
 		}
-		step := max(interval, s.AdaptiveDelay, 0)
-		wantNext := time.Unix(0, math.MaxInt64)
-		if wantAt.UnixNano() <= math.MaxInt64-int64(step) {
-			wantNext = wantAt.Add(step)
-		}
-		at, err := st.ReserveDeparture(ctx, host, now, interval)
-		if err != nil || !at.Equal(wantAt) {
-			t.Fatalf("case %d (%+v, now %d, interval %d): at %d (%v), want %d", i, s, now.UnixNano(), interval, at.UnixNano(), err, wantAt.UnixNano())
-		}
-		got, _, err := st.LoadHost(ctx, host)
-		if err != nil || !got.NextDeparture.Equal(wantNext) {
-			t.Fatalf("case %d (%+v, now %d, interval %d): next %d (%v), want %d", i, s, now.UnixNano(), interval, got.NextDeparture.UnixNano(), err, wantNext.UnixNano())
+		if ok != wantOK || int64(wait) != wantWait {
+			t.Fatalf("case %d (%v, gap %d, now %d): ok %v wait %d, want ok %v wait %d", i, fields, gap, now.UnixNano(), ok, wait, wantOK, wantWait)
 		}
 	}
 }

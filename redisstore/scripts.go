@@ -65,35 +65,72 @@ local function format(s, n)
 end
 `
 
-// reserveScript books a departure: KEYS[1] is the host hash, ARGV[1] and ARGV[2] now as unix seconds
-// and nanoseconds (0 to 999999999), ARGV[3] and ARGV[4] the interval (at least 0) the same way.
-// at = max(now, next_departure, hold_until); next_departure = at + max(interval, adaptive_delay). It
-// returns at as decimal unix nanoseconds, or a CORRUPT error for a field it cannot read (and Redis
-// answers WRONGTYPE for a key that is not a hash).
-var reserveScript = redis.NewScript(timeLua + `
-local f = redis.call('HMGET', KEYS[1], 'next_departure', 'hold_until', 'adaptive_delay')
-local at_s, at_n = tonumber(ARGV[1]), tonumber(ARGV[2])
-local st_s, st_n = tonumber(ARGV[3]), tonumber(ARGV[4])
-local nd_s, nd_n = parse(f[1])
-if nd_s == false then return redis.error_reply('CORRUPT field next_departure is not a decimal int64') end
+// nowLua reads the server's clock: every decision of the fleet is taken on this one clock, whatever
+// the clocks of the crawler machines say.
+const nowLua = `
+local T = redis.call('TIME')
+local now_s, now_n = tonumber(T[1]), tonumber(T[2]) * 1000
+`
+
+// ttlLua refreshes the host key's expiry when ARGV[ttlArg] (milliseconds) is positive.
+const ttlLua = `
+local function refresh(ms)
+  if tonumber(ms) > 0 then redis.call('PEXPIRE', KEYS[1], ms) end
+end
+`
+
+// admitScript decides a departure, GCRA style, on the server's clock: KEYS[1] is the host hash,
+// ARGV[1] and ARGV[2] the gap (at least 0) as seconds and nanoseconds, ARGV[3] the key's TTL in
+// milliseconds (0: none). The departure may go when now >= max(last_departure + max(gap,
+// adaptive_delay), hold_srv): then last_departure = now and it returns {1, "0", now}. Otherwise it
+// changes nothing and returns {0, wait, now}; wait and now in decimal (unix) nanoseconds. A field it cannot read is a CORRUPT
+// error (and Redis answers WRONGTYPE for a key that is not a hash).
+var admitScript = redis.NewScript(timeLua + nowLua + ttlLua + `
+local f = redis.call('HMGET', KEYS[1], 'last_departure', 'hold_srv', 'adaptive_delay')
+local ld_s, ld_n = parse(f[1])
+if ld_s == false then return redis.error_reply('CORRUPT field last_departure is not a decimal int64') end
 local hu_s, hu_n = parse(f[2])
-if hu_s == false then return redis.error_reply('CORRUPT field hold_until is not a decimal int64') end
+if hu_s == false then return redis.error_reply('CORRUPT field hold_srv is not a decimal int64') end
 local ad_s, ad_n = parse(f[3])
 if ad_s == false or f[3] == '' then return redis.error_reply('CORRUPT field adaptive_delay is not a decimal int64') end
-if nd_s and less(at_s, at_n, nd_s, nd_n) then at_s, at_n = nd_s, nd_n end
-if hu_s and less(at_s, at_n, hu_s, hu_n) then at_s, at_n = hu_s, hu_n end
-if ad_s and less(st_s, st_n, ad_s, ad_n) then st_s, st_n = ad_s, ad_n end
-local nx_s, nx_n = add(at_s, at_n, st_s, st_n)
-redis.call('HSET', KEYS[1], 'next_departure', format(nx_s, nx_n))
-return format(at_s, at_n)
+local gp_s, gp_n = tonumber(ARGV[1]), tonumber(ARGV[2])
+if ad_s and less(gp_s, gp_n, ad_s, ad_n) then gp_s, gp_n = ad_s, ad_n end
+local al_s, al_n = -9223372037, 145224192
+if ld_s then al_s, al_n = add(ld_s, ld_n, gp_s, gp_n) end
+if hu_s and less(al_s, al_n, hu_s, hu_n) then al_s, al_n = hu_s, hu_n end
+if less(now_s, now_n, al_s, al_n) then
+  local w_s, w_n = al_s - now_s, al_n - now_n
+  if w_n < 0 then w_s, w_n = w_s - 1, w_n + E9 end
+  return {0, format(w_s, w_n), format(now_s, now_n)}
+end
+redis.call('HSET', KEYS[1], 'last_departure', format(now_s, now_n))
+refresh(ARGV[3])
+return {1, '0', format(now_s, now_n)}
+`)
+
+// departedScript moves a host's last departure to at least ARGV[1] nanoseconds before the server's now
+// (a request that reached the wire after its admission). ARGV[2] is the TTL as for admitScript.
+var departedScript = redis.NewScript(timeLua + nowLua + ttlLua + `
+local ago = tonumber(ARGV[1])
+local a_s, a_n = math.floor(ago / E9), ago % E9
+local c_s, c_n = now_s - a_s, now_n - a_n
+if c_n < 0 then c_s, c_n = c_s - 1, c_n + E9 end
+local ld_s, ld_n = parse(redis.call('HGET', KEYS[1], 'last_departure'))
+if ld_s == false or not ld_s or less(ld_s, ld_n, c_s, c_n) then
+  redis.call('HSET', KEYS[1], 'last_departure', format(c_s, c_n))
+  refresh(ARGV[2])
+end
+return 1
 `)
 
 // saveScript writes one host's state with SaveHosts' merge rule: KEYS[1] is the host hash, ARGV[1..12]
-// the fields in hostFields order, ARGV[13] "1" to replace without merging. next_departure and
-// hold_until keep the later of the stored and the given value (hold_trigger goes with hold_until); the
-// rest is overwritten. A stored value that cannot be
-// read, or a key of another type, is overwritten: saving is how the pacer repairs a corrupt record.
-var saveScript = redis.NewScript(timeLua + `
+// the fields in hostFields order, ARGV[13] "1" to replace without merging, ARGV[14] the hold's time
+// left in nanoseconds when it was sent (0: none), ARGV[15] the TTL as for admitScript. next_departure
+// and hold_until keep the later of the stored and the given value (hold_trigger goes with hold_until);
+// the rest is overwritten. hold_srv, the hold on the server's clock that admitScript reads, is the
+// server's now + the time left, and likewise keeps the later. A stored value that cannot be read, or a
+// key of another type, is overwritten: saving is how the pacer repairs a corrupt record.
+var saveScript = redis.NewScript(timeLua + nowLua + ttlLua + `
 local t = redis.call('TYPE', KEYS[1]).ok
 if t ~= 'hash' and t ~= 'none' then redis.call('DEL', KEYS[1]) end
 local old = redis.call('HMGET', KEYS[1], 'next_departure', 'hold_until', 'hold_trigger')
@@ -108,14 +145,25 @@ local function later(a, b)
 end
 
 local nd, hu, ht = ARGV[4], ARGV[5], ARGV[6]
+local left = tonumber(ARGV[14])
+local hs = ''
+if left > 0 then
+  local l_s, l_n = math.floor(left / E9), left % E9
+  hs = format(add(now_s, now_n, l_s, l_n))
+end
+local oldhs = redis.call('HGET', KEYS[1], 'hold_srv')
 if ARGV[13] ~= '1' then
   if later(old[1], nd) then nd = old[1] end
   if later(old[2], hu) then hu, ht = old[2], old[3] or '' end
+  if later(oldhs, hs) then hs = oldhs end
 end
 redis.call('HSET', KEYS[1],
   'v', ARGV[1], 'adaptive_delay', ARGV[2], 'known_limit', ARGV[3],
   'next_departure', nd, 'hold_until', hu, 'hold_trigger', ht,
   'crawl_delay', ARGV[7], 'crawl_clamped', ARGV[8], 'breaker', ARGV[9],
   'breaker_changed', ARGV[10], 'failures', ARGV[11], 'updated_at', ARGV[12])
+if parse(hs) then redis.call('HSET', KEYS[1], 'hold_srv', hs) else redis.call('HDEL', KEYS[1], 'hold_srv') end
+if parse(redis.call('HGET', KEYS[1], 'last_departure')) == false then redis.call('HDEL', KEYS[1], 'last_departure') end
+refresh(ARGV[15])
 return 1
 `)

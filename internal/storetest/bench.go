@@ -10,8 +10,8 @@ import (
 )
 
 // BenchDeparture measures a whole departure through a pacer keeping its state in st (nil: in memory
-// only): Wait (host lookup, in-flight slot, booking, confirmation, and with a SharedStore the booking in
-// the store) and the release, over 1 000 hosts with no delay, serial and from every core.
+// only): Wait (host lookup, in-flight slot, admission, and with a SharedStore the admission in the
+// store) and the release, over 1 000 hosts with no delay, serial and from every core.
 func BenchDeparture(b *testing.B, st ext.Store) {
 	opts := []ext.Option{ext.WithBaseDelay(0), ext.WithJitter(0), ext.WithoutRobots()}
 	if st != nil {
