@@ -123,10 +123,13 @@ func (p *Pacer) ObserveAt(res Reservation, o Outcome, now time.Time) Verdict {
 		rate := o.Status == http.StatusTooManyRequests || retryAfterValid
 		changed, event = h.delay.refuse(res.gen, rate, floor, ceiling), EventDelayIncreased
 	case v.Trigger == TriggerClean:
-		if h.delay.observeLatency(res.gen, o.Latency, ceiling) {
+		if h.delay.observeLatency(res.gen, o.Latency, floor, ceiling) {
 			changed, event, trigger = true, EventDelayIncreased, TriggerLatency
-		} else if h.delay.succeed(res.gen, floor) {
+		} else if moved := h.delay.succeed(res.gen, floor, ceiling); moved != 0 {
 			changed, event = true, EventDelayDecreased
+			if moved > 0 {
+				event = EventDelayIncreased
+			}
 		}
 	}
 	after, _ := h.intervalLocked(now)
