@@ -199,6 +199,7 @@ func TestHostileRateLimitHeaders(t *testing.T) {
 		{"exhausted: held until reset", 0, header("X-RateLimit-Remaining", "0", "X-RateLimit-Reset", "7"), 7 * time.Second, TriggerRateLimit, 0, true},
 		{"epoch seconds", 0, header("X-RateLimit-Remaining", "2", "X-RateLimit-Reset", epoch(10*time.Second)), 5 * time.Second, TriggerRateLimit, 0, true},
 		{"epoch milliseconds", 0, header("X-RateLimit-Remaining", "2", "X-RateLimit-Reset", epochMS(10*time.Second)), 5 * time.Second, TriggerRateLimit, 0, true},
+		{"epoch from a server clock 10 min ahead: measured against Date", 0, header("Date", t0.Add(10*time.Minute).Format(http.TimeFormat), "X-RateLimit-Remaining", "2", "X-RateLimit-Reset", epoch(10*time.Minute+10*time.Second)), 5 * time.Second, TriggerRateLimit, 0, true},
 		{"epoch in the past", 0, header("X-RateLimit-Remaining", "0", "X-RateLimit-Reset", epoch(-time.Minute)), time.Second, TriggerBase, 0, false},
 		{"delta of 31 years (just under the epoch cut-off)", 0, header("X-RateLimit-Remaining", "0", "X-RateLimit-Reset", "999999999"), time.Second, TriggerBase, 1, false},
 		{"epoch beyond the 1 h maximum", 0, header("X-RateLimit-Remaining", "0", "X-RateLimit-Reset", epoch(2*time.Hour)), time.Second, TriggerBase, 1, false},

@@ -105,13 +105,13 @@ func (p *Pacer) ObserveAt(res Reservation, o Outcome, now time.Time) Verdict {
 	}
 	if sigFound {
 		h.rate = sig
-		if sig.Exhausted && sig.Until.After(h.holdUntil) {
-			h.holdUntil, h.holdTrigger = sig.Until, TriggerRateLimit
+		if sig.Exhausted && sig.Reset.After(h.holdUntil) {
+			h.holdUntil, h.holdTrigger = sig.Reset, TriggerRateLimit
 		}
 		if sig.Exhausted || sig.Interval > before {
 			computed := sig.Interval
 			if sig.Exhausted {
-				computed = sig.Until.Sub(now)
+				computed = sig.Reset.Sub(now)
 			}
 			events = append(events, auditEvent{event: EventRateLimitApplied, trigger: TriggerRateLimit, computed: computed, compliant: true, detail: sig.Source})
 		}
