@@ -89,7 +89,7 @@ func TestHostileRetryAfter(t *testing.T) {
 		{"one day, above the 10 min maximum", 503, fixed("Retry-After", "86400"), 0, []string{EventRetryAfterTooLong, EventBreakerOpened}},
 		{"seconds", 503, fixed("Retry-After", "5"), s5, []string{EventRetryAfterHonoured}},
 		{"just under the maximum", 429, fixed("Retry-After", "599"), withRetryAfterBuffer(599 * time.Second), []string{EventRetryAfterHonoured}},
-		{"zero", 429, fixed("Retry-After", "0"), 2 * time.Second, nil},
+		{"zero", 429, fixed("Retry-After", "0"), 2 * time.Second, []string{EventRetryAfterNow}},
 		{"IMF-fixdate", 429, in(http.TimeFormat, 5*time.Second), s5, []string{EventRetryAfterHonoured}},
 		{"RFC 850 date", 429, in(rfc850, 5*time.Second), s5, []string{EventRetryAfterHonoured}},
 		{"asctime date", 429, in(time.ANSIC, 5*time.Second), s5, []string{EventRetryAfterHonoured}},
@@ -98,7 +98,7 @@ func TestHostileRetryAfter(t *testing.T) {
 			wrong := (d.Weekday() + 3) % 7
 			return header("Retry-After", wrong.String()[:3]+d.Format(http.TimeFormat)[3:])
 		}, s5, []string{EventRetryAfterHonoured}},
-		{"far past date", 429, fixed("Retry-After", "Thu, 01 Jan 1970 00:00:00 GMT"), 2 * time.Second, nil},
+		{"far past date", 429, fixed("Retry-After", "Thu, 01 Jan 1970 00:00:00 GMT"), 2 * time.Second, []string{EventRetryAfterNow}},
 		{"far future date", 429, fixed("Retry-After", "Fri, 31 Dec 9999 23:59:59 GMT"), 0, []string{EventRetryAfterTooLong, EventBreakerOpened}},
 		{"server clock 1 h ahead", 429, func(now time.Time) http.Header {
 			return header("Date", now.Add(time.Hour).Format(http.TimeFormat), "Retry-After", now.Add(time.Hour+5*time.Second).Format(http.TimeFormat))

@@ -76,9 +76,12 @@ func (p *Pacer) ObserveAt(res Reservation, o Outcome, now time.Time) Verdict {
 	if o.Status >= 300 {
 		wait, present, err := parseRetryAfter(o.Header.Values("Retry-After"), o.Header.Get("Date"), now, p.cfg.maxRetryAfter)
 		switch {
-		case present && err == nil:
+		case present && err == nil && wait > 0:
 			retryAfterValid = true
-			hold = now.Add(wait + time.Duration(float64(wait)*p.cfg.retryAfterBuffer))
+			hold = now.Add(retryAfterHold(wait, p.cfg.retryAfterBuffer))
+		case present && err == nil: // 0 or a past date: the host may be asked again now
+			retryAfterValid = true
+			events = append(events, auditEvent{event: EventRetryAfterNow, trigger: TriggerRetryAfter, compliant: true, detail: "Retry-After asks for no wait: no hold"})
 		case errors.Is(err, ErrRetryAfterTooLong):
 			retryAfterTooLong = true
 			events = append(events, auditEvent{event: EventRetryAfterTooLong, trigger: TriggerRetryAfter, computed: wait, detail: err.Error()})

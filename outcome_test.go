@@ -360,3 +360,24 @@ func TestExhaustedRateLimitCostsOneWindow(t *testing.T) {
 		})
 	}
 }
+
+// issue 10 item 10: Retry-After: 0 (or a date in the past) on every 429 sets no hold, and the audit
+// says so: retry_after_now, never a retry_after_honoured of 0 ms.
+func TestRetryAfterZeroLogsNoHold(t *testing.T) {
+	var buf auditBuf
+	p := NewPacer(WithBaseDelay(time.Second), WithJitter(0), WithLogger(zerolog.New(&buf)))
+	past := t0.Add(-time.Minute).Format(http.TimeFormat)
+	for i, ra := range []string{"0", "0", past} {
+		now := t0.Add(time.Duration(i) * time.Minute)
+		p.ObserveAt(p.ReserveAt("h", now), Outcome{Status: 429, Header: header("Retry-After", ra)}, now)
+		if st, _ := p.HostAt("h", now); !st.RetryAfterUntil.IsZero() {
+			t.Errorf("Retry-After %q: hold until %v, want none", ra, st.RetryAfterUntil)
+		}
+	}
+	if got := countEvents(t, &buf, EventRetryAfterHonoured); got != 0 {
+		t.Errorf("%d retry_after_honoured events, want none: no hold was set", got)
+	}
+	if got := countEvents(t, &buf, EventRetryAfterNow); got != 3 {
+		t.Errorf("%d retry_after_now events, want 3 in %s", got, buf.String())
+	}
+}

@@ -102,6 +102,12 @@ func parseRetryAfter(values []string, date string, now time.Time, maxWait time.D
 	}
 }
 
+// retryAfterHold is how long a Retry-After wait holds the host: the wait plus
+// buffer × wait, saturated at the largest Duration.
+func retryAfterHold(wait time.Duration, buffer float64) time.Duration {
+	return satAdd(wait, satMul(wait, buffer))
+}
+
 // retryAfterElement parses one delay-seconds or HTTP-date, the date measured
 // from base. An invalid element yields the bare ErrInvalidRetryAfter: the
 // caller quotes the whole field value.
