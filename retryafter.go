@@ -502,8 +502,8 @@ func parseRateLimitSF(h http.Header, now time.Time, maxReset time.Duration, errs
 		}
 		reset := time.Duration(t) * time.Second
 		next := rateLimitPolicy{q: -1, w: -1}
-		if ok {
-			next = pol
+		if ok && pol.w <= int64(maxReset/time.Second) {
+			next = pol // the window after the reset, bounded as a reset is
 		}
 		if s, ok := rateLimitSignalFor(r, reset, now.Add(reset), next, rateLimitSourceSF); ok && (!found || s.moreRestrictive(best)) {
 			best, found = s, true

@@ -429,3 +429,11 @@ func TestEpochRateLimitResetCorrectsServerSkew(t *testing.T) {
 		})
 	}
 }
+
+// A policy window above the longest reset obeyed does not pace the window after an exhausted one.
+func TestExhaustedRateLimitIgnoresHugeNextWindow(t *testing.T) {
+	sig, found, errs := parseRateLimit(rlHeader("RateLimit", `"d";r=0;t=10`, "RateLimit-Policy", `"d";q=1;w=999999999999999`), raT0, time.Hour)
+	if !found || len(errs) != 0 || !sig.Exhausted || sig.Interval != 0 || !sig.Reset.Equal(raT0.Add(10*time.Second)) {
+		t.Errorf("got %+v, %v, %v; want a hold to now+10s and no interval after it", sig, found, errs)
+	}
+}
