@@ -15,6 +15,7 @@ const (
 	EventDelayIncreased      = "delay_increased"        // the adaptive delay grew (refusal or latency)
 	EventDelayDecreased      = "delay_decreased"        // the adaptive delay gave capacity back
 	EventRetryAfterHonoured  = "retry_after_honoured"   // no departure to the host before the window ends
+	EventRetryAfterNow       = "retry_after_now"        // a Retry-After of 0 or a past date: no hold, the backoff only
 	EventCrawlDelayApplied   = "crawl_delay_applied"    // a robots.txt Crawl-delay became part of the interval
 	EventRateLimitApplied    = "rate_limit_applied"     // rate-limit headers set the interval or a hold
 	EventHeaderInvalid       = "header_invalid"         // a Retry-After or rate-limit field was ignored

@@ -1,6 +1,7 @@
 package ext
 
 import (
+	"cmp"
 	"math"
 	"slices"
 	"time"
@@ -46,7 +47,7 @@ const (
 // adaptive is the AIMD state of one host's adaptive delay. It is not safe for concurrent use:
 // the host's mutex protects it.
 type adaptive struct {
-	delay    time.Duration // the adaptive delay, in [floor, ceiling]
+	delay    time.Duration // the adaptive delay, in [floor, ceiling]: written only by set
 	limit    time.Duration // the delay in effect at the last rate refusal that followed a clean response
 	margin   float64       // the recovery target's margin above limit (recoveryMargin and up)
 	gen      uint64        // bumped on every increase; an outcome of an older generation cannot increase again
@@ -65,28 +66,27 @@ func newAdaptive(floor time.Duration) adaptive {
 // burst counts: the others departed before the increase took effect. rate says the host refused for
 // being asked too fast (429, or a Retry-After): after clean responses, the delay in effect becomes
 // its known limit. An outage (503 without Retry-After, 5xx, a broken connection) teaches nothing
-// about speed. It reports whether the delay changed.
+// about speed. It reports whether the delay went up (not at the ceiling already).
 func (a *adaptive) refuse(gen uint64, rate bool, floor, ceiling time.Duration) bool {
 	if gen != a.gen {
 		return false
 	}
 	if a.failures == 0 && rate {
-		if a.limit > 0 && a.delay <= time.Duration(float64(a.limit)*creepRatio) {
+		if a.limit > 0 && a.delay <= satMul(a.limit, creepRatio) {
 			a.margin = min(a.margin*2, maxMargin) // refused again near the limit: the target was too fast
 		}
 		a.limit = a.delay
 	}
 	a.failures++
-	a.increase(time.Duration(float64(max(a.delay, floor, minBackoff))*refusalFactor), ceiling)
-	return true
+	return a.increase(satMul(max(a.delay, floor, minBackoff), refusalFactor), floor, ceiling)
 }
 
 // observeLatency feeds a clean response's latency to the rolling p95 and multiplies the delay by 1.25
-// when slowRun consecutive samples are above it. It reports whether the delay changed.
-func (a *adaptive) observeLatency(gen uint64, latency, ceiling time.Duration) bool {
+// when slowRun consecutive samples are above it. It reports whether the delay went up.
+func (a *adaptive) observeLatency(gen uint64, latency, floor, ceiling time.Duration) bool {
 	p95, ok := a.lat.p95()
 	a.lat.add(latency)
-	if !ok || latency <= p95+max(time.Duration(float64(p95)*slowMargin), minSlowMargin) {
+	if !ok || latency <= satAdd(p95, max(satMul(p95, slowMargin), minSlowMargin)) {
 		a.slow = 0
 		return false
 	}
@@ -95,14 +95,24 @@ func (a *adaptive) observeLatency(gen uint64, latency, ceiling time.Duration) bo
 		return false
 	}
 	a.slow = 0
-	a.increase(time.Duration(float64(a.delay)*slowFactor), ceiling)
-	return true
+	return a.increase(satMul(a.delay, slowFactor), floor, ceiling)
 }
 
-func (a *adaptive) increase(d, ceiling time.Duration) {
-	a.delay = min(d, ceiling)
+// increase raises the delay to d (clamped) and starts a new generation, even at the ceiling: the
+// outcomes in flight still count as one burst. It reports whether the delay went up.
+func (a *adaptive) increase(d, floor, ceiling time.Duration) bool {
+	up := a.set(d, floor, ceiling) > 0
 	a.gen++
 	a.clean, a.atTarget = 0, 0
+	return up
+}
+
+// set is the one write of the delay: d clamped to [floor, ceiling]. It reports how the delay moved:
+// 1 up, -1 down, 0 not at all, so a clamp is never reported as the opposite of what it did.
+func (a *adaptive) set(d, floor, ceiling time.Duration) int {
+	old := a.delay
+	a.delay = clampDuration(d, floor, ceiling)
+	return cmp.Compare(a.delay, old)
 }
 
 // succeed counts a clean response of generation gen and, after cleanRun of them, subtracts a step
@@ -110,15 +120,17 @@ func (a *adaptive) increase(d, ceiling time.Duration) {
 // refusal comes back in a few steps and a delay inflated by an outage falls to the floor within
 // seconds of recovery, while it never undershoots the host's known limit. At the
 // target, after probeAfter clean responses, the known limit is lowered a little to probe for capacity.
-// It reports whether the delay changed.
-func (a *adaptive) succeed(gen uint64, floor time.Duration) bool {
+// It reports how the delay moved (see set): a target above the ceiling is met at the ceiling, and the
+// margin shrinking can bring a delay below the target (a restored state) up to it.
+func (a *adaptive) succeed(gen uint64, floor, ceiling time.Duration) int {
 	if gen != a.gen {
-		return false
+		return 0
 	}
 	a.failures = 0
 	target := a.target(floor)
 	if a.delay <= target {
-		a.delay = max(a.delay, floor)
+		old := a.delay
+		a.set(a.delay, floor, ceiling)
 		a.atTarget++
 		switch {
 		case a.margin > recoveryMargin && a.atTarget >= marginDecayAfter:
@@ -127,30 +139,29 @@ func (a *adaptive) succeed(gen uint64, floor time.Duration) bool {
 			if a.margin < recoveryMargin*1.05 {
 				a.margin = recoveryMargin
 			}
-			a.delay = max(a.target(floor), floor)
-			return true
+			a.set(a.target(floor), floor, ceiling)
 		case a.atTarget >= probeAfter && a.limit > 0:
 			a.atTarget = 0
-			a.limit -= time.Duration(float64(a.limit) * probeStep)
+			a.limit -= satMul(a.limit, probeStep)
 			if a.limit < floor {
 				a.limit = 0
 			}
 		}
-		return false
+		return cmp.Compare(a.delay, old)
 	}
 	a.clean++
 	if a.clean < cleanRun {
-		return false
+		return 0
 	}
 	a.clean = 0
 	step := max((a.delay-target)*3/4, time.Millisecond)
-	a.delay = max(a.delay-step, target)
-	return true
+	return a.set(max(a.delay-step, target), floor, ceiling)
 }
 
-// target is where decreases stop: just above the host's known limit, never below the floor.
+// target is where decreases stop: just above the host's known limit, never below the floor. It may
+// be above the ceiling: the delay then stays at the ceiling.
 func (a *adaptive) target(floor time.Duration) time.Duration {
-	return max(floor, time.Duration(float64(a.limit)*(1+a.margin)))
+	return max(floor, satMul(a.limit, 1+a.margin))
 }
 
 // latencyWindow is a ring of the latest latencies, in microseconds (saturating at 71 minutes) to keep
@@ -205,11 +216,11 @@ func interval(base, crawl, rate, adaptive time.Duration) (time.Duration, string)
 	return d, why
 }
 
-// jitter returns the extra added on top of an interval: up to fraction × interval, never negative.
-// r is a random number in [0, 1).
+// jitter returns the extra added on top of an interval: up to fraction × interval, never negative,
+// and never so much that interval + jitter overflows. r is a random number in [0, 1).
 func jitter(d time.Duration, fraction, r float64) time.Duration {
 	if fraction <= 0 || d <= 0 || r <= 0 {
 		return 0
 	}
-	return time.Duration(float64(d) * fraction * min(r, 1))
+	return min(satMul(d, fraction*min(r, 1)), maxDuration-d)
 }

@@ -1,8 +1,11 @@
 package ext
 
 import (
+	"fmt"
 	"testing"
 	"time"
+
+	"github.com/rs/zerolog"
 )
 
 const ms = time.Millisecond
@@ -85,14 +88,14 @@ func TestLatencyAboveP95NeedsARun(t *testing.T) {
 		if i%20 == 19 {
 			lat = 900 * ms // one healthy outlier in twenty
 		}
-		if a.observeLatency(a.gen, lat, 30*time.Second) {
+		if a.observeLatency(a.gen, lat, time.Second, 30*time.Second) {
 			t.Fatalf("sample %d: isolated outliers raised the delay to %v", i, a.delay)
 		}
 	}
-	a.observeLatency(a.gen, 100*ms, 30*time.Second) // healthy: the run starts after it
+	a.observeLatency(a.gen, 100*ms, time.Second, 30*time.Second) // healthy: the run starts after it
 	var raised bool
 	for range slowRun {
-		raised = a.observeLatency(a.gen, 5*time.Second, 30*time.Second)
+		raised = a.observeLatency(a.gen, 5*time.Second, time.Second, 30*time.Second)
 	}
 	if !raised || a.delay != 1250*ms {
 		t.Errorf("after %d slow samples: raised=%v delay=%v, want 1.25s", slowRun, raised, a.delay)
@@ -102,7 +105,7 @@ func TestLatencyAboveP95NeedsARun(t *testing.T) {
 // After an outage inflated the delay, clean responses bring it back to the floor.
 func TestCleanResponsesReturnToFloor(t *testing.T) {
 	a := newAdaptive(100 * ms)
-	a.succeed(a.gen, 100*ms) // a clean response before the outage
+	a.succeed(a.gen, 100*ms, 30*time.Second) // a clean response before the outage
 	for range 6 {
 		a.refuse(a.gen, false, 100*ms, 30*time.Second) // 503s without Retry-After: an outage
 	}
@@ -112,7 +115,7 @@ func TestCleanResponsesReturnToFloor(t *testing.T) {
 	var spent time.Duration
 	for i := 0; a.delay > 100*ms && i < 100; i++ {
 		spent += a.delay // one response per interval
-		a.succeed(a.gen, 100*ms)
+		a.succeed(a.gen, 100*ms, 30*time.Second)
 	}
 	if a.delay != 100*ms {
 		t.Fatalf("delay = %v after 100 clean responses, want the 100ms floor", a.delay)
@@ -129,13 +132,13 @@ func TestDecreaseSettlesAboveKnownLimit(t *testing.T) {
 	a.delay = 220 * ms
 	a.refuse(a.gen, true, 100*ms, 30*time.Second) // 429 at 220ms
 	for range 20 {
-		a.succeed(a.gen, 100*ms)
+		a.succeed(a.gen, 100*ms, 30*time.Second)
 	}
 	if want := 242 * ms; a.delay != want {
 		t.Errorf("delay settled at %v, want %v (known limit + 10%%)", a.delay, want)
 	}
 	for range probeAfter {
-		a.succeed(a.gen, 100*ms)
+		a.succeed(a.gen, 100*ms, 30*time.Second)
 	}
 	if a.limit >= 220*ms {
 		t.Errorf("known limit %v after %d clean responses at the target, want it probed lower", a.limit, probeAfter)
@@ -148,7 +151,7 @@ func TestStaleCleanResponseDoesNotDecrease(t *testing.T) {
 	old := a.gen
 	a.refuse(a.gen, true, 100*ms, 30*time.Second)
 	for range 5 {
-		if a.succeed(old, 100*ms) {
+		if a.succeed(old, 100*ms, 30*time.Second) != 0 {
 			t.Fatal("a response that departed before the increase decreased the delay")
 		}
 	}
@@ -179,7 +182,7 @@ func TestOutageTeachesNoLimit(t *testing.T) {
 	a.delay = 200 * ms
 	a.refuse(a.gen, false, 200*ms, 30*time.Second)
 	for range 20 {
-		a.succeed(a.gen, 200*ms)
+		a.succeed(a.gen, 200*ms, 30*time.Second)
 	}
 	if a.delay != 200*ms || a.limit != 0 {
 		t.Errorf("after an outage: delay %v, known limit %v; want the 200ms floor and no limit", a.delay, a.limit)
@@ -195,7 +198,7 @@ func TestCreepingRefusalsWidenTheMargin(t *testing.T) {
 			if a.delay <= a.target(100*ms) {
 				return
 			}
-			a.succeed(a.gen, 100*ms)
+			a.succeed(a.gen, 100*ms, 30*time.Second)
 		}
 	}
 	var targets []time.Duration
@@ -211,7 +214,7 @@ func TestCreepingRefusalsWidenTheMargin(t *testing.T) {
 		}
 	}
 	for range marginDecayAfter {
-		a.succeed(a.gen, 100*ms)
+		a.succeed(a.gen, 100*ms, 30*time.Second)
 	}
 	if a.margin != 0.25 || a.delay != 165*ms {
 		t.Errorf("after %d clean responses at the target: margin %v, delay %v; want 25%% and 165ms", marginDecayAfter, a.margin, a.delay)
@@ -222,11 +225,66 @@ func TestCreepingRefusalsWidenTheMargin(t *testing.T) {
 func TestLatencyJitterIsNotSlowness(t *testing.T) {
 	a := newAdaptive(time.Second)
 	for range 40 {
-		a.observeLatency(a.gen, 20*ms, 30*time.Second)
+		a.observeLatency(a.gen, 20*ms, time.Second, 30*time.Second)
 	}
 	for range 5 {
-		if a.observeLatency(a.gen, 60*ms, 30*time.Second) {
+		if a.observeLatency(a.gen, 60*ms, time.Second, 30*time.Second) {
 			t.Fatalf("60ms samples on a 20ms host raised the delay to %v: within the 50ms margin", a.delay)
 		}
+	}
+}
+
+// issue 10 item 4: the adaptive delay never exceeds the ceiling, whatever moves it. Refusals at the
+// ceiling widen the margin until the recovery target (known limit × (1 + margin)) is above the
+// ceiling; clean responses then decayed the margin and set the delay to that target unclamped (46.5 s
+// with a 30 s ceiling), logged as a decrease. A 301 with Retry-After: 0 is a rate refusal too and
+// ratcheted the same way. Every audit event also says which way the delay went.
+func TestAdaptiveDelayNeverExceedsCeiling(t *testing.T) {
+	for _, refusal := range []Outcome{
+		{Status: 429},
+		{Status: 301, Header: header("Retry-After", "0")},
+	} {
+		t.Run(fmt.Sprint(refusal.Status), func(t *testing.T) {
+			var buf auditBuf
+			p := NewPacer(WithBaseDelay(time.Second), WithMaxDelay(30*time.Second), WithJitter(0),
+				WithLogger(zerolog.New(&buf)), withRandom(func() float64 { return 0 }))
+			now := t0
+			observe := func(o Outcome) {
+				t.Helper()
+				before, _ := p.HostAt("h", now)
+				seen := len(events(t, &buf))
+				p.ObserveAt(p.ReserveAt("h", now), o, now)
+				after, _ := p.HostAt("h", now)
+				if after.AdaptiveDelay > 30*time.Second {
+					t.Fatalf("adaptive delay %v above the 30s ceiling", after.AdaptiveDelay)
+				}
+				for _, e := range events(t, &buf)[seen:] {
+					switch e[FieldEvent] {
+					case EventDelayDecreased:
+						if after.AdaptiveDelay >= before.AdaptiveDelay {
+							t.Fatalf("delay_decreased logged for %v → %v", before.AdaptiveDelay, after.AdaptiveDelay)
+						}
+					case EventDelayIncreased:
+						if after.AdaptiveDelay <= before.AdaptiveDelay {
+							t.Fatalf("delay_increased logged for %v → %v", before.AdaptiveDelay, after.AdaptiveDelay)
+						}
+					}
+				}
+				now = now.Add(after.Interval)
+			}
+			for range 5 { // 1 s doubled to the ceiling
+				observe(refusal)
+			}
+			for range 5 { // refused at the ceiling after a clean response: the margin doubles to 100%
+				observe(Outcome{Status: 200})
+				observe(refusal)
+			}
+			for range 4 * marginDecayAfter { // clean responses at the target decay the margin
+				observe(Outcome{Status: 200})
+			}
+			if st, _ := p.HostAt("h", now); st.AdaptiveDelay != 30*time.Second || st.Breaker != BreakerClosed {
+				t.Errorf("after clean responses: delay %v, breaker %v; want the 30s ceiling, closed", st.AdaptiveDelay, st.Breaker)
+			}
+		})
 	}
 }

@@ -89,7 +89,7 @@ func TestHostileRetryAfter(t *testing.T) {
 		{"one day, above the 10 min maximum", 503, fixed("Retry-After", "86400"), 0, []string{EventRetryAfterTooLong, EventBreakerOpened}},
 		{"seconds", 503, fixed("Retry-After", "5"), s5, []string{EventRetryAfterHonoured}},
 		{"just under the maximum", 429, fixed("Retry-After", "599"), withRetryAfterBuffer(599 * time.Second), []string{EventRetryAfterHonoured}},
-		{"zero", 429, fixed("Retry-After", "0"), 2 * time.Second, nil},
+		{"zero", 429, fixed("Retry-After", "0"), 2 * time.Second, []string{EventRetryAfterNow}},
 		{"IMF-fixdate", 429, in(http.TimeFormat, 5*time.Second), s5, []string{EventRetryAfterHonoured}},
 		{"RFC 850 date", 429, in(rfc850, 5*time.Second), s5, []string{EventRetryAfterHonoured}},
 		{"asctime date", 429, in(time.ANSIC, 5*time.Second), s5, []string{EventRetryAfterHonoured}},
@@ -98,7 +98,7 @@ func TestHostileRetryAfter(t *testing.T) {
 			wrong := (d.Weekday() + 3) % 7
 			return header("Retry-After", wrong.String()[:3]+d.Format(http.TimeFormat)[3:])
 		}, s5, []string{EventRetryAfterHonoured}},
-		{"far past date", 429, fixed("Retry-After", "Thu, 01 Jan 1970 00:00:00 GMT"), 2 * time.Second, nil},
+		{"far past date", 429, fixed("Retry-After", "Thu, 01 Jan 1970 00:00:00 GMT"), 2 * time.Second, []string{EventRetryAfterNow}},
 		{"far future date", 429, fixed("Retry-After", "Fri, 31 Dec 9999 23:59:59 GMT"), 0, []string{EventRetryAfterTooLong, EventBreakerOpened}},
 		{"server clock 1 h ahead", 429, func(now time.Time) http.Header {
 			return header("Date", now.Add(time.Hour).Format(http.TimeFormat), "Retry-After", now.Add(time.Hour+5*time.Second).Format(http.TimeFormat))
@@ -199,6 +199,7 @@ func TestHostileRateLimitHeaders(t *testing.T) {
 		{"exhausted: held until reset", 0, header("X-RateLimit-Remaining", "0", "X-RateLimit-Reset", "7"), 7 * time.Second, TriggerRateLimit, 0, true},
 		{"epoch seconds", 0, header("X-RateLimit-Remaining", "2", "X-RateLimit-Reset", epoch(10*time.Second)), 5 * time.Second, TriggerRateLimit, 0, true},
 		{"epoch milliseconds", 0, header("X-RateLimit-Remaining", "2", "X-RateLimit-Reset", epochMS(10*time.Second)), 5 * time.Second, TriggerRateLimit, 0, true},
+		{"epoch from a server clock 10 min ahead: measured against Date", 0, header("Date", t0.Add(10*time.Minute).Format(http.TimeFormat), "X-RateLimit-Remaining", "2", "X-RateLimit-Reset", epoch(10*time.Minute+10*time.Second)), 5 * time.Second, TriggerRateLimit, 0, true},
 		{"epoch in the past", 0, header("X-RateLimit-Remaining", "0", "X-RateLimit-Reset", epoch(-time.Minute)), time.Second, TriggerBase, 0, false},
 		{"delta of 31 years (just under the epoch cut-off)", 0, header("X-RateLimit-Remaining", "0", "X-RateLimit-Reset", "999999999"), time.Second, TriggerBase, 1, false},
 		{"epoch beyond the 1 h maximum", 0, header("X-RateLimit-Remaining", "0", "X-RateLimit-Reset", epoch(2*time.Hour)), time.Second, TriggerBase, 1, false},

@@ -281,9 +281,10 @@ func (c *config) maxRateLimitReset() time.Duration {
 	return max(MaxRateLimitReset, c.maxRetryAfter)
 }
 
-// maxHold is the longest hold any response can set: a Retry-After with its buffer, or a rate-limit reset.
+// maxHold is the longest hold any response can set: a Retry-After with its buffer, or a rate-limit
+// reset. It saturates at the largest Duration.
 func (c *config) maxHold() time.Duration {
-	return max(time.Duration(float64(c.maxRetryAfter)*(1+c.retryAfterBuffer)), c.maxRateLimitReset())
+	return max(retryAfterHold(c.maxRetryAfter, c.retryAfterBuffer), c.maxRateLimitReset())
 }
 
 // policyFor resolves the policy of a host key: pacer-wide values overridden by the first matching rule.

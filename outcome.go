@@ -76,9 +76,12 @@ func (p *Pacer) ObserveAt(res Reservation, o Outcome, now time.Time) Verdict {
 	if o.Status >= 300 {
 		wait, present, err := parseRetryAfter(o.Header.Values("Retry-After"), o.Header.Get("Date"), now, p.cfg.maxRetryAfter)
 		switch {
-		case present && err == nil:
+		case present && err == nil && wait > 0:
 			retryAfterValid = true
-			hold = now.Add(wait + time.Duration(float64(wait)*p.cfg.retryAfterBuffer))
+			hold = now.Add(retryAfterHold(wait, p.cfg.retryAfterBuffer))
+		case present && err == nil: // 0 or a past date: the host may be asked again now
+			retryAfterValid = true
+			events = append(events, auditEvent{event: EventRetryAfterNow, trigger: TriggerRetryAfter, compliant: true, detail: "Retry-After asks for no wait: no hold"})
 		case errors.Is(err, ErrRetryAfterTooLong):
 			retryAfterTooLong = true
 			events = append(events, auditEvent{event: EventRetryAfterTooLong, trigger: TriggerRetryAfter, computed: wait, detail: err.Error()})
@@ -105,13 +108,13 @@ func (p *Pacer) ObserveAt(res Reservation, o Outcome, now time.Time) Verdict {
 	}
 	if sigFound {
 		h.rate = sig
-		if sig.Exhausted && sig.Until.After(h.holdUntil) {
-			h.holdUntil, h.holdTrigger = sig.Until, TriggerRateLimit
+		if sig.Exhausted && sig.Reset.After(h.holdUntil) {
+			h.holdUntil, h.holdTrigger = sig.Reset, TriggerRateLimit
 		}
 		if sig.Exhausted || sig.Interval > before {
 			computed := sig.Interval
 			if sig.Exhausted {
-				computed = sig.Until.Sub(now)
+				computed = sig.Reset.Sub(now)
 			}
 			events = append(events, auditEvent{event: EventRateLimitApplied, trigger: TriggerRateLimit, computed: computed, compliant: true, detail: sig.Source})
 		}
@@ -123,10 +126,13 @@ func (p *Pacer) ObserveAt(res Reservation, o Outcome, now time.Time) Verdict {
 		rate := o.Status == http.StatusTooManyRequests || retryAfterValid
 		changed, event = h.delay.refuse(res.gen, rate, floor, ceiling), EventDelayIncreased
 	case v.Trigger == TriggerClean:
-		if h.delay.observeLatency(res.gen, o.Latency, ceiling) {
+		if h.delay.observeLatency(res.gen, o.Latency, floor, ceiling) {
 			changed, event, trigger = true, EventDelayIncreased, TriggerLatency
-		} else if h.delay.succeed(res.gen, floor) {
+		} else if moved := h.delay.succeed(res.gen, floor, ceiling); moved != 0 {
 			changed, event = true, EventDelayDecreased
+			if moved > 0 {
+				event = EventDelayIncreased
+			}
 		}
 	}
 	after, _ := h.intervalLocked(now)

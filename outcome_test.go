@@ -330,3 +330,54 @@ func TestRateLimitHeadersPaceCrawl(t *testing.T) {
 		assertGaps(t, h.gaps("/p/"), 2*time.Second)
 	})
 }
+
+// issue 10 item 3: an exhausted rate limit costs one window, not two. The hold lasts until the reset;
+// after it the interval is the next window's quota when the server published it (RateLimit-Policy),
+// else only the base until a response says more. The exhausted window's reset used to stay the
+// interval, so the request after the reset left at +10 s and the one after it at +20 s.
+func TestExhaustedRateLimitCostsOneWindow(t *testing.T) {
+	tests := []struct {
+		name string
+		h    http.Header
+		next time.Duration // the gap after the first departure past the reset
+	}{
+		{"x-ratelimit", header("X-RateLimit-Limit", "60", "X-RateLimit-Remaining", "0", "X-RateLimit-Reset", "10"), 100 * time.Millisecond},
+		{"draft", header("RateLimit-Limit", "60", "RateLimit-Remaining", "0", "RateLimit-Reset", "10"), 100 * time.Millisecond},
+		{"structured with policy", header("RateLimit", `"default";r=0;t=10`, "RateLimit-Policy", `"default";q=20;w=10`), 500 * time.Millisecond},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := NewPacer(WithBaseDelay(100*time.Millisecond), WithJitter(0))
+			p.ObserveAt(p.ReserveAt("h", t0), Outcome{Status: 200, Header: tt.h}, t0)
+			first := p.ReserveAt("h", t0)
+			second := p.ReserveAt("h", t0)
+			if want := t0.Add(10 * time.Second); !first.At.Equal(want) {
+				t.Errorf("first departure at t0+%v, want the reset at t0+10s", first.At.Sub(t0))
+			}
+			if got := second.At.Sub(first.At); got != tt.next {
+				t.Errorf("second departure %v after the first, want %v", got, tt.next)
+			}
+		})
+	}
+}
+
+// issue 10 item 10: Retry-After: 0 (or a date in the past) on every 429 sets no hold, and the audit
+// says so: retry_after_now, never a retry_after_honoured of 0 ms.
+func TestRetryAfterZeroLogsNoHold(t *testing.T) {
+	var buf auditBuf
+	p := NewPacer(WithBaseDelay(time.Second), WithJitter(0), WithLogger(zerolog.New(&buf)))
+	past := t0.Add(-time.Minute).Format(http.TimeFormat)
+	for i, ra := range []string{"0", "0", past} {
+		now := t0.Add(time.Duration(i) * time.Minute)
+		p.ObserveAt(p.ReserveAt("h", now), Outcome{Status: 429, Header: header("Retry-After", ra)}, now)
+		if st, _ := p.HostAt("h", now); !st.RetryAfterUntil.IsZero() {
+			t.Errorf("Retry-After %q: hold until %v, want none", ra, st.RetryAfterUntil)
+		}
+	}
+	if got := countEvents(t, &buf, EventRetryAfterHonoured); got != 0 {
+		t.Errorf("%d retry_after_honoured events, want none: no hold was set", got)
+	}
+	if got := countEvents(t, &buf, EventRetryAfterNow); got != 3 {
+		t.Errorf("%d retry_after_now events, want 3 in %s", got, buf.String())
+	}
+}

@@ -23,9 +23,6 @@ var (
 	ErrInvalidRateLimit = errors.New("ext: invalid rate-limit header")
 )
 
-// hdrMaxDuration is the largest time.Duration: overflowing waits saturate to it.
-const hdrMaxDuration = time.Duration(math.MaxInt64)
-
 // hdrQuoteLimit bounds how many bytes of a header value an error quotes, so a
 // hostile server cannot flood the audit log.
 const hdrQuoteLimit = 64
@@ -51,10 +48,7 @@ func parseRetryAfter(values []string, date string, now time.Time, maxWait time.D
 		return 0, false, nil
 	}
 	maxWait = max(maxWait, 0)
-	base := now
-	if t, ok := parseHTTPDate(hdrTrimOWS(date)); ok {
-		base = t
-	}
+	base := serverClock(date, now)
 
 	var (
 		best, long      time.Duration
@@ -108,6 +102,12 @@ func parseRetryAfter(values []string, date string, now time.Time, maxWait time.D
 	}
 }
 
+// retryAfterHold is how long a Retry-After wait holds the host: the wait plus
+// buffer × wait, saturated at the largest Duration.
+func retryAfterHold(wait time.Duration, buffer float64) time.Duration {
+	return satAdd(wait, satMul(wait, buffer))
+}
+
 // retryAfterElement parses one delay-seconds or HTTP-date, the date measured
 // from base. An invalid element yields the bare ErrInvalidRetryAfter: the
 // caller quotes the whole field value.
@@ -115,12 +115,12 @@ func retryAfterElement(raw string, base time.Time, maxWait time.Duration) (time.
 	s := hdrTrimOWS(raw)
 	var d time.Duration
 	if hdrIsDigits(s) {
-		const maxSeconds = int64(hdrMaxDuration / time.Second)
+		const maxSeconds = int64(maxDuration / time.Second)
 		var n int64
 		for i := 0; i < len(s); i++ {
 			n = n*10 + int64(s[i]-'0')
 			if n > maxSeconds {
-				return hdrMaxDuration, fmt.Errorf("%w: %s seconds overflow a duration", ErrRetryAfterTooLong, hdrQuote(s))
+				return maxDuration, fmt.Errorf("%w: %s seconds overflow a duration", ErrRetryAfterTooLong, hdrQuote(s))
 			}
 		}
 		d = time.Duration(n) * time.Second
@@ -143,6 +143,17 @@ var httpDateLayouts = [...]string{
 	time.ANSIC,
 }
 
+// serverClock is the server's time when it sent a response received at now: the response's Date
+// field when that parses, else now. Instants the server names (an HTTP-date in Retry-After, an epoch
+// rate-limit reset) are measured from it, so a server whose clock is skewed still gets the wait it
+// meant.
+func serverClock(date string, now time.Time) time.Time {
+	if t, ok := parseHTTPDate(hdrTrimOWS(date)); ok {
+		return t
+	}
+	return now
+}
+
 // parseHTTPDate is http.ParseTime in UTC: RFC 850 dates must say GMT, as the
 // RFC requires, rather than any zone name, which time.Parse would resolve
 // against the process's local zone. The day name is not checked against the
@@ -161,12 +172,18 @@ func parseHTTPDate(s string) (time.Time, bool) {
 // departures to the host.
 type rateLimitSignal struct {
 	// Interval spreads the remaining quota over the time to reset:
-	// reset / remaining, rounded up; when Exhausted, the whole time to reset.
+	// reset / remaining, rounded up. When Exhausted, it is the next window's:
+	// window / quota when the server published both (RateLimit-Policy), else
+	// 0; the exhausted window is the hold to Reset, not an interval, so the
+	// first departure after the reset does not cost a second window.
 	// 0 = no constraint.
 	Interval time.Duration
-	// Until is the reset instant: the signal expires then.
+	// Until is when Interval expires: the reset, or when Exhausted with a
+	// known window, the end of the next window.
 	Until time.Time
-	// Exhausted reports remaining == 0: nothing may depart before Until.
+	// Reset is the reset instant.
+	Reset time.Time
+	// Exhausted reports remaining == 0: nothing may depart before Reset.
 	Exhausted bool
 	// Source is the header family used: rateLimitSourceX, rateLimitSourceDraft
 	// or rateLimitSourceSF.
@@ -181,10 +198,14 @@ const (
 )
 
 // moreRestrictive reports whether s constrains departures more than o:
-// exhausted first, then the longer interval, then the later reset.
+// exhausted first (then the later reset), then the longer interval, then the
+// later expiry.
 func (s rateLimitSignal) moreRestrictive(o rateLimitSignal) bool {
 	if s.Exhausted != o.Exhausted {
 		return s.Exhausted
+	}
+	if s.Exhausted && !s.Reset.Equal(o.Reset) {
+		return s.Reset.After(o.Reset)
 	}
 	if s.Interval != o.Interval {
 		return s.Interval > o.Interval
@@ -193,30 +214,42 @@ func (s rateLimitSignal) moreRestrictive(o rateLimitSignal) bool {
 }
 
 // rateLimitSignalFor is the signal of remaining requests until a reset that
-// is reset from now, at until. ok is false when it constrains nothing: a
-// reset now, whatever remains, means a fresh window.
-func rateLimitSignalFor(remaining int64, reset time.Duration, until time.Time, source string) (rateLimitSignal, bool) {
+// is reset from now, at until. next is the policy of the windows that follow
+// (quota and window in seconds), with -1 for what the server did not publish.
+// ok is false when it constrains nothing: a reset now, whatever remains,
+// means a fresh window.
+func rateLimitSignalFor(remaining int64, reset time.Duration, until time.Time, next rateLimitPolicy, source string) (rateLimitSignal, bool) {
 	if reset <= 0 {
 		return rateLimitSignal{}, false
 	}
-	sig := rateLimitSignal{Until: until, Source: source}
+	sig := rateLimitSignal{Until: until, Reset: until, Source: source}
 	if remaining == 0 {
-		sig.Interval, sig.Exhausted = reset, true
+		sig.Exhausted = true
+		if next.q >= 1 && next.w >= 1 {
+			window := satMul(time.Second, float64(next.w))
+			sig.Interval, sig.Until = spread(window, next.q), until.Add(window)
+		}
 		return sig, true
 	}
-	n := time.Duration(remaining)
-	sig.Interval = reset / n
-	if reset%n != 0 {
-		sig.Interval++ // round up: never spend the quota faster than allowed
-	}
+	sig.Interval = spread(reset, remaining)
 	return sig, true
+}
+
+// spread is d / n rounded up (n ≥ 1): never spend a quota faster than allowed.
+func spread(d time.Duration, n int64) time.Duration {
+	iv := d / time.Duration(n)
+	if d%time.Duration(n) != 0 {
+		iv++
+	}
+	return iv
 }
 
 // parseRateLimit reads the rate-limit fields of a response received at now.
 // maxReset bounds the time to reset we accept (larger is invalid; a negative
 // maxReset counts as 0). found is false when the response carries no usable
 // rate-limit field. errs has one error, wrapping ErrInvalidRateLimit and
-// naming the field and its value, per malformed field that was ignored.
+// naming the field and its value, per malformed field that was ignored. An
+// epoch reset is measured from the response's Date (see serverClock).
 //
 // When several families are present and valid, the most restrictive signal
 // wins (see moreRestrictive); a tie goes to the structured fields, then the
@@ -229,9 +262,10 @@ func parseRateLimit(h http.Header, now time.Time, maxReset time.Duration) (sig r
 			sig, found = s, true
 		}
 	}
+	server := serverClock(h.Get("Date"), now)
 	consider(parseRateLimitSF(h, now, maxReset, &errs))
-	consider(rateLimitDraft.parse(h, now, maxReset, &errs))
-	consider(rateLimitX.parse(h, now, maxReset, &errs))
+	consider(rateLimitDraft.parse(h, now, server, maxReset, &errs))
+	consider(rateLimitX.parse(h, now, server, maxReset, &errs))
 	return sig, found, errs
 }
 
@@ -275,9 +309,10 @@ const (
 // quota policies of draft-ietf-httpapi-ratelimit-headers up to -06) are
 // skipped. Reset accepts fractional seconds ("1.5", as Discord sends), rounded
 // up to the millisecond. In the X- family a Reset of 1e9 or more is epoch
-// seconds and of 1e12 or more epoch milliseconds; an epoch not after now means
-// the window already reset: no constraint, no error.
-func (f rateLimitFamily) parse(h http.Header, now time.Time, maxReset time.Duration, errs *[]error) (rateLimitSignal, bool) {
+// seconds and of 1e12 or more epoch milliseconds, measured from server, the
+// server's clock; an epoch not after it means the window already reset: no
+// constraint, no error. The signal's instants are on the local clock (now).
+func (f rateLimitFamily) parse(h http.Header, now, server time.Time, maxReset time.Duration, errs *[]error) (rateLimitSignal, bool) {
 	limVals, remVals, resetVals := h.Values(f.limitKey), h.Values(f.remainingKey), h.Values(f.resetKey)
 	if len(limVals) == 0 && len(remVals) == 0 && len(resetVals) == 0 {
 		return rateLimitSignal{}, false
@@ -320,7 +355,7 @@ func (f rateLimitFamily) parse(h http.Header, now time.Time, maxReset time.Durat
 	if len(resetVals) > 0 {
 		v, reason := rateLimitFieldValue(resetVals, false)
 		if reason == "" {
-			reset, until, reason = f.parseReset(v, now, maxReset)
+			reset, until, reason = f.parseReset(v, now, server, maxReset)
 		}
 		if reason != "" {
 			fail(f.resetName, resetVals, reason)
@@ -332,12 +367,13 @@ func (f rateLimitFamily) parse(h http.Header, now time.Time, maxReset time.Durat
 	if !remOK || !resetOK {
 		return rateLimitSignal{}, false
 	}
-	return rateLimitSignalFor(remaining, reset, until, f.source)
+	return rateLimitSignalFor(remaining, reset, until, rateLimitPolicy{q: -1, w: -1}, f.source)
 }
 
-// parseReset returns the time from now to the reset and its instant, or why
-// v is invalid. An epoch at or before now yields a zero reset.
-func (f rateLimitFamily) parseReset(v string, now time.Time, maxReset time.Duration) (time.Duration, time.Time, string) {
+// parseReset returns the time from now to the reset and its instant on the
+// local clock, or why v is invalid. An epoch is measured from server, the
+// server's clock at now; one at or before it yields a zero reset.
+func (f rateLimitFamily) parseReset(v string, now, server time.Time, maxReset time.Duration) (time.Duration, time.Time, string) {
 	whole, milli, ok := hdrParseDecimal(v)
 	if !ok {
 		return 0, time.Time{}, "not a non-negative number of seconds"
@@ -352,14 +388,14 @@ func (f rateLimitFamily) parseReset(v string, now time.Time, maxReset time.Durat
 		} else {
 			until = time.Unix(whole, 0).Add(time.Duration(milli) * time.Millisecond)
 		}
-		if !until.After(now) {
-			return 0, until, ""
+		if !until.After(server) {
+			return 0, time.Time{}, ""
 		}
-		reset := until.Sub(now)
+		reset := until.Sub(server)
 		if reset > maxReset {
 			return 0, time.Time{}, fmt.Sprintf("resets in %v, above the maximum %v", reset, maxReset)
 		}
-		return reset, until, ""
+		return reset, now.Add(reset), ""
 	}
 	extra := time.Duration(milli) * time.Millisecond
 	if whole > int64(maxReset/time.Second) || time.Duration(whole)*time.Second > maxReset-extra {
@@ -465,7 +501,11 @@ func parseRateLimitSF(h http.Header, now time.Time, maxReset time.Duration, errs
 			continue
 		}
 		reset := time.Duration(t) * time.Second
-		if s, ok := rateLimitSignalFor(r, reset, now.Add(reset), rateLimitSourceSF); ok && (!found || s.moreRestrictive(best)) {
+		next := rateLimitPolicy{q: -1, w: -1}
+		if ok && pol.w <= int64(maxReset/time.Second) {
+			next = pol // the window after the reset, bounded as a reset is
+		}
+		if s, ok := rateLimitSignalFor(r, reset, now.Add(reset), next, rateLimitSourceSF); ok && (!found || s.moreRestrictive(best)) {
 			best, found = s, true
 		}
 	}

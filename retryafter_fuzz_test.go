@@ -67,7 +67,7 @@ func FuzzParseRetryAfter(f *testing.F) {
 
 		// Raising the maximum never shortens an accepted wait nor adds an error.
 		if err == nil {
-			if w2, _, err2 := parseRetryAfter(values, date, raT0, hdrMaxDuration); w2 < wait || err2 != nil {
+			if w2, _, err2 := parseRetryAfter(values, date, raT0, maxDuration); w2 < wait || err2 != nil {
 				t.Fatalf("with no maximum: %v, %v; want at least %v, nil", w2, err2, wait)
 			}
 		}
@@ -130,16 +130,16 @@ func FuzzParseRateLimit(f *testing.F) {
 			}
 			return
 		}
-		reset := sig.Until.Sub(raT0)
+		reset := sig.Reset.Sub(raT0)
 		switch {
-		case sig.Interval <= 0:
-			t.Fatalf("Interval = %v, want > 0", sig.Interval)
 		case reset <= 0 || reset > limit:
-			t.Fatalf("Until = %v, want within (now, now+%v]", sig.Until, limit)
-		case sig.Interval > reset:
-			t.Fatalf("Interval = %v beyond the reset in %v", sig.Interval, reset)
-		case sig.Exhausted && sig.Interval != reset:
-			t.Fatalf("exhausted Interval = %v, want the time to reset %v", sig.Interval, reset)
+			t.Fatalf("Reset = %v, want within (now, now+%v]", sig.Reset, limit)
+		case !sig.Exhausted && (sig.Interval <= 0 || sig.Interval > reset):
+			t.Fatalf("Interval = %v, want within (0, the reset in %v]", sig.Interval, reset)
+		case !sig.Exhausted && !sig.Until.Equal(sig.Reset):
+			t.Fatalf("Until = %v, want the reset %v", sig.Until, sig.Reset)
+		case sig.Exhausted && (sig.Interval < 0 || (sig.Interval > 0) != sig.Until.After(sig.Reset)):
+			t.Fatalf("exhausted: Interval = %v until %v after the reset %v: want an interval only for a next window", sig.Interval, sig.Until, sig.Reset)
 		case sig.Source != rateLimitSourceX && sig.Source != rateLimitSourceDraft && sig.Source != rateLimitSourceSF:
 			t.Fatalf("Source = %q", sig.Source)
 		}

@@ -45,9 +45,9 @@ func TestParseRetryAfter(t *testing.T) {
 		{name: "delay seconds above the maximum", values: []string{"7200"}, want: 2 * time.Hour, wantErr: ErrRetryAfterTooLong},
 		{name: "date far beyond the maximum", values: []string{imf(raT0.Add(48 * time.Hour))}, want: 48 * time.Hour, wantErr: ErrRetryAfterTooLong},
 		{name: "largest representable seconds", values: []string{"9223372036"}, want: 9223372036 * time.Second, wantErr: ErrRetryAfterTooLong},
-		{name: "seconds overflowing a duration saturate", values: []string{"9223372037"}, want: hdrMaxDuration, wantErr: ErrRetryAfterTooLong},
-		{name: "20 digits saturate", values: []string{"99999999999999999999"}, want: hdrMaxDuration, wantErr: ErrRetryAfterTooLong},
-		{name: "date beyond 292 years saturates", values: []string{"Fri, 31 Dec 9999 23:59:59 GMT"}, max: hdrMaxDuration, want: hdrMaxDuration},
+		{name: "seconds overflowing a duration saturate", values: []string{"9223372037"}, want: maxDuration, wantErr: ErrRetryAfterTooLong},
+		{name: "20 digits saturate", values: []string{"99999999999999999999"}, want: maxDuration, wantErr: ErrRetryAfterTooLong},
+		{name: "date beyond 292 years saturates", values: []string{"Fri, 31 Dec 9999 23:59:59 GMT"}, max: maxDuration, want: maxDuration},
 		{name: "negative maximum counts as zero", values: []string{"0"}, max: -time.Second, want: 0},
 		{name: "negative maximum rejects any wait", values: []string{"1"}, max: -time.Second, want: time.Second, wantErr: ErrRetryAfterTooLong},
 
@@ -165,6 +165,7 @@ func TestParseRateLimit(t *testing.T) {
 	type want struct {
 		interval  time.Duration
 		until     time.Duration // from raT0
+		reset     time.Duration // from raT0; 0: until
 		exhausted bool
 		source    string
 	}
@@ -207,7 +208,7 @@ func TestParseRateLimit(t *testing.T) {
 			want: &want{interval: 333333334, until: time.Second, source: "x-ratelimit"}},
 		{name: "x exhausted",
 			h:    rlHeader("X-RateLimit-Limit", "100", "X-RateLimit-Remaining", "0", "X-RateLimit-Reset", "30"),
-			want: &want{interval: 30 * time.Second, until: 30 * time.Second, exhausted: true, source: "x-ratelimit"}},
+			want: &want{until: 30 * time.Second, exhausted: true, source: "x-ratelimit"}}, // no window: no interval after the reset
 		{name: "x exhausted with zero window: just reset",
 			h: rlHeader("X-RateLimit-Remaining", "0", "X-RateLimit-Reset", "0")},
 		{name: "x zero window with quota left",
@@ -261,7 +262,7 @@ func TestParseRateLimit(t *testing.T) {
 			wantErrs: []string{`RateLimit-Reset`}},
 		{name: "draft exhausted",
 			h:    rlHeader("RateLimit-Limit", "10", "RateLimit-Remaining", "0", "RateLimit-Reset", "7"),
-			want: &want{interval: 7 * time.Second, until: 7 * time.Second, exhausted: true, source: "ratelimit"}},
+			want: &want{until: 7 * time.Second, exhausted: true, source: "ratelimit"}},
 
 		// Structured RateLimit and RateLimit-Policy.
 		{name: "structured",
@@ -289,7 +290,10 @@ func TestParseRateLimit(t *testing.T) {
 			want: &want{interval: 36 * time.Second, until: time.Hour, source: "ratelimit-sf"}},
 		{name: "structured several lines",
 			h:    rlHeader("RateLimit", `"burst";r=0;t=1`, "RateLimit", `"daily";r=100;t=3600`),
-			want: &want{interval: time.Second, until: time.Second, exhausted: true, source: "ratelimit-sf"}},
+			want: &want{until: time.Second, exhausted: true, source: "ratelimit-sf"}},
+		{name: "structured exhausted: the next window's quota follows the reset",
+			h:    rlHeader("RateLimit", `"default";r=0;t=4`, "RateLimit-Policy", `"default";q=10;w=20`),
+			want: &want{interval: 2 * time.Second, until: 24 * time.Second, reset: 4 * time.Second, exhausted: true, source: "ratelimit-sf"}},
 		{name: "structured bad item ignored, good item used",
 			h:        rlHeader("RateLimit", `"a";r=1.5;t=10, "b";r=-1;t=10, "c";r="5";t=10, "d";r;t=10, "e";r=5;t=10`),
 			want:     &want{interval: 2 * time.Second, until: 10 * time.Second, source: "ratelimit-sf"},
@@ -326,7 +330,7 @@ func TestParseRateLimit(t *testing.T) {
 			h: rlHeader(
 				"X-RateLimit-Remaining", "0", "X-RateLimit-Reset", "1",
 				"RateLimit", `"default";r=1;t=600`),
-			want: &want{interval: time.Second, until: time.Second, exhausted: true, source: "x-ratelimit"}},
+			want: &want{until: time.Second, exhausted: true, source: "x-ratelimit"}},
 		{name: "equal intervals: later reset wins",
 			h: rlHeader(
 				"X-RateLimit-Remaining", "10", "X-RateLimit-Reset", "20",
@@ -347,8 +351,12 @@ func TestParseRateLimit(t *testing.T) {
 					t.Errorf("got %+v, %v; want no signal", sig, found)
 				}
 			} else {
-				w := rateLimitSignal{Interval: tt.want.interval, Until: raT0.Add(tt.want.until), Exhausted: tt.want.exhausted, Source: tt.want.source}
-				if !found || sig.Interval != w.Interval || !sig.Until.Equal(w.Until) || sig.Exhausted != w.Exhausted || sig.Source != w.Source {
+				reset := tt.want.reset
+				if reset == 0 {
+					reset = tt.want.until
+				}
+				w := rateLimitSignal{Interval: tt.want.interval, Until: raT0.Add(tt.want.until), Reset: raT0.Add(reset), Exhausted: tt.want.exhausted, Source: tt.want.source}
+				if !found || sig.Interval != w.Interval || !sig.Until.Equal(w.Until) || !sig.Reset.Equal(w.Reset) || sig.Exhausted != w.Exhausted || sig.Source != w.Source {
 					t.Errorf("got %+v, %v; want %+v, true", sig, found, w)
 				}
 			}
@@ -388,5 +396,44 @@ func TestParseRateLimitErrorTruncatesValue(t *testing.T) {
 	want := `ext: invalid rate-limit header: X-RateLimit-Remaining "` + strings.Repeat("9x", 32) + `"...: not a non-negative integer`
 	if errs[0].Error() != want {
 		t.Errorf("err = %q, want %q", errs[0], want)
+	}
+}
+
+// issue 10 item 9: an epoch X-RateLimit-Reset is an instant on the server's clock: it is measured from
+// the response's Date, as a Retry-After date is, so a skewed server still gets the window it meant.
+func TestEpochRateLimitResetCorrectsServerSkew(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		skew time.Duration // server clock minus local clock
+		date string        // the Date field; "-" for the server's clock
+	}{
+		{name: "server 10 minutes ahead", skew: 10 * time.Minute, date: "-"},
+		{name: "server an hour behind", skew: -time.Hour, date: "-"},
+		{name: "no Date: the local clock", date: ""},
+		{name: "garbage Date: the local clock", date: "yesterday"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			server := raT0.Add(tt.skew)
+			date := tt.date
+			if date == "-" {
+				date = server.Format(http.TimeFormat)
+			}
+			h := rlHeader("X-RateLimit-Remaining", "5", "X-RateLimit-Reset", strconv.FormatInt(server.Add(10*time.Second).Unix(), 10))
+			if date != "" {
+				h.Set("Date", date)
+			}
+			sig, found, errs := parseRateLimit(h, raT0, time.Hour)
+			if !found || len(errs) != 0 || sig.Interval != 2*time.Second || !sig.Until.Equal(raT0.Add(10*time.Second)) {
+				t.Errorf("got %+v, %v, %v; want a 2s interval until now+10s", sig, found, errs)
+			}
+		})
+	}
+}
+
+// A policy window above the longest reset obeyed does not pace the window after an exhausted one.
+func TestExhaustedRateLimitIgnoresHugeNextWindow(t *testing.T) {
+	sig, found, errs := parseRateLimit(rlHeader("RateLimit", `"d";r=0;t=10`, "RateLimit-Policy", `"d";q=1;w=999999999999999`), raT0, time.Hour)
+	if !found || len(errs) != 0 || !sig.Exhausted || sig.Interval != 0 || !sig.Reset.Equal(raT0.Add(10*time.Second)) {
+		t.Errorf("got %+v, %v, %v; want a hold to now+10s and no interval after it", sig, found, errs)
 	}
 }

@@ -123,7 +123,7 @@ func (s HostState) repair(l repairLimits, now time.Time) (HostState, []string) {
 	if s.HoldTrigger != TriggerRetryAfter && s.HoldTrigger != TriggerRateLimit {
 		s.HoldTrigger = TriggerRetryAfter
 	}
-	if limit := now.Add(l.ceiling + l.maxCrawlDelay); s.NextDeparture.After(limit) {
+	if limit := now.Add(satAdd(l.ceiling, l.maxCrawlDelay)); s.NextDeparture.After(limit) {
 		fix("next departure %v is beyond any interval: reset", s.NextDeparture.UTC())
 		s.NextDeparture = time.Time{}
 	}
