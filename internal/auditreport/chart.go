@@ -25,7 +25,7 @@ var (
 	floorColor      = color.RGBA{R: 150, G: 150, B: 150, A: 255}              // grey
 	crawlDelayColor = color.RGBA{R: 0, G: 158, B: 115, A: 255}                // bluish green
 	rateColor       = color.RGBA{R: 204, G: 121, B: 167, A: 255}              // reddish purple
-	windowColor     = color.RGBA{R: 240, G: 200, B: 120, A: 150}              // light orange
+	windowColor     = color.NRGBA{R: 240, G: 200, B: 120, A: 160}             // light orange
 	violationColor  = color.RGBA{R: 213, G: 94, A: 255}                       // vermillion
 	departureColor  = color.RGBA{R: 86, G: 86, B: 86, A: 255}                 // dark grey
 	dashes          = []vg.Length{vg.Points(4), vg.Points(3)}                 // constraints
@@ -36,6 +36,25 @@ var (
 // departure that ends it, the interval in force and each constraint, windows shaded, violations marked.
 // The x axis is seconds since t0. No text from the trail is drawn: the caller titles the chart.
 func (h *Host) Chart(t0 time.Time, vs []Violation) ([]byte, error) {
+	p, err := h.chartPlot(t0, vs)
+	if err != nil {
+		return nil, err
+	}
+	c := vgsvg.New(chartWidth, chartHeight)
+	p.Draw(draw.New(c))
+	var buf bytes.Buffer
+	if _, err := c.WriteTo(&buf); err != nil {
+		return nil, err
+	}
+	// Inline in HTML: drop the XML declaration and generator comment before <svg.
+	s := buf.String()
+	if i := strings.Index(s, "<svg"); i > 0 {
+		s = s[i:]
+	}
+	return []byte(s), nil
+}
+
+func (h *Host) chartPlot(t0 time.Time, vs []Violation) (*plot.Plot, error) {
 	p := plot.New()
 	p.X.Label.Text = "seconds since the report's origin (first departure or window)"
 	p.Y.Label.Text = "seconds"
@@ -110,19 +129,7 @@ func (h *Host) Chart(t0 time.Time, vs []Violation) ([]byte, error) {
 		return nil, err
 	}
 	p.Y.Min, p.Y.Max = 0, top
-
-	c := vgsvg.New(chartWidth, chartHeight)
-	p.Draw(draw.New(c))
-	var buf bytes.Buffer
-	if _, err := c.WriteTo(&buf); err != nil {
-		return nil, err
-	}
-	// Inline in HTML: drop the XML declaration and generator comment before <svg.
-	s := buf.String()
-	if i := strings.Index(s, "<svg"); i > 0 {
-		s = s[i:]
-	}
-	return []byte(s), nil
+	return p, nil
 }
 
 func addSteps(p *plot.Plot, pts plotter.XYs, c color.Color, d []vg.Length, label string) error {
