@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"net/netip"
 	"net/url"
 	"sort"
@@ -29,13 +28,18 @@ func TestDefaultHostKey(t *testing.T) {
 		{"http://[::1]/", "[::1]"},
 		{"http://127.0.0.1:9000/", "127.0.0.1:9000"},
 	} {
-		u, err := url.Parse(tc.in)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := DefaultHostKey(u); got != tc.want {
-			t.Errorf("DefaultHostKey(%s) = %q, want %q", tc.in, got, tc.want)
-		}
+		checkKey(t, "DefaultHostKey", DefaultHostKey, tc.in, tc.want)
+	}
+}
+
+func checkKey(t *testing.T, name string, key func(*url.URL) string, in, want string) {
+	t.Helper()
+	u, err := url.Parse(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := key(u); got != want {
+		t.Errorf("%s(%s) = %q, want %q", name, in, got, want)
 	}
 }
 
@@ -53,13 +57,7 @@ func TestByRegistrableDomain(t *testing.T) {
 		{"http://127.0.0.1:9000/", "127.0.0.1:9000"},
 		{"http://[::1]:8080/", "[::1]:8080"},
 	} {
-		u, err := url.Parse(tc.in)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := ByRegistrableDomain(u); got != tc.want {
-			t.Errorf("ByRegistrableDomain(%s) = %q, want %q", tc.in, got, tc.want)
-		}
+		checkKey(t, "ByRegistrableDomain", ByRegistrableDomain, tc.in, tc.want)
 	}
 }
 
@@ -112,9 +110,7 @@ func TestByIP(t *testing.T) {
 		"http://a.test/": "192.0.2.3", "https://B.test:8443/": "192.0.2.3", "http://v6.test/": "[2001:db8::1]",
 		"http://mapped.test/": "192.0.2.9", "http://gone.test:81/": "gone.test:81", "http://127.0.0.1:9000/": "127.0.0.1:9000",
 	} {
-		if got := key(in); got != want {
-			t.Errorf("key(%s) = %q, want %q", in, got, want)
-		}
+		checkKey(t, "ByIP", k.key, in, want)
 	}
 	calls := dns.calls
 	key("http://a.test/x")
@@ -174,24 +170,13 @@ func TestByIPBounded(t *testing.T) {
 	}
 }
 
-// robotsPage serves a robots.txt with the given body and pages.
-func robotsPage(robots string) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/robots.txt" {
-			fmt.Fprint(w, robots)
-			return
-		}
-		fmt.Fprint(w, "<html><body>ok</body></html>")
-	}
-}
-
 // Two hosts under one registrable domain share one schedule with ByRegistrableDomain, measured at the
 // servers; each keeps its own robots.txt, and the schedule keeps the larger Crawl-delay of the two.
 func TestRegistrableDomainSharesOneSchedule(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		n := newFakeNet(t)
-		a, baseA := n.host("a.example.test", robotsPage("User-agent: *\nCrawl-delay: 2\n"))
-		b, baseB := n.host("b.example.test", robotsPage("User-agent: *\nAllow: /\n"))
+		a, baseA := n.host("a.example.test", robotsSite(200, "User-agent: *\nCrawl-delay: 2\n", nil))
+		b, baseB := n.host("b.example.test", robotsSite(200, "User-agent: *\nAllow: /\n", nil))
 		c, p := pacedCollector(n, WithBaseDelay(time.Second), WithHostKey(ByRegistrableDomain))
 		for i := range 4 {
 			for _, base := range []string{baseA, baseB} {

@@ -34,7 +34,8 @@ func writeReport(out io.Writer, auditPath string) {
 	_ = rep.WriteSummary(out)
 	var page bytes.Buffer
 	path := reportPath(auditPath)
-	if err := rep.WriteHTML(&page); err == nil {
+	err = rep.WriteHTML(&page)
+	if err == nil {
 		err = os.WriteFile(path, page.Bytes(), 0o644)
 	}
 	if err != nil {

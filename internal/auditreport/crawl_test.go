@@ -16,24 +16,6 @@ import (
 	"github.com/rs/zerolog"
 )
 
-// syncBuf collects audit lines written from concurrent goroutines.
-type syncBuf struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuf) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuf) Bytes() []byte {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return bytes.Clone(b.buf.Bytes())
-}
-
 const crawlPages = 6
 
 // crawlTrail crawls a loopback server that publishes a Crawl-delay of 100 ms and answers one page 429
@@ -66,15 +48,15 @@ var crawlTrail = sync.OnceValues(func() ([]byte, string) {
 		fmt.Fprint(w, "</body></html>")
 	}))
 	defer srv.Close()
-	var audit syncBuf
+	var audit bytes.Buffer
 	c := colly.NewCollector(colly.Async(true))
 	c.IgnoreRobotsTxt = false
 	ext.AdaptivePacing(c, ext.WithBaseDelay(50*time.Millisecond), ext.WithJitter(0.1), ext.WithMaxInFlight(2),
-		ext.WithLogger(zerolog.New(&audit)), ext.WithPipelineID("loopback"))
+		ext.WithLogger(zerolog.New(zerolog.SyncWriter(&audit))), ext.WithPipelineID("loopback"))
 	c.OnHTML("a[href]", func(e *colly.HTMLElement) { _ = e.Request.Visit(e.Attr("href")) })
 	_ = c.Visit(srv.URL + "/p/0")
 	c.Wait()
-	return audit.Bytes(), srv.Listener.Addr().String()
+	return audit.Bytes(), srv.Listener.Addr().String() // every request has ended: nothing writes any more
 })
 
 func checkBytes(t *testing.T, tol Tolerance, trails ...[]byte) *Report {
