@@ -59,7 +59,7 @@ func TestViolations(t *testing.T) {
 		{"within the tolerance (0.5 % of 1 s)", dep(h, 0, "/a", 0) + dep(h, 995, "/b", 0), ""},
 		{"under the floor", dep(h, 0, "/a", 0) + dep(h, 994, "/x", 0), "994ms after the previous departure, under the " + ConstraintFloor + " of 1s"},
 		{"on the Crawl-delay", dep(h, 0, "/a", 0) + dep(h, 2000, "/b", 2000), ""},
-		{"under the Crawl-delay", dep(h, 0, "/a", 0) + dep(h, 2000, "/b", 2000) + dep(h, 3500, "/x", 2000), "under the " + ConstraintCrawlDelay + " of 2s"},
+		{"under the Crawl-delay", dep(h, 0, "/a", 0) + dep(h, 2000, "/b", 2000) + dep(h, 3500, "/x", 2000), "1.5s after the previous departure, under the " + ConstraintCrawlDelay + " of 2s"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := checkBytes(t, DefaultTolerance, []byte(tc.trail))
