@@ -2,24 +2,19 @@ package ext
 
 import (
 	"net"
+	"net/netip"
 	"net/url"
 	"strings"
 
 	"golang.org/x/net/idna"
+	"golang.org/x/net/publicsuffix"
 )
 
 // DefaultHostKey is the default WithHostKey: the URL's host with its port, as Colly's LimitRule matches,
 // normalized so that every spelling of one host shares one schedule: lowercase, no trailing dot,
 // Unicode names in their ASCII (punycode) form, no port when it is the scheme's default.
 func DefaultHostKey(u *url.URL) string {
-	host, port := u.Hostname(), u.Port()
-	host = strings.TrimSuffix(strings.ToLower(host), ".")
-	if ascii, err := idna.Lookup.ToASCII(host); err == nil {
-		host = ascii
-	}
-	if port == defaultPort(u.Scheme) {
-		port = ""
-	}
+	host, port := hostAndPort(u)
 	if strings.Contains(host, ":") { // an IPv6 literal
 		if port == "" {
 			return "[" + host + "]"
@@ -30,6 +25,38 @@ func DefaultHostKey(u *url.URL) string {
 		return host
 	}
 	return host + ":" + port
+}
+
+// hostAndPort returns u's host normalized as DefaultHostKey does, and its port unless it is the
+// scheme's default.
+func hostAndPort(u *url.URL) (host, port string) {
+	host, port = u.Hostname(), u.Port()
+	host = strings.TrimSuffix(strings.ToLower(host), ".")
+	if ascii, err := idna.Lookup.ToASCII(host); err == nil {
+		host = ascii
+	}
+	if port == defaultPort(u.Scheme) {
+		port = ""
+	}
+	return host, port
+}
+
+// ByRegistrableDomain is a WithHostKey function pacing every host of one registrable domain (the
+// public suffix plus one label, from the Public Suffix List) as one schedule, whatever the subdomain,
+// scheme or port: a.example.com and b.example.com:8080 share "example.com". IP literals, and names
+// without a registrable domain (localhost, a bare public suffix), keep DefaultHostKey. The list's
+// private section counts: alice.github.io and bob.github.io stay apart (ByIP joins what shares an
+// address). robots.txt stays per origin; the shared schedule keeps the largest Crawl-delay among them.
+func ByRegistrableDomain(u *url.URL) string {
+	host, _ := hostAndPort(u)
+	if _, err := netip.ParseAddr(host); err == nil || host == "" {
+		return DefaultHostKey(u)
+	}
+	domain, err := publicsuffix.EffectiveTLDPlusOne(host)
+	if err != nil {
+		return DefaultHostKey(u)
+	}
+	return domain
 }
 
 func defaultPort(scheme string) string {

@@ -22,11 +22,13 @@ const robotsMaxRedirects = 5
 // robotsCache holds one robots.txt per origin, fetched once through the pacer and kept for the TTL
 // (24 h); an unavailable one (5xx, network error) is fetched again after the retry delay.
 type robotsCache struct {
-	mu sync.Mutex // protects m
-	m  map[string]*robotsEntry
+	mu    sync.Mutex // protects m and byKey
+	m     map[string]*robotsEntry
+	byKey map[string][]string // host key → the origins paced under it (WithHostKey can join several)
 }
 
 type robotsEntry struct {
+	key       string        // the host key of the origin, set at creation
 	done      chan struct{} // closed when the fetch ends; the fields below are then read-only
 	fetchedAt time.Time
 	retryAt   time.Time // set when robots.txt was unavailable
@@ -35,7 +37,10 @@ type robotsEntry struct {
 	err       error
 }
 
-func (c *robotsCache) init() { c.m = make(map[string]*robotsEntry) }
+func (c *robotsCache) init() {
+	c.m = make(map[string]*robotsEntry)
+	c.byKey = make(map[string][]string)
+}
 
 // fresh reports whether e can be used at now (or is still being fetched).
 func (e *robotsEntry) fresh(now time.Time, ttl time.Duration) bool {
@@ -74,6 +79,7 @@ func (p *Pacer) robotsKnown(rawURL string, now time.Time) bool {
 // and returns its entry. agent is the User-Agent the fetch sends.
 func (p *Pacer) ensureRobots(ctx context.Context, u *url.URL, agent string) (*robotsEntry, error) {
 	origin := u.Scheme + "://" + u.Host
+	key := p.cfg.hostKey(u) // before the lock: a key function may look the name up (ByIP)
 	now := p.now()
 	p.robots.mu.Lock()
 	e := p.robots.m[origin]
@@ -86,7 +92,10 @@ func (p *Pacer) ensureRobots(ctx context.Context, u *url.URL, agent string) (*ro
 			return nil, fmt.Errorf("ext: waiting for robots.txt of %s: %w", origin, context.Cause(ctx))
 		}
 	}
-	e = &robotsEntry{done: make(chan struct{})}
+	if p.robots.m[origin] == nil {
+		p.robots.byKey[key] = append(p.robots.byKey[key], origin)
+	}
+	e = &robotsEntry{key: key, done: make(chan struct{})}
 	p.robots.m[origin] = e
 	p.robots.mu.Unlock()
 
@@ -97,7 +106,7 @@ func (p *Pacer) ensureRobots(ctx context.Context, u *url.URL, agent string) (*ro
 
 // fetchRobots fills e with the robots.txt of origin and applies its Crawl-delay to the host.
 func (p *Pacer) fetchRobots(ctx context.Context, e *robotsEntry, u *url.URL, origin, agent string) {
-	h := p.host(p.cfg.hostKey(u))
+	h := p.host(e.key)
 	ctx, cancel := context.WithTimeout(context.WithValue(ctx, robotsFetchKey{}, true), robotsFetchTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, origin+"/robots.txt", nil)
@@ -155,10 +164,11 @@ func (p *Pacer) fetchRobots(ctx context.Context, e *robotsEntry, u *url.URL, ori
 func (p *Pacer) applyCrawlDelay(h *host, e *robotsEntry) {
 	now := e.fetchedAt
 	info := e.info
+	delay, published := p.keyCrawlDelay(e)
 	h.mu.Lock()
-	changed := info.CrawlDelay != h.crawlDelay
-	h.crawlDelay = info.CrawlDelay
-	h.crawlClamped = info.Published > info.CrawlDelay
+	changed := delay != h.crawlDelay
+	h.crawlDelay = delay
+	h.crawlClamped = published > delay
 	if changed {
 		h.changedLocked()
 	}
@@ -188,6 +198,28 @@ func (p *Pacer) applyCrawlDelay(h *host, e *robotsEntry) {
 		p.audit.emit(level, auditEvent{at: now, host: h.key, event: EventCrawlDelayApplied, trigger: TriggerCrawlDelay,
 			base: h.policy.BaseDelay, computed: info.CrawlDelay, compliant: compliant, status: e.status})
 	}
+}
+
+// keyCrawlDelay returns the largest Crawl-delay, as honoured and as published, among the robots.txt
+// of the origins sharing e's host key: e's, and the others' already fetched. With the default host key
+// that is e's alone; a key joining several origins (ByRegistrableDomain, ByIP) paces them by the
+// strictest.
+func (p *Pacer) keyCrawlDelay(e *robotsEntry) (delay, published time.Duration) {
+	delay, published = e.info.CrawlDelay, e.info.Published
+	p.robots.mu.Lock()
+	defer p.robots.mu.Unlock()
+	for _, origin := range p.robots.byKey[e.key] {
+		o := p.robots.m[origin]
+		if o == nil || o == e {
+			continue
+		}
+		select {
+		case <-o.done:
+			delay, published = max(delay, o.info.CrawlDelay), max(published, o.info.Published)
+		default:
+		}
+	}
+	return delay, published
 }
 
 // serveRobots answers Colly's own robots.txt request from the cache, so robots.txt is fetched once

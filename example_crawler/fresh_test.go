@@ -28,7 +28,10 @@ func TestDefaultsInFreshDirectory(t *testing.T) {
 	if !strings.Contains(out.String(), "summary: crawl finished") {
 		t.Errorf("the demo crawl did not finish:\n%s", out.String())
 	}
-	for _, f := range []string{o.state, o.audit} {
+	if !strings.Contains(out.String(), "No violation") {
+		t.Errorf("the pace report found a violation in the demo crawl:\n%s", out.String())
+	}
+	for _, f := range []string{o.state, o.audit, "audit.html"} {
 		if fi, err := os.Stat(f); err != nil || fi.Size() == 0 {
 			t.Errorf("%s after the crawl: %v", f, err)
 		}

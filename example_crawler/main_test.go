@@ -53,7 +53,11 @@ func TestCrawlURL(t *testing.T) {
 	if err != nil || !bytes.Contains(audit, []byte(`"pipeline_id":"example_crawler"`)) {
 		t.Errorf("audit trail: %v %.200q", err, audit)
 	}
-	for _, want := range []string{"summary: crawl finished", "(SQLite; survives restarts)", h.Key() + ": 5 done, 0 left"} {
+	if page, err := os.ReadFile(reportPath(o.audit)); err != nil || !bytes.Contains(page, []byte("<svg")) {
+		t.Errorf("report page beside the audit trail: %v", err)
+	}
+	for _, want := range []string{"summary: crawl finished", "(SQLite; survives restarts)", h.Key() + ": 5 done, 0 left",
+		"pace report of " + o.audit, "No violation", "charts: " + reportPath(o.audit)} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}

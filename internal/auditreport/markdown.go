@@ -1,0 +1,220 @@
+package auditreport
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// maxListed bounds the violations and deferred URLs a summary lists one by one.
+const maxListed = 10
+
+// WriteSummary writes a short plain-text summary: one row per host, the verdict and the first
+// violations.
+func (r *Report) WriteSummary(w io.Writer) error {
+	pw := &printer{w: w}
+	pw.printf("pace report of %s: %d events, %d hosts, %d departures\n", strings.Join(r.Files, ", "), r.Events, len(r.Hosts), r.Departures())
+	tw := tabwriter.NewWriter(pw, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "host\tdepartures\tmin gap\tmedian gap\tconstraint\twindows\tinside\tverdict\t\n")
+	for _, h := range r.Hosts {
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%d\t%d\t%s\t\n", h.Key, len(h.Departures), gapOrDash(h, h.MinGap()), gapOrDash(h, h.MedianGap()),
+			strongest(h), len(h.Windows), inside(h), h.verdict(r.Violations))
+	}
+	_ = tw.Flush()
+	r.writeVerdict(pw, "")
+	for i, v := range r.Violations {
+		if i == maxListed {
+			pw.printf("  … and %d more\n", len(r.Violations)-maxListed)
+			break
+		}
+		pw.printf("  %s\n", v)
+	}
+	if len(r.Warnings) > 0 {
+		pw.printf("%d line(s) skipped, first: %s\n", len(r.Warnings), r.Warnings[0])
+	}
+	return pw.err
+}
+
+// WriteMarkdown writes the full report.
+func (r *Report) WriteMarkdown(w io.Writer) error {
+	pw := &printer{w: w}
+	pw.printf("# Pacing report\n\n")
+	pw.printf("Trails: %s (%d events, merged as one schedule per host).\n", md(strings.Join(r.Files, ", ")), r.Events)
+	pw.printf("A gap may fall short of a constraint by %s or %.1f %% of it, whichever is larger (timestamps are taken by the crawler); "+
+		"a departure at or after a window's start and before its end is a violation.\n\n", fmtDur(r.Tolerance.Abs), r.Tolerance.Frac*100)
+	r.writeVerdict(pw, "**")
+	pw.printf("\n")
+	for _, v := range r.Violations {
+		pw.printf("- %s\n", md(v.String()))
+	}
+	if len(r.Violations) > 0 {
+		pw.printf("\n")
+	}
+	pw.printf("| host | departures | first | last | min gap | median gap | strongest constraint | windows | inside | verdict |\n")
+	pw.printf("|---|--:|---|---|--:|--:|--:|--:|--:|---|\n")
+	for _, h := range r.Hosts {
+		first, last := "-", "-"
+		if n := len(h.Departures); n > 0 {
+			first, last = fmtTime(h.Departures[0].At), fmtTime(h.Departures[n-1].At)
+		}
+		pw.printf("| %s | %d | %s | %s | %s | %s | %s | %d | %d | %s |\n", md(h.Key), len(h.Departures), first, last,
+			gapOrDash(h, h.MinGap()), gapOrDash(h, h.MedianGap()), strongest(h), len(h.Windows), inside(h), h.verdict(r.Violations))
+	}
+	for _, h := range r.Hosts {
+		h.writeMarkdown(pw)
+	}
+	if len(r.Warnings) > 0 {
+		pw.printf("\n## Skipped lines\n\n")
+		for _, w := range r.Warnings {
+			pw.printf("- %s\n", md(w.String()))
+		}
+	}
+	return pw.err
+}
+
+func (r *Report) writeVerdict(pw *printer, strong string) {
+	if r.OK() {
+		pw.printf("%sNo violation%s: no departure inside a window, no gap under a constraint.\n", strong, strong)
+		return
+	}
+	pw.printf("%s%d violation(s)%s:\n", strong, len(r.Violations), strong)
+}
+
+func (h *Host) writeMarkdown(pw *printer) {
+	pw.printf("\n## %s\n\n", md(h.Key))
+	pw.printf("%d departures", len(h.Departures))
+	if n := len(h.Departures); n > 0 {
+		pw.printf(", first %s, last %s", fmtTime(h.Departures[0].At), fmtTime(h.Departures[n-1].At))
+	}
+	if len(h.Pipelines) > 0 {
+		pw.printf("; pipelines: %s", md(strings.Join(h.Pipelines, ", ")))
+	}
+	pw.printf(".\n")
+	if h.WithoutURL > 0 {
+		pw.printf("%d departure(s) lack the schema 2 fields (url, interval_ms): their Crawl-delay comes from crawl_delay_applied events, "+
+			"their rate-limit interval is unknown.\n", h.WithoutURL)
+	}
+	if len(h.Constraints) > 0 {
+		pw.printf("\n| constraint | in force | gaps | min gap | median gap | under it |\n|---|--:|--:|--:|--:|--:|\n")
+		for _, c := range h.Constraints {
+			pw.printf("| %s | %s | %d | %s | %s | %d |\n", c.Name, fmtRange(c.Least, c.Most), c.Gaps, fmtDur(c.MinGap), fmtDur(c.MedianGap), c.Short)
+		}
+	}
+	if len(h.Windows) > 0 {
+		pw.printf("\n| window | start | end | length | status | departures inside |\n|---|---|---|--:|--:|---|\n")
+		for _, w := range h.Windows {
+			in := "none"
+			if len(w.Inside) > 0 {
+				urls := make([]string, len(w.Inside))
+				for i, d := range w.Inside {
+					urls[i] = fmtTime(d.At) + " " + d.URL
+				}
+				in = strings.Join(urls, "; ")
+			}
+			kind := w.Kind
+			if w.Derived {
+				kind += " (from computed_delay_ms)"
+			}
+			pw.printf("| %s | %s | %s | %s | %d | %s |\n", kind, fmtTime(w.Start), fmtTime(w.End), fmtDur(w.End.Sub(w.Start)), w.Status, md(in))
+		}
+	}
+	if len(h.NonCompliant) > 0 || h.NonCompliantDepartures > 0 {
+		pw.printf("\nNot compliant (compliance_flag=false):\n\n")
+		for _, e := range h.NonCompliant {
+			pw.printf("- %s %s (%s): %s\n", fmtTime(e.At), e.Name, e.Trigger, md(e.Detail))
+		}
+		if h.NonCompliantDepartures > 0 {
+			pw.printf("- %d departure(s) flagged: a published constraint was not honoured in full (see above)\n", h.NonCompliantDepartures)
+		}
+	}
+	if len(h.Breaker) > 0 {
+		pw.printf("\nBreaker open:\n\n")
+		for _, b := range h.Breaker {
+			closed := "open at the end of the trail"
+			if !b.Closed.IsZero() {
+				closed = "closed " + fmtTime(b.Closed) + " (" + fmtDur(b.Closed.Sub(b.Opened)) + ")"
+			}
+			pw.printf("- %s, %s: %s\n", fmtTime(b.Opened), closed, md(b.Detail))
+		}
+	}
+	if len(h.Deferred) > 0 {
+		pw.printf("\nDeferred (%d):\n\n", len(h.Deferred))
+		for _, d := range h.Deferred {
+			pw.printf("- %s\n", md(d))
+		}
+	}
+}
+
+// verdict is "ok" or the number of the host's violations.
+func (h *Host) verdict(vs []Violation) string {
+	n := 0
+	for _, v := range vs {
+		if v.Host == h.Key {
+			n++
+		}
+	}
+	if n == 0 {
+		return "ok"
+	}
+	return fmt.Sprintf("%d VIOLATION(S)", n)
+}
+
+// strongest is the largest constraint in force over the host's gaps, named.
+func strongest(h *Host) string {
+	var best ConstraintStat
+	for _, c := range h.Constraints {
+		if c.Most > best.Most || best.Name == "" {
+			best = c
+		}
+	}
+	if best.Name == "" {
+		return "-"
+	}
+	return fmtDur(best.Most) + " " + best.Name
+}
+
+func inside(h *Host) int {
+	n := 0
+	for _, w := range h.Windows {
+		n += len(w.Inside)
+	}
+	return n
+}
+
+func gapOrDash(h *Host, d time.Duration) string {
+	if len(h.Departures) < 2 {
+		return "-"
+	}
+	return fmtDur(d)
+}
+
+func fmtRange(a, b time.Duration) string {
+	if a == b {
+		return fmtDur(a)
+	}
+	return fmtDur(a) + " – " + fmtDur(b)
+}
+
+// md makes text from the trail safe in a Markdown table cell or list item.
+var md = strings.NewReplacer("|", `\|`, "\n", " ", "\r", " ", "<", "&lt;", ">", "&gt;", "`", "\\`", "*", `\*`, "_", `\_`, "[", `\[`).Replace
+
+// printer writes formatted text and keeps the first error.
+type printer struct {
+	w   io.Writer
+	err error
+}
+
+func (p *printer) Write(b []byte) (int, error) {
+	if p.err != nil {
+		return 0, p.err
+	}
+	n, err := p.w.Write(b)
+	p.err = err
+	return n, err
+}
+
+func (p *printer) printf(format string, args ...any) {
+	_, _ = fmt.Fprintf(p, format, args...)
+}
