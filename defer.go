@@ -59,7 +59,7 @@ func (b *binding) deferRequest(r *colly.Request, h *host, cause error) {
 	if err != nil {
 		detail = "deferral failed: " + err.Error()
 	}
-	p.audit.emit(zerolog.WarnLevel, auditEvent{at: now, host: h.key, event: EventRequestDeferred, trigger: TriggerBreaker,
+	p.audit.emit(zerolog.WarnLevel, auditEvent{at: now, host: h.key, event: EventRequestDeferred, trigger: TriggerBreaker, url: p.auditURL(r.URL),
 		base: h.policy.BaseDelay, compliant: true, detail: detail})
 	p.deferred.mark(r, now)
 	r.Abort()

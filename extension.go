@@ -80,6 +80,7 @@ func (b *binding) onRequestHeaders(r *colly.Request) {
 	}
 	p.markDispatched(*r.Headers)
 	f.parent, f.reqURL, f.url = ctx, r.URL, p.auditURL(r.URL)
+	f.res.url = f.url
 	b.flights.Store(r.ID, f)
 	p.rt.announce(r.URL, f)
 }
@@ -199,7 +200,7 @@ func (b *binding) retry(resp *colly.Response, v Verdict) {
 	key := "_collypace_attempts " + r.Method + " " + r.URL.String()
 	attempts, _ := strconv.Atoi(r.Ctx.Get(key)) // a string, so it survives deferral and queueing
 	now := p.now()
-	ev := auditEvent{at: now, host: h.key, trigger: v.Trigger, base: h.policy.BaseDelay, compliant: true, status: resp.StatusCode}
+	ev := auditEvent{at: now, host: h.key, trigger: v.Trigger, base: h.policy.BaseDelay, compliant: true, status: resp.StatusCode, url: p.auditURL(r.URL)}
 	if attempts >= p.cfg.maxRetries {
 		ev.event, ev.detail = EventRetriesExhausted, fmt.Sprintf("gave up after %d retries", attempts)
 		p.audit.emit(zerolog.WarnLevel, ev)

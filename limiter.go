@@ -82,6 +82,7 @@ type Reservation struct {
 	Jitter    time.Duration // the random extra added to Interval
 	Trigger   string        // what set Interval (or "retry_after"/"rate_limit" when a hold ended last)
 	Wait      time.Duration // how long the request waited in the pacer
+	url       string        // the request, redacted for the audit trail ("" when unknown)
 	gen       uint64        // the adaptive generation at departure: one increase per burst
 	compliant bool          // every constraint the host published is honoured in full
 	probe     bool          // the half-open breaker's probe

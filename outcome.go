@@ -104,7 +104,8 @@ func (p *Pacer) ObserveAt(res Reservation, o Outcome, now time.Time) Verdict {
 	before, _ := h.intervalLocked(now)
 	if !hold.IsZero() && hold.After(h.holdUntil) {
 		h.holdUntil, h.holdTrigger = hold, TriggerRetryAfter
-		events = append(events, auditEvent{event: EventRetryAfterHonoured, trigger: TriggerRetryAfter, computed: hold.Sub(now), compliant: true})
+		events = append(events, auditEvent{event: EventRetryAfterHonoured, trigger: TriggerRetryAfter, computed: hold.Sub(now), compliant: true,
+			windowStart: now, windowEnd: hold})
 	}
 	if sigFound {
 		h.rate = sig
@@ -112,11 +113,11 @@ func (p *Pacer) ObserveAt(res Reservation, o Outcome, now time.Time) Verdict {
 			h.holdUntil, h.holdTrigger = sig.Reset, TriggerRateLimit
 		}
 		if sig.Exhausted || sig.Interval > before {
-			computed := sig.Interval
+			e := auditEvent{event: EventRateLimitApplied, trigger: TriggerRateLimit, computed: sig.Interval, compliant: true, detail: sig.Source}
 			if sig.Exhausted {
-				computed = sig.Reset.Sub(now)
+				e.computed, e.windowStart, e.windowEnd = sig.Reset.Sub(now), now, sig.Reset
 			}
-			events = append(events, auditEvent{event: EventRateLimitApplied, trigger: TriggerRateLimit, computed: computed, compliant: true, detail: sig.Source})
+			events = append(events, e)
 		}
 	}
 	changed, event, trigger := false, "", v.Trigger
@@ -160,7 +161,7 @@ func (p *Pacer) ObserveAt(res Reservation, o Outcome, now time.Time) Verdict {
 		p.cfg.observer.RetryAfter(h.key, hold.Sub(now))
 	}
 	for _, e := range events {
-		e.at, e.host, e.base, e.status = now, h.key, floor, o.Status
+		e.at, e.host, e.base, e.status, e.url = now, h.key, floor, o.Status, res.url
 		e.compliant = e.compliant && compliant
 		level := zerolog.InfoLevel
 		if !e.compliant {

@@ -191,7 +191,8 @@ func (p *Pacer) restore(h *host) {
 	}
 	if now.Before(st.HoldUntil) {
 		p.audit.emit(zerolog.InfoLevel, auditEvent{at: now, host: h.key, event: EventRetryAfterHonoured, trigger: st.HoldTrigger,
-			base: h.policy.BaseDelay, computed: st.HoldUntil.Sub(now), compliant: true, detail: "restored from the store"})
+			base: h.policy.BaseDelay, computed: st.HoldUntil.Sub(now), compliant: true, detail: "restored from the store",
+			windowStart: now, windowEnd: st.HoldUntil})
 	}
 }
 

@@ -78,6 +78,7 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			return nil, err
 		}
 		f.url = p.auditURL(req.URL)
+		f.res.url = f.url
 	}
 	req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
 		WroteHeaders: func() { f.wire(p, p.now(), true) },
