@@ -73,6 +73,7 @@ type config struct {
 	alert            func(Alert)
 	idleEviction     time.Duration
 	observer         Observer
+	storeCredentials bool // deferred and spilled requests keep their credentials in the store
 }
 
 func defaultConfig() config {
@@ -225,6 +226,16 @@ func WithTransport(rt http.RoundTripper) Option {
 // still pending; the store itself stays open (it is yours to close).
 func WithStore(s Store) Option {
 	return func(c *config) { c.store = s }
+}
+
+// WithStoredCredentials sets whether the requests written to the store (deferred by a breaker, or
+// spilled by a Queue over its memory bound) keep their credentials: the Authorization,
+// Proxy-Authorization and Cookie headers and the URL's userinfo. By default (false) they are left out,
+// so a SQLite file or a Redis server never holds them; such a request is sent again without them.
+// Every other header, the body and the string values of the request's context are stored as they are.
+// Requests kept in memory (without a store, or queued under the memory bound) keep everything.
+func WithStoredCredentials(keep bool) Option {
+	return func(c *config) { c.storeCredentials = keep }
 }
 
 // WithFlushInterval sets how often changed state is written behind to the store (default 1 s).

@@ -5,7 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"sync"
@@ -27,6 +27,9 @@ const queuePoll = 50 * time.Millisecond
 
 // queueCtxKey marks, in a request's colly.Context, the Queue that sent it: retries go back to it.
 const queueCtxKey = "_collypace_queue"
+
+// queueRetryKey marks, in a queued request's context values, a retry: send bypasses the revisit check.
+const queueRetryKey = "_collypace_queue_retry"
 
 // ErrAsyncCollector is returned by Queue.Run for a collector in Async mode: the queue's workers are
 // its only goroutines, each running one request at a time.
@@ -106,27 +109,26 @@ func (q *Queue) AddURL(rawURL string) error {
 	return q.add(DeferredRequest{Host: q.p.cfg.hostKey(u), Method: http.MethodGet, URL: u.String(), Depth: 1, Header: http.Header{}})
 }
 
-// AddRequest queues r with its method, depth, headers, body (read now; it must be re-readable for
-// a retry) and the string values of its context.
+// AddRequest queues r with its method, depth, headers, body (read now, from its start when it can
+// seek) and the string values of its context.
 func (q *Queue) AddRequest(r *colly.Request) error {
-	d := DeferredRequest{Host: q.p.cfg.hostKey(r.URL), Method: r.Method, URL: r.URL.String(), Depth: r.Depth,
-		Header: http.Header{}, Ctx: stringValues(r.Ctx)}
-	if r.Headers != nil {
-		d.Header = r.Headers.Clone()
-	}
-	if r.Body != nil {
-		body, err := io.ReadAll(r.Body)
-		if err != nil {
-			return fmt.Errorf("ext: queue: reading the request body: %w", err)
-		}
-		d.Body = body
+	d, err := captureRequest(r, q.p.cfg.hostKey(r.URL), false)
+	if err != nil {
+		return fmt.Errorf("ext: queue: %w", err)
 	}
 	return q.add(d)
 }
 
-// requeue puts a refused request back for its retry (it departs when the host's window ends).
+// requeue puts a refused request back for its retry (it departs when the host's window ends), with
+// its whole body, marked so that send bypasses Colly's revisit check as Request.Retry does.
 func (q *Queue) requeue(r *colly.Request) {
-	if err := q.AddRequest(r); err != nil {
+	d, err := captureRequest(r, q.p.cfg.hostKey(r.URL), true)
+	if err == nil {
+		d.Ctx[queueRetryKey] = "1"
+		err = q.add(d)
+	}
+	if err != nil {
+		q.p.retrying.unmark(r)
 		q.p.audit.emit(zerolog.ErrorLevel, auditEvent{at: q.p.now(), host: q.p.cfg.hostKey(r.URL), event: EventRetriesExhausted,
 			trigger: TriggerRefusal, compliant: true, detail: "retry not queued: " + err.Error()})
 	}
@@ -150,7 +152,7 @@ func (q *Queue) add(d DeferredRequest) error {
 	d.Reason, d.DeferredAt = queueSpillReason, q.p.now()
 	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
 	defer cancel()
-	if _, err := q.p.queue.AddDeferred(ctx, d); err != nil {
+	if _, err := q.p.queue.AddDeferred(ctx, q.p.storable(d)); err != nil {
 		q.mu.Lock()
 		qh.spilled--
 		q.spilled--
@@ -427,6 +429,11 @@ func (q *Queue) absorbDeferredLocked(qh *queueHost) {
 // already booked: OnRequestHeaders finds the booking by the request's header map. It reports false
 // when the booking was given back (Colly refused the request before departure).
 func (q *Queue) send(c *colly.Collector, d DeferredRequest, res Reservation) bool {
+	retry := d.Ctx[queueRetryKey] != ""
+	if retry { // the mark is not passed on to the request's context (nor to its children)
+		d.Ctx = maps.Clone(d.Ctx)
+		delete(d.Ctx, queueRetryKey)
+	}
 	r, err := buildRequest(c, d)
 	if err != nil {
 		res.h.cancel(res)
@@ -437,7 +444,13 @@ func (q *Queue) send(c *colly.Collector, d DeferredRequest, res Reservation) boo
 	r.Ctx.Put(queueCtxKey, q)
 	id := headerID(*r.Headers)
 	q.p.bookings.Store(id, res)
-	_ = r.Do() // errors reach the collector's OnError, or are Colly's filters (visited, robots)
+	// Errors reach the collector's OnError, or are Colly's filters (visited, robots). A retry
+	// bypasses the revisit check: its URL was marked visited when it was first sent.
+	if retry {
+		_ = r.Retry()
+	} else {
+		_ = r.Do()
+	}
 	if _, unused := q.p.bookings.LoadAndDelete(id); unused {
 		res.h.cancel(res) // Colly refused it before departure
 		return false

@@ -2,7 +2,9 @@ package ext
 
 import (
 	"context"
+	"encoding/base64"
 	"fmt"
+	"io"
 	"net/http"
 	"runtime"
 	"strings"
@@ -268,4 +270,73 @@ func (o *serveOrder) names() []string {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return append([]string(nil), o.order...)
+}
+
+// refuseFirst answers 429 with Retry-After: 1 to the first request of each path (and of each POST
+// body), then "ok"; it records the bodies it received.
+type refuseFirst struct {
+	mu     sync.Mutex
+	seen   map[string]bool
+	bodies []string
+}
+
+func (s *refuseFirst) serve(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if r.Method == http.MethodPost {
+		s.bodies = append(s.bodies, string(body))
+	}
+	key := r.Method + " " + r.URL.Path
+	if !s.seen[key] {
+		if s.seen == nil {
+			s.seen = map[string]bool{}
+		}
+		s.seen[key] = true
+		w.Header().Set("Retry-After", "1")
+		w.WriteHeader(http.StatusTooManyRequests)
+		return
+	}
+	fmt.Fprint(w, "ok")
+}
+
+// issue 10 item 16: a request the queue sends and the host refuses comes back through the queue and
+// is sent again after the window: a GET despite Colly's revisit check, a POST with its body.
+func TestQueueRetriesRefusedRequests(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := newFakeNet(t)
+		var site refuseFirst
+		h, base := n.host("refuse.test", site.serve)
+		c, p, q := queueCollector(n, 2, WithBaseDelay(100*time.Millisecond), WithoutRobots())
+		var ok atomic.Int32
+		c.OnResponse(func(*colly.Response) { ok.Add(1) })
+		for i := range 3 {
+			if err := q.AddURL(fmt.Sprintf("%s/p/%d", base, i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		req, err := c.UnmarshalRequest([]byte(`{"URL":"` + base + `/form","Method":"POST","Depth":1,"Body":"` +
+			base64.StdEncoding.EncodeToString([]byte("a=1&b=2")) + `"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := q.AddRequest(req); err != nil {
+			t.Fatal(err)
+		}
+		if err := q.Run(c); err != nil {
+			t.Fatal(err)
+		}
+		if got := ok.Load(); got != 4 {
+			t.Errorf("%d pages fetched after their retry, want all 4 (server saw %d requests)", got, len(h.log()))
+		}
+		site.mu.Lock()
+		bodies := strings.Join(site.bodies, " | ")
+		site.mu.Unlock()
+		if bodies != "a=1&b=2 | a=1&b=2" {
+			t.Errorf("POST bodies at the server: %q, want the body twice (refused, then retried)", bodies)
+		}
+		if st, _ := p.Host("refuse.test"); st.Retries != 4 {
+			t.Errorf("%d retries counted, want 4", st.Retries)
+		}
+	})
 }
