@@ -58,6 +58,7 @@ type Queue struct {
 	seq     uint64   // arrival order of hosts into the ready set, for fairness
 	wake    chan struct{}
 	stopped bool
+	invalid []error // option values set aside, reported by NewQueue
 }
 
 // queueHost is one host's FIFO.
@@ -78,22 +79,32 @@ type queueHost struct {
 type QueueOption func(*Queue)
 
 // WithQueueMemory sets how many requests a Queue holds in memory before spilling the rest to the
-// pacer's store (default 100 000). Use a durable store (sqlitestore) so spilled requests survive.
+// pacer's store (default 100 000; it must be positive). Use a durable store (sqlitestore) so spilled
+// requests survive.
 func WithQueueMemory(n int) QueueOption {
 	return func(q *Queue) {
-		if n > 0 {
-			q.maxMem = n
+		if n <= 0 {
+			q.invalid = append(q.invalid, fmt.Errorf("%w: WithQueueMemory(%d): not positive", ErrInvalidOption, n))
+			return
 		}
+		q.maxMem = n
 	}
 }
 
 // NewQueue returns a host-aware queue that dispatches by p's schedule with the given number of workers.
+// Invalid values (workers < 1, see the options) follow the pacer's rule (see Option): the default is
+// used (1 worker) and each is reported through p's audit log (option_invalid) and alert function.
 func NewQueue(p *Pacer, workers int, opts ...QueueOption) *Queue {
-	q := &Queue{p: p, workers: max(workers, 1), maxMem: DefaultQueueMemory, hosts: map[string]*queueHost{}, wake: make(chan struct{}),
+	q := &Queue{p: p, workers: workers, maxMem: DefaultQueueMemory, hosts: map[string]*queueHost{}, wake: make(chan struct{}),
 		waiting: hostHeap{less: dueFirst}, ready: hostHeap{less: longestFirst}}
+	if workers < 1 {
+		q.workers = 1
+		q.invalid = append(q.invalid, fmt.Errorf("%w: NewQueue(workers %d): not positive", ErrInvalidOption, workers))
+	}
 	for _, o := range opts {
 		o(q)
 	}
+	p.reportInvalid(q.invalid)
 	return q
 }
 
