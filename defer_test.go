@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -51,12 +50,10 @@ func TestStoredRequestsLeaveCredentialsOut(t *testing.T) {
 		t.Run(fmt.Sprintf("deferred keep=%v", keep), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				n := newFakeNet(t)
-				var down atomic.Bool
-				down.Store(true)
-				_, base := n.host("park.test", flakySite(&down))
+				_, base := n.host("down.test", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusServiceUnavailable) })
 				store := NewMemoryStore()
-				c, p := pacedCollector(n, WithBaseDelay(time.Second), WithMaxRetries(0), WithStore(store),
-					WithBreaker(BreakerPolicy{Failures: 1, Cooldown: time.Minute}), WithStoredCredentials(keep))
+				c, p := pacedCollector(n, WithoutRobots(), WithMaxRetries(0), WithStore(store), WithStoredCredentials(keep),
+					WithBreaker(BreakerPolicy{Failures: 1, Cooldown: time.Minute}))
 				defer p.Close()
 				credentialed(c)
 				visitAll(t, c, strings.Replace(base, "//", "//user:secret@", 1), 3)
