@@ -425,11 +425,19 @@ func (q *Queue) refillLocked(qh *queueHost) bool {
 	return len(got) > 0
 }
 
-// absorbDeferredLocked takes back into qh's FIFO the requests the pacer deferred for its host.
+// absorbDeferredLocked takes back into qh's FIFO the requests the pacer deferred for its host. Colly
+// marked their URLs visited when they were first requested: they go out as retries, as Drain sends them.
 func (q *Queue) absorbDeferredLocked(qh *queueHost) {
 	q.mu.Unlock()
 	got, err := q.p.takeStored(qh.key, 0, false)
 	q.mu.Lock()
+	for i := range got {
+		got[i].Ctx = maps.Clone(got[i].Ctx)
+		if got[i].Ctx == nil {
+			got[i].Ctx = map[string]string{}
+		}
+		got[i].Ctx[queueRetryKey] = "1"
+	}
 	if err == nil && len(got) > 0 {
 		qh.fifo = append(got, qh.fifo...)
 		q.inMem += len(got)

@@ -166,6 +166,13 @@ func TestQueueParkedHostComesBack(t *testing.T) {
 			_ = q.AddURL(fmt.Sprintf("%s/p/%d", flakyBase, i))
 			_ = q.AddURL(fmt.Sprintf("%s/p/%d", okBase, i))
 		}
+		fetched := map[string]bool{}
+		var mu sync.Mutex
+		c.OnResponse(func(r *colly.Response) {
+			mu.Lock()
+			fetched[r.Request.URL.String()] = true
+			mu.Unlock()
+		})
 		go func() {
 			time.Sleep(30 * time.Second)
 			down.Store(false)
@@ -182,6 +189,9 @@ func TestQueueParkedHostComesBack(t *testing.T) {
 		}
 		if len(served) != 5 {
 			t.Errorf("flaky.test pages requested: %v, want all 5 after its breaker closed", served)
+		}
+		if len(fetched) != 10 {
+			t.Errorf("pages fetched: %v, want all 10: deferred requests come back to the queue and are sent", fetched)
 		}
 		if st, _ := p.Host("flaky.test"); st.Breaker != BreakerClosed {
 			t.Errorf("breaker %v, want closed", st.Breaker)
@@ -337,6 +347,34 @@ func TestQueueRetriesRefusedRequests(t *testing.T) {
 		}
 		if st, _ := p.Host("refuse.test"); st.Retries != 4 {
 			t.Errorf("%d retries counted, want 4", st.Retries)
+		}
+	})
+}
+
+// issue 10 item 16: requests the pacer deferred while their host was parked come back through the queue
+// when its cool-down ends and are sent, although Colly marked their URLs visited when first requested.
+func TestQueueSendsAbsorbedDeferredRequests(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := newFakeNet(t)
+		var down atomic.Bool
+		down.Store(true)
+		_, base := n.host("park.test", flakySite(&down))
+		c, p, q := queueCollector(n, 1, WithMaxRetries(0), WithoutRobots(), WithBreaker(BreakerPolicy{Failures: 1, Cooldown: time.Minute}))
+		var ok atomic.Int32
+		c.OnResponse(func(*colly.Response) { ok.Add(1) })
+		for i := range 3 { // p/0 is refused and opens the breaker; p/1 and p/2 are deferred
+			_ = c.Visit(fmt.Sprintf("%s/p/%d", base, i))
+		}
+		if d, _ := p.DeferredRequests(t.Context(), ""); len(d) != 2 {
+			t.Fatalf("%d requests deferred, want 2", len(d))
+		}
+		down.Store(false)
+		_ = q.AddURL(base + "/p/3")
+		if err := q.Run(c); err != nil {
+			t.Fatal(err)
+		}
+		if got := ok.Load(); got != 3 {
+			t.Errorf("%d pages fetched, want 3: p/1 and p/2 (deferred, absorbed by the queue) and p/3", got)
 		}
 	})
 }
