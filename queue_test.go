@@ -356,9 +356,13 @@ func TestQueueRetriesRefusedRequests(t *testing.T) {
 func TestQueueSendsAbsorbedDeferredRequests(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		n := newFakeNet(t)
-		var down atomic.Bool
-		down.Store(true)
-		_, base := n.host("park.test", flakySite(&down))
+		_, base := n.host("park.test", func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/p/0" {
+				w.WriteHeader(http.StatusServiceUnavailable)
+				return
+			}
+			fmt.Fprint(w, "ok")
+		})
 		c, p, q := queueCollector(n, 1, WithMaxRetries(0), WithoutRobots(), WithBreaker(BreakerPolicy{Failures: 1, Cooldown: time.Minute}))
 		var ok atomic.Int32
 		c.OnResponse(func(*colly.Response) { ok.Add(1) })
@@ -368,7 +372,6 @@ func TestQueueSendsAbsorbedDeferredRequests(t *testing.T) {
 		if d, _ := p.DeferredRequests(t.Context(), ""); len(d) != 2 {
 			t.Fatalf("%d requests deferred, want 2", len(d))
 		}
-		down.Store(false)
 		_ = q.AddURL(base + "/p/3")
 		if err := q.Run(c); err != nil {
 			t.Fatal(err)
