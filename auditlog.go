@@ -38,6 +38,7 @@ const (
 	EventStateCorrupt        = "state_corrupt"          // a stored row could not be decoded: the host starts afresh
 	EventStoreUnavailable    = "store_unavailable"      // the store failed: pacing continues locally
 	EventStoreRecovered      = "store_recovered"        // the store answers again
+	EventOptionInvalid       = "option_invalid"         // an option value was set aside at construction: the default is used
 )
 
 // Audit field keys: the stable schema of every event.
@@ -81,6 +82,7 @@ const (
 	TriggerCancel         = "cancel"
 	TriggerBreaker        = "breaker"
 	TriggerStore          = "store"
+	TriggerOption         = "option"
 )
 
 // auditEvent is one line of the audit trail.

@@ -179,11 +179,11 @@ func (b *breaker) observeLocked(v Verdict, probe bool, iv time.Duration, p Break
 	return nil
 }
 
-// Alert is raised when a host's breaker opens or the store fails (WithAlert).
+// Alert is raised when a host's breaker opens, the store fails or an option value is invalid (WithAlert).
 type Alert struct {
 	At     time.Time
 	Host   string
-	Event  string // EventBreakerOpened or EventStoreUnavailable
+	Event  string // EventBreakerOpened, EventStoreUnavailable or EventOptionInvalid
 	Detail string
 }
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"time"
 
 	"github.com/gocolly/colly/v2"
@@ -26,31 +27,19 @@ func (h *host) parked(now time.Time, b BreakerPolicy) bool {
 func (b *binding) deferRequest(r *colly.Request, h *host, cause error) {
 	p := b.p
 	now := p.now()
-	d := DeferredRequest{
-		Host: h.key, Method: r.Method, URL: r.URL.String(), Depth: r.Depth,
-		Ctx: stringValues(r.Ctx), DeferredAt: now, Reason: cause.Error(),
+	d, err := captureRequest(r, h.key, false) // not sent yet: its body is whole
+	if err != nil {
+		d.Body, d.BodyLost = nil, true
 	}
-	if r.Headers != nil {
-		d.Header = r.Headers.Clone()
-	}
-	if r.Body != nil {
-		if s, ok := r.Body.(io.ReadSeeker); ok {
-			if _, err := s.Seek(0, io.SeekStart); err == nil {
-				d.Body, _ = io.ReadAll(s)
-				_, _ = s.Seek(0, io.SeekStart)
-			}
-		} else {
-			d.BodyLost = true
-		}
-	}
+	d.DeferredAt, d.Reason = now, cause.Error()
 	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
 	defer cancel()
-	id, err := p.queue.AddDeferred(ctx, d)
+	id, err := p.queue.AddDeferred(ctx, p.storable(d))
 	if err != nil && p.queue != Store(p.fallback) {
 		// Never lose a URL: keep it in memory and say so.
 		p.audit.emit(zerolog.ErrorLevel, auditEvent{at: now, host: h.key, event: EventStoreUnavailable, trigger: TriggerStore,
 			compliant: true, detail: "deferring to memory: " + err.Error()})
-		id, err = p.fallback.AddDeferred(ctx, d)
+		id, err = p.fallback.AddDeferred(ctx, d) // memory: nothing leaves the process
 	}
 	detail := fmt.Sprintf("deferred %s %s (id %d): %v", d.Method, redactURL(d.URL), id, cause)
 	if d.BodyLost {
@@ -144,6 +133,76 @@ func (p *Pacer) Drain(ctx context.Context, c *colly.Collector, hosts ...string) 
 		}
 	}
 	return drained, nil
+}
+
+// credentialHeaders are the request headers a store does not keep unless WithStoredCredentials(true).
+var credentialHeaders = []string{"Authorization", "Proxy-Authorization", "Cookie"}
+
+// storable returns d as it is written to the store set with WithStore: without its credentials
+// (credentialHeaders and the URL's userinfo) unless WithStoredCredentials(true). Without a store, or in
+// memory, requests are kept whole. d itself is not changed.
+func (p *Pacer) storable(d DeferredRequest) DeferredRequest {
+	if p.cfg.store == nil || p.cfg.storeCredentials {
+		return d
+	}
+	d.Header = d.Header.Clone()
+	for _, k := range credentialHeaders {
+		d.Header.Del(k)
+	}
+	if u, err := url.Parse(d.URL); err == nil && u.User != nil {
+		u.User = nil
+		d.URL = u.String()
+	}
+	return d
+}
+
+// errBodyGone is returned by captureRequest for a sent request whose body cannot seek: it was read
+// to the end on its way out, and a copy without it would be a different request.
+var errBodyGone = errors.New("ext: the request body was sent and cannot be read again (not an io.ReadSeeker)")
+
+// captureRequest returns what is needed to send r again, for key's host: its method, URL, depth,
+// headers, body and the string values of its context. It is the one capture of a request, for
+// deferral and for the Queue (queueing and requeueing a refused request). A body that can seek is
+// read from its start and put back where it was, so the capture holds all of it even after r was
+// sent; one that cannot seek is read as it is, unless r was sent (then it is gone: errBodyGone).
+func captureRequest(r *colly.Request, key string, sent bool) (DeferredRequest, error) {
+	d := DeferredRequest{Host: key, Method: r.Method, URL: r.URL.String(), Depth: r.Depth,
+		Header: http.Header{}, Ctx: stringValues(r.Ctx)}
+	if d.Ctx == nil {
+		d.Ctx = map[string]string{}
+	}
+	if r.Headers != nil {
+		d.Header = r.Headers.Clone()
+	}
+	if r.Body == nil {
+		return d, nil
+	}
+	s, ok := r.Body.(io.ReadSeeker)
+	if !ok {
+		if sent {
+			return d, errBodyGone
+		}
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			return d, fmt.Errorf("ext: reading the request body: %w", err)
+		}
+		d.Body = body
+		return d, nil
+	}
+	pos, err := s.Seek(0, io.SeekCurrent)
+	if err == nil {
+		_, err = s.Seek(0, io.SeekStart)
+	}
+	if err != nil {
+		return d, fmt.Errorf("ext: rewinding the request body: %w", err)
+	}
+	body, err := io.ReadAll(s)
+	_, _ = s.Seek(pos, io.SeekStart)
+	if err != nil {
+		return d, fmt.Errorf("ext: reading the request body: %w", err)
+	}
+	d.Body = body
+	return d, nil
 }
 
 // resend issues a deferred request on c, bypassing the revisit check (Request.Retry).

@@ -16,9 +16,15 @@ type Observer interface {
 	BreakerChanged(host string, state BreakerState)
 }
 
-// WithObserver sends the pacer's events to o.
+// WithObserver sends the pacer's events to o, which must not be nil.
 func WithObserver(o Observer) Option {
-	return func(c *config) { c.observer = o }
+	return func(c *config) {
+		if o == nil {
+			c.reject("WithObserver", "nil", "no Observer")
+			return
+		}
+		c.observer = o
+	}
 }
 
 // nopObserver is the default Observer: it does nothing.

@@ -1,10 +1,15 @@
 package ext
 
 import (
+	"errors"
+	"fmt"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"net/url"
 	"path"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -28,7 +33,19 @@ const (
 	MaxRateLimitReset = time.Hour
 )
 
+// ErrInvalidOption is wrapped by the errors NewPacerErr returns for option values it cannot use.
+var ErrInvalidOption = errors.New("ext: invalid option")
+
 // Option configures a Pacer, in the style of colly.CollectorOption.
+//
+// Invalid values follow one rule, for every option (and the Queue's): an option never panics and
+// never clamps silently; a value it cannot use (a negative duration or count, a fraction outside
+// [0, 1] or NaN, a malformed host pattern, a nil function, transport or observer) is set aside and the
+// setting keeps its default. NewPacerErr then returns every such value as an error wrapping
+// ErrInvalidOption and no Pacer. NewPacer and AdaptivePacing, which have no error result, build the
+// Pacer with the defaults in their place and report each value at construction: an option_invalid
+// audit event at error level and a call of the WithAlert function (pass WithAlert before the other
+// options to see them). Each option's comment says which values are valid.
 type Option func(*config)
 
 // HostPolicy overrides the pacing of the hosts matching a pattern (see WithHostPolicy).
@@ -73,7 +90,45 @@ type config struct {
 	alert            func(Alert)
 	idleEviction     time.Duration
 	observer         Observer
-	auditQuery       bool // audit events keep URL queries
+	auditQuery       bool    // audit events keep URL queries
+	storeCredentials bool    // deferred and spilled requests keep their credentials in the store
+	invalid          []error // option values set aside (see Option)
+}
+
+// reject sets aside an option value that cannot be used (see Option).
+func (c *config) reject(option string, value any, why string) {
+	c.invalid = append(c.invalid, fmt.Errorf("%w: %s(%v): %s", ErrInvalidOption, option, value, why))
+}
+
+// fraction reports whether f is in [0, 1] (NaN is not).
+func fraction(f float64) bool { return f >= 0 && f <= 1 }
+
+// NewPacerErr is NewPacer reporting invalid option values as an error (see Option) instead of
+// building the Pacer with defaults in their place.
+func NewPacerErr(opts ...Option) (*Pacer, error) {
+	cfg := defaultConfig()
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if err := errors.Join(cfg.invalid...); err != nil {
+		return nil, err
+	}
+	return NewPacer(opts...), nil
+}
+
+// reportInvalidOptions audits and alerts each option value NewPacer set aside.
+func (p *Pacer) reportInvalidOptions() {
+	p.reportInvalid(p.cfg.invalid)
+}
+
+// reportInvalid audits and alerts each option value set aside (see Option).
+func (p *Pacer) reportInvalid(invalid []error) {
+	now := p.now()
+	for _, err := range invalid {
+		detail := err.Error() + "; the default is used"
+		p.audit.emit(zerolog.ErrorLevel, auditEvent{at: now, event: EventOptionInvalid, trigger: TriggerOption, compliant: true, detail: detail})
+		p.alert(Alert{At: now, Event: EventOptionInvalid, Detail: detail})
+	}
 }
 
 func defaultConfig() config {
@@ -103,71 +158,98 @@ func defaultConfig() config {
 	}
 }
 
-// WithBaseDelay sets the floor of every host's interval (default 1 s). Negative values count as 0.
+// WithBaseDelay sets the floor of every host's interval (default 1 s; 0 is valid, negative is not).
 func WithBaseDelay(d time.Duration) Option {
-	return func(c *config) { c.baseDelay = max(d, 0) }
+	return func(c *config) {
+		if d < 0 {
+			c.reject("WithBaseDelay", d, "negative")
+			return
+		}
+		c.baseDelay = d
+	}
 }
 
 // WithMaxDelay sets the ceiling of the adaptive delay (default 30 s). The interval can still be longer
-// when a host publishes a longer Crawl-delay or rate limit, or sends Retry-After.
+// when a host publishes a longer Crawl-delay or rate limit, or sends Retry-After. It must be positive.
 func WithMaxDelay(d time.Duration) Option {
 	return func(c *config) {
-		if d > 0 {
-			c.maxDelay = d
+		if d <= 0 {
+			c.reject("WithMaxDelay", d, "not positive")
+			return
 		}
+		c.maxDelay = d
 	}
 }
 
 // WithJitter adds a random extra of up to fraction × interval to each interval (default 0.1; 0 turns it off).
-// Jitter only lengthens an interval, never shortens it.
-func WithJitter(fraction float64) Option {
+// Jitter only lengthens an interval, never shortens it. The fraction must be in [0, 1].
+func WithJitter(f float64) Option {
 	return func(c *config) {
-		if fraction >= 0 && fraction <= 1 {
-			c.jitter = fraction
+		if !fraction(f) {
+			c.reject("WithJitter", f, "not in [0, 1]")
+			return
 		}
+		c.jitter = f
 	}
 }
 
-// WithMaxInFlight caps the requests in flight to one host (default 8).
+// WithMaxInFlight caps the requests in flight to one host (default 8). It must be positive.
 func WithMaxInFlight(n int) Option {
 	return func(c *config) {
-		if n > 0 {
-			c.maxInFlight = n
+		if n <= 0 {
+			c.reject("WithMaxInFlight", n, "not positive")
+			return
 		}
+		c.maxInFlight = n
 	}
 }
 
-// WithMaxRetries sets how many times a refused request is retried after the host's window (default 3; 0 disables).
+// WithMaxRetries sets how many times a refused request is retried after the host's window (default 3;
+// 0 disables; negative is invalid).
 func WithMaxRetries(n int) Option {
-	return func(c *config) { c.maxRetries = max(n, 0) }
+	return func(c *config) {
+		if n < 0 {
+			c.reject("WithMaxRetries", n, "negative")
+			return
+		}
+		c.maxRetries = n
+	}
 }
 
-// WithRetryAfterBuffer sets the safety margin added to a Retry-After wait, as a fraction of it (default 0.10).
-func WithRetryAfterBuffer(fraction float64) Option {
+// WithRetryAfterBuffer sets the safety margin added to a Retry-After wait, as a fraction of it in
+// [0, 1] (default 0.10).
+func WithRetryAfterBuffer(f float64) Option {
 	return func(c *config) {
-		if fraction >= 0 && fraction <= 1 {
-			c.retryAfterBuffer = fraction
+		if !fraction(f) {
+			c.reject("WithRetryAfterBuffer", f, "not in [0, 1]")
+			return
 		}
+		c.retryAfterBuffer = f
 	}
 }
 
 // WithMaxRetryAfter sets the longest Retry-After obeyed as sent (default 10 min). A longer one is audited
 // as not fully honoured and the algorithmic backoff applies instead, capped by the maximum delay.
+// It must be positive.
 func WithMaxRetryAfter(d time.Duration) Option {
 	return func(c *config) {
-		if d > 0 {
-			c.maxRetryAfter = d
+		if d <= 0 {
+			c.reject("WithMaxRetryAfter", d, "not positive")
+			return
 		}
+		c.maxRetryAfter = d
 	}
 }
 
 // WithMaxCrawlDelay sets the longest robots.txt Crawl-delay honoured (default 60 s). A longer one is
-// clamped to it and audited with compliance_flag=false.
+// clamped to it and audited with compliance_flag=false. It must be positive.
 func WithMaxCrawlDelay(d time.Duration) Option {
 	return func(c *config) {
-		if d > 0 {
-			c.maxCrawlDelay = d
+		if d <= 0 {
+			c.reject("WithMaxCrawlDelay", d, "not positive")
+			return
 		}
+		c.maxCrawlDelay = d
 	}
 }
 
@@ -194,20 +276,39 @@ func WithPipelineID(id string) Option {
 	return func(c *config) { c.pipelineID = id }
 }
 
-// WithHostPolicy overrides pacing for the hosts whose key matches pattern (path.Match syntax,
-// such as "*.example.com" or "api.example.com:8443"). The first matching policy wins.
+// WithHostPolicy overrides pacing for the hosts that pattern matches. The first matching policy wins.
+//
+// A pattern has path.Match syntax ("*" matches any run of characters but no "/", "[…]" is a class,
+// a backslash escapes). It is matched against the host key (see WithHostKey; by default the host, lowercase,
+// with its port unless it is the scheme's default) and, when the key has a port, against the host
+// name without it: "127.0.0.1" or "*.example.com" matches on every port, "api.example.com:8443" on
+// that one only. An IPv6 literal is written with escaped brackets: `\[::1\]`. A malformed or empty
+// pattern, or a negative field of p, is invalid (see Option): the policy is not added.
 func WithHostPolicy(pattern string, p HostPolicy) Option {
-	return func(c *config) { c.policies = append(c.policies, hostPolicyRule{pattern: pattern, policy: p}) }
+	return func(c *config) {
+		if _, err := path.Match(pattern, ""); err != nil || pattern == "" {
+			c.reject("WithHostPolicy", strconv.Quote(pattern), "malformed pattern (path.Match syntax)")
+			return
+		}
+		if p.BaseDelay < 0 || p.MaxDelay < 0 || p.MaxInFlight < 0 {
+			c.reject("WithHostPolicy", strconv.Quote(pattern), fmt.Sprintf("negative field in %+v", p))
+			return
+		}
+		c.policies = append(c.policies, hostPolicyRule{pattern: pattern, policy: p})
+	}
 }
 
 // WithHostKey sets how a URL maps to the host whose schedule it shares. The default, DefaultHostKey,
 // is URL.Host (with the port), as Colly's LimitRule matches, normalized so that every spelling of a
 // host shares one schedule. A function returning the registrable domain paces all subdomains together.
+// The function must not be nil.
 func WithHostKey(f func(*url.URL) string) Option {
 	return func(c *config) {
-		if f != nil {
-			c.hostKey = f
+		if f == nil {
+			c.reject("WithHostKey", "nil", "no function")
+			return
 		}
+		c.hostKey = f
 	}
 }
 
@@ -218,37 +319,57 @@ func WithAuditQuery() Option {
 }
 
 // WithTransport sets the RoundTripper the pacer wraps (default http.DefaultTransport). Use it instead of
-// Collector.WithTransport, which would replace the pacer's transport.
+// Collector.WithTransport, which would replace the pacer's transport. It must not be nil.
 func WithTransport(rt http.RoundTripper) Option {
 	return func(c *config) {
-		if rt != nil {
-			c.transport = rt
+		if rt == nil {
+			c.reject("WithTransport", "nil", "no RoundTripper")
+			return
 		}
+		c.transport = rt
 	}
 }
 
 // WithStore keeps per-host state and deferred requests in s, so they survive a restart (sqlitestore)
 // or are shared by a fleet of crawlers (redisstore). Call Pacer.Close before exiting to write what is
-// still pending; the store itself stays open (it is yours to close).
+// still pending; the store itself stays open (it is yours to close). A nil s keeps state in memory.
 func WithStore(s Store) Option {
 	return func(c *config) { c.store = s }
 }
 
+// WithStoredCredentials sets whether the requests written to the store (deferred by a breaker, or
+// spilled by a Queue over its memory bound) keep their credentials: the Authorization,
+// Proxy-Authorization and Cookie headers and the URL's userinfo. By default (false) they are left out,
+// so a SQLite file or a Redis server never holds them; such a request is sent again without them.
+// Every other header, the body and the string values of the request's context are stored as they are.
+// Requests kept in memory (without a store, or queued under the memory bound) keep everything.
+func WithStoredCredentials(keep bool) Option {
+	return func(c *config) { c.storeCredentials = keep }
+}
+
 // WithFlushInterval sets how often changed state is written behind to the store (default 1 s).
-// Retry-After windows and breaker transitions are written at once, whatever the interval.
+// Retry-After windows and breaker transitions are written at once, whatever the interval. It must be
+// positive.
 func WithFlushInterval(d time.Duration) Option {
 	return func(c *config) {
-		if d > 0 {
-			c.flushInterval = d
+		if d <= 0 {
+			c.reject("WithFlushInterval", d, "not positive")
+			return
 		}
+		c.flushInterval = d
 	}
 }
 
 // WithBreaker sets when a host's circuit breaker trips and how long it stays open. Zero fields keep
 // the defaults (45 s for 2 min, 10 consecutive refusals, 5 min cool-down); Failures < 0 disables
-// the failure count.
+// the failure count. A negative Threshold, Sustain or Cooldown is invalid (see Option): the whole
+// policy is set aside.
 func WithBreaker(b BreakerPolicy) Option {
 	return func(c *config) {
+		if b.Threshold < 0 || b.Sustain < 0 || b.Cooldown < 0 {
+			c.reject("WithBreaker", fmt.Sprintf("%+v", b), "negative duration")
+			return
+		}
 		if b.Threshold > 0 {
 			c.breaker.Threshold = b.Threshold
 		}
@@ -265,8 +386,9 @@ func WithBreaker(b BreakerPolicy) Option {
 	}
 }
 
-// WithAlert registers a function called when a host's breaker opens or the store fails. It runs on the
-// goroutine that saw the event, with no lock held; keep it short.
+// WithAlert registers a function called when a host's breaker opens, the store fails, or an option
+// value is invalid (at construction; see Option). It runs on the goroutine that saw the event, with no
+// lock held; keep it short. nil registers none.
 func WithAlert(f func(Alert)) Option {
 	return func(c *config) { c.alert = f }
 }
@@ -290,9 +412,12 @@ func (c *config) maxHold() time.Duration {
 // policyFor resolves the policy of a host key: pacer-wide values overridden by the first matching rule.
 func (c *config) policyFor(key string) HostPolicy {
 	p := HostPolicy{BaseDelay: c.baseDelay, MaxDelay: c.maxDelay, MaxInFlight: c.maxInFlight}
+	name := hostName(key)
 	for _, r := range c.policies {
 		if ok, _ := path.Match(r.pattern, key); !ok {
-			continue
+			if ok, _ = path.Match(r.pattern, name); !ok || name == key {
+				continue
+			}
 		}
 		if r.policy.BaseDelay > 0 {
 			p.BaseDelay = r.policy.BaseDelay
@@ -307,4 +432,17 @@ func (c *config) policyFor(key string) HostPolicy {
 	}
 	p.MaxDelay = max(p.MaxDelay, p.BaseDelay)
 	return p
+}
+
+// hostName returns a host key without its port ("example.com:8080" → "example.com", "[::1]:8080" →
+// "[::1]"), or the key itself when it has none or is not host:port (a custom WithHostKey).
+func hostName(key string) string {
+	host, _, err := net.SplitHostPort(key)
+	if err != nil || host == "" {
+		return key
+	}
+	if strings.Contains(host, ":") {
+		return "[" + host + "]"
+	}
+	return host
 }

@@ -33,7 +33,8 @@ type Pacer struct {
 }
 
 // NewPacer builds a Pacer without installing it on a collector: for use with Install, or with
-// Wait and Observe around any HTTP client.
+// Wait and Observe around any HTTP client. Invalid option values are replaced by the defaults and
+// reported (see Option); NewPacerErr returns them as an error instead.
 func NewPacer(opts ...Option) *Pacer {
 	cfg := defaultConfig()
 	for _, o := range opts {
@@ -53,6 +54,7 @@ func NewPacer(opts ...Option) *Pacer {
 		p.queue = p.fallback
 	}
 	p.startPersistence()
+	p.reportInvalidOptions()
 	return p
 }
 

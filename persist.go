@@ -30,9 +30,10 @@ type persistence struct {
 	mu    sync.Mutex // protects dirty
 	dirty []*host
 
-	stop    chan struct{}
-	stopped chan struct{}
-	once    sync.Once
+	stop     chan struct{}
+	stopped  chan struct{}
+	once     sync.Once
+	closeErr error // the final flush's, written before stopped is closed
 
 	sharedDownUntil atomic.Int64 // unix nanos: pace locally until then
 	sharedDown      atomic.Bool
@@ -59,20 +60,24 @@ func (p *Pacer) flushLoop() {
 		case <-t.C:
 			p.flush()
 		case <-p.persist.stop:
-			p.flush()
+			p.persist.closeErr = p.flush()
 			return
 		}
 	}
 }
 
-// Close writes the state not yet written behind and stops the write-behind loop. It does not close the
-// store, which belongs to the caller. Without a store it does nothing.
+// Close writes the state not yet written behind and stops the write-behind loop. It returns the error
+// of that final write (the state it could not write is lost), and the same error if called again. It
+// does not close the store, which belongs to the caller. Without a store it does nothing.
 func (p *Pacer) Close() error {
 	if p.persist == nil {
 		return nil
 	}
 	p.persist.once.Do(func() { close(p.persist.stop) })
 	<-p.persist.stopped
+	if err := p.persist.closeErr; err != nil {
+		return fmt.Errorf("ext: close: writing the pending state: %w", err)
+	}
 	return nil
 }
 
@@ -86,14 +91,14 @@ func (h *host) markDirty(p *Pacer) {
 	p.persist.mu.Unlock()
 }
 
-// flush writes every changed host in one batch.
-func (p *Pacer) flush() {
+// flush writes every changed host in one batch, and returns the store's error.
+func (p *Pacer) flush() error {
 	p.persist.mu.Lock()
 	hosts := p.persist.dirty
 	p.persist.dirty = nil
 	p.persist.mu.Unlock()
 	if len(hosts) == 0 {
-		return
+		return nil
 	}
 	states := make([]HostState, len(hosts))
 	now := p.now()
@@ -101,7 +106,7 @@ func (p *Pacer) flush() {
 		h.dirty.Store(false)
 		states[i] = h.snapshot(now)
 	}
-	p.save(states, now)
+	return p.save(states, now)
 }
 
 // persistNow writes h's state through, before its next departure: for holds and breaker transitions.
@@ -113,19 +118,21 @@ func (p *Pacer) persistNow(h *host) {
 	p.save([]HostState{h.snapshot(now)}, now)
 }
 
-func (p *Pacer) save(states []HostState, now time.Time) {
+func (p *Pacer) save(states []HostState, now time.Time) error {
 	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
 	defer cancel()
-	if err := p.persist.store.SaveHosts(ctx, states); err != nil {
+	err := p.persist.store.SaveHosts(ctx, states)
+	if err != nil {
 		p.storeFailed(states[0].Host, "write", err, now)
 		for _, st := range states { // written again at the next flush
 			if h, ok := p.hosts.Load(st.Host); ok {
 				h.markDirty(p)
 			}
 		}
-		return
+		return err
 	}
 	p.storeRecovered(states[0].Host, now)
+	return nil
 }
 
 // snapshot returns what a store keeps of h.

@@ -5,7 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"sync"
@@ -28,6 +28,9 @@ const queuePoll = 50 * time.Millisecond
 
 // queueCtxKey marks, in a request's colly.Context, the Queue that sent it: retries go back to it.
 const queueCtxKey = "_collypace_queue"
+
+// queueRetryKey marks, in a queued request's context values, a retry: send bypasses the revisit check.
+const queueRetryKey = "_collypace_queue_retry"
 
 // ErrAsyncCollector is returned by Queue.Run for a collector in Async mode: the queue's workers are
 // its only goroutines, each running one request at a time.
@@ -56,6 +59,7 @@ type Queue struct {
 	seq     uint64   // arrival order of hosts into the ready set, for fairness
 	wake    chan struct{}
 	stopped bool
+	invalid []error // option values set aside, reported by NewQueue
 }
 
 // queueHost is one host's FIFO.
@@ -76,22 +80,32 @@ type queueHost struct {
 type QueueOption func(*Queue)
 
 // WithQueueMemory sets how many requests a Queue holds in memory before spilling the rest to the
-// pacer's store (default 100 000). Use a durable store (sqlitestore) so spilled requests survive.
+// pacer's store (default 100 000; it must be positive). Use a durable store (sqlitestore) so spilled
+// requests survive.
 func WithQueueMemory(n int) QueueOption {
 	return func(q *Queue) {
-		if n > 0 {
-			q.maxMem = n
+		if n <= 0 {
+			q.invalid = append(q.invalid, fmt.Errorf("%w: WithQueueMemory(%d): not positive", ErrInvalidOption, n))
+			return
 		}
+		q.maxMem = n
 	}
 }
 
 // NewQueue returns a host-aware queue that dispatches by p's schedule with the given number of workers.
+// Invalid values (workers < 1, see the options) follow the pacer's rule (see Option): the default is
+// used (1 worker) and each is reported through p's audit log (option_invalid) and alert function.
 func NewQueue(p *Pacer, workers int, opts ...QueueOption) *Queue {
-	q := &Queue{p: p, workers: max(workers, 1), maxMem: DefaultQueueMemory, hosts: map[string]*queueHost{}, wake: make(chan struct{}),
+	q := &Queue{p: p, workers: workers, maxMem: DefaultQueueMemory, hosts: map[string]*queueHost{}, wake: make(chan struct{}),
 		waiting: hostHeap{less: dueFirst}, ready: hostHeap{less: longestFirst}}
+	if workers < 1 {
+		q.workers = 1
+		q.invalid = append(q.invalid, fmt.Errorf("%w: NewQueue(workers %d): not positive", ErrInvalidOption, workers))
+	}
 	for _, o := range opts {
 		o(q)
 	}
+	p.reportInvalid(q.invalid)
 	return q
 }
 
@@ -107,27 +121,26 @@ func (q *Queue) AddURL(rawURL string) error {
 	return q.add(DeferredRequest{Host: q.p.cfg.hostKey(u), Method: http.MethodGet, URL: u.String(), Depth: 1, Header: http.Header{}})
 }
 
-// AddRequest queues r with its method, depth, headers, body (read now; it must be re-readable for
-// a retry) and the string values of its context.
+// AddRequest queues r with its method, depth, headers, body (read now, from its start when it can
+// seek) and the string values of its context.
 func (q *Queue) AddRequest(r *colly.Request) error {
-	d := DeferredRequest{Host: q.p.cfg.hostKey(r.URL), Method: r.Method, URL: r.URL.String(), Depth: r.Depth,
-		Header: http.Header{}, Ctx: stringValues(r.Ctx)}
-	if r.Headers != nil {
-		d.Header = r.Headers.Clone()
-	}
-	if r.Body != nil {
-		body, err := io.ReadAll(r.Body)
-		if err != nil {
-			return fmt.Errorf("ext: queue: reading the request body: %w", err)
-		}
-		d.Body = body
+	d, err := captureRequest(r, q.p.cfg.hostKey(r.URL), false)
+	if err != nil {
+		return fmt.Errorf("ext: queue: %w", err)
 	}
 	return q.add(d)
 }
 
-// requeue puts a refused request back for its retry (it departs when the host's window ends).
+// requeue puts a refused request back for its retry (it departs when the host's window ends), with
+// its whole body, marked so that send bypasses Colly's revisit check as Request.Retry does.
 func (q *Queue) requeue(r *colly.Request) {
-	if err := q.AddRequest(r); err != nil {
+	d, err := captureRequest(r, q.p.cfg.hostKey(r.URL), true)
+	if err == nil {
+		d.Ctx[queueRetryKey] = "1"
+		err = q.add(d)
+	}
+	if err != nil {
+		q.p.retrying.unmark(r)
 		q.p.audit.emit(zerolog.ErrorLevel, auditEvent{at: q.p.now(), host: q.p.cfg.hostKey(r.URL), event: EventRetriesExhausted,
 			trigger: TriggerRefusal, compliant: true, detail: "retry not queued: " + err.Error()})
 	}
@@ -151,7 +164,7 @@ func (q *Queue) add(d DeferredRequest) error {
 	d.Reason, d.DeferredAt = queueSpillReason, q.p.now()
 	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
 	defer cancel()
-	if _, err := q.p.queue.AddDeferred(ctx, d); err != nil {
+	if _, err := q.p.queue.AddDeferred(ctx, q.p.storable(d)); err != nil {
 		q.mu.Lock()
 		qh.spilled--
 		q.spilled--
@@ -414,11 +427,19 @@ func (q *Queue) refillLocked(qh *queueHost) bool {
 	return len(got) > 0
 }
 
-// absorbDeferredLocked takes back into qh's FIFO the requests the pacer deferred for its host.
+// absorbDeferredLocked takes back into qh's FIFO the requests the pacer deferred for its host. Colly
+// marked their URLs visited when they were first requested: they go out as retries, as Drain sends them.
 func (q *Queue) absorbDeferredLocked(qh *queueHost) {
 	q.mu.Unlock()
 	got, err := q.p.takeStored(qh.key, 0, false)
 	q.mu.Lock()
+	for i := range got {
+		got[i].Ctx = maps.Clone(got[i].Ctx)
+		if got[i].Ctx == nil {
+			got[i].Ctx = map[string]string{}
+		}
+		got[i].Ctx[queueRetryKey] = "1"
+	}
 	if err == nil && len(got) > 0 {
 		qh.fifo = append(got, qh.fifo...)
 		q.inMem += len(got)
@@ -429,6 +450,11 @@ func (q *Queue) absorbDeferredLocked(qh *queueHost) {
 // request departed: false when Colly refused it before it reached the pacer (visited, robots) or its
 // wait ended without a departure (the crawl is ending).
 func (q *Queue) send(c *colly.Collector, d DeferredRequest) bool {
+	retry := d.Ctx[queueRetryKey] != ""
+	if retry { // the mark is not passed on to the request's context (nor to its children)
+		d.Ctx = maps.Clone(d.Ctx)
+		delete(d.Ctx, queueRetryKey)
+	}
 	r, err := buildRequest(c, d)
 	if err != nil {
 		q.p.audit.emit(zerolog.ErrorLevel, auditEvent{at: q.p.now(), host: d.Host, event: EventRetriesExhausted, trigger: TriggerDeparture,
@@ -439,7 +465,13 @@ func (q *Queue) send(c *colly.Collector, d DeferredRequest) bool {
 	id := headerID(*r.Headers)
 	departed := new(atomic.Bool)
 	q.p.dispatched.Store(id, departed)
-	_ = r.Do() // errors reach the collector's OnError, or are Colly's filters (visited, robots)
+	// Errors reach the collector's OnError, or are Colly's filters (visited, robots). A retry
+	// bypasses the revisit check: its URL was marked visited when it was first sent.
+	if retry {
+		_ = r.Retry()
+	} else {
+		_ = r.Do()
+	}
 	q.p.dispatched.Delete(id)
 	return departed.Load()
 }

@@ -2,7 +2,9 @@ package ext
 
 import (
 	"context"
+	"encoding/base64"
 	"fmt"
+	"io"
 	"net/http"
 	"runtime"
 	"strings"
@@ -164,6 +166,13 @@ func TestQueueParkedHostComesBack(t *testing.T) {
 			_ = q.AddURL(fmt.Sprintf("%s/p/%d", flakyBase, i))
 			_ = q.AddURL(fmt.Sprintf("%s/p/%d", okBase, i))
 		}
+		fetched := map[string]bool{}
+		var mu sync.Mutex
+		c.OnResponse(func(r *colly.Response) {
+			mu.Lock()
+			fetched[r.Request.URL.String()] = true
+			mu.Unlock()
+		})
 		go func() {
 			time.Sleep(30 * time.Second)
 			down.Store(false)
@@ -180,6 +189,9 @@ func TestQueueParkedHostComesBack(t *testing.T) {
 		}
 		if len(served) != 5 {
 			t.Errorf("flaky.test pages requested: %v, want all 5 after its breaker closed", served)
+		}
+		if len(fetched) != 10 {
+			t.Errorf("pages fetched: %v, want all 10: deferred requests come back to the queue and are sent", fetched)
 		}
 		if st, _ := p.Host("flaky.test"); st.Breaker != BreakerClosed {
 			t.Errorf("breaker %v, want closed", st.Breaker)
@@ -268,4 +280,104 @@ func (o *serveOrder) names() []string {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return append([]string(nil), o.order...)
+}
+
+// refuseFirst answers 429 with Retry-After: 1 to the first request of each path (and of each POST
+// body), then "ok"; it records the bodies it received.
+type refuseFirst struct {
+	mu     sync.Mutex
+	seen   map[string]bool
+	bodies []string
+}
+
+func (s *refuseFirst) serve(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if r.Method == http.MethodPost {
+		s.bodies = append(s.bodies, string(body))
+	}
+	key := r.Method + " " + r.URL.Path
+	if !s.seen[key] {
+		if s.seen == nil {
+			s.seen = map[string]bool{}
+		}
+		s.seen[key] = true
+		w.Header().Set("Retry-After", "1")
+		w.WriteHeader(http.StatusTooManyRequests)
+		return
+	}
+	fmt.Fprint(w, "ok")
+}
+
+// issue 10 item 16: a request the queue sends and the host refuses comes back through the queue and
+// is sent again after the window: a GET despite Colly's revisit check, a POST with its body.
+func TestQueueRetriesRefusedRequests(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := newFakeNet(t)
+		var site refuseFirst
+		h, base := n.host("refuse.test", site.serve)
+		c, p, q := queueCollector(n, 2, WithBaseDelay(100*time.Millisecond), WithoutRobots())
+		var ok atomic.Int32
+		c.OnResponse(func(*colly.Response) { ok.Add(1) })
+		for i := range 3 {
+			if err := q.AddURL(fmt.Sprintf("%s/p/%d", base, i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		req, err := c.UnmarshalRequest([]byte(`{"URL":"` + base + `/form","Method":"POST","Depth":1,"Body":"` +
+			base64.StdEncoding.EncodeToString([]byte("a=1&b=2")) + `"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := q.AddRequest(req); err != nil {
+			t.Fatal(err)
+		}
+		if err := q.Run(c); err != nil {
+			t.Fatal(err)
+		}
+		if got := ok.Load(); got != 4 {
+			t.Errorf("%d pages fetched after their retry, want all 4 (server saw %d requests)", got, len(h.log()))
+		}
+		site.mu.Lock()
+		bodies := strings.Join(site.bodies, " | ")
+		site.mu.Unlock()
+		if bodies != "a=1&b=2 | a=1&b=2" {
+			t.Errorf("POST bodies at the server: %q, want the body twice (refused, then retried)", bodies)
+		}
+		if st, _ := p.Host("refuse.test"); st.Retries != 4 {
+			t.Errorf("%d retries counted, want 4", st.Retries)
+		}
+	})
+}
+
+// issue 10 item 16: requests the pacer deferred while their host was parked come back through the queue
+// when its cool-down ends and are sent, although Colly marked their URLs visited when first requested.
+func TestQueueSendsAbsorbedDeferredRequests(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := newFakeNet(t)
+		_, base := n.host("park.test", func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/p/0" {
+				w.WriteHeader(http.StatusServiceUnavailable)
+				return
+			}
+			fmt.Fprint(w, "ok")
+		})
+		c, p, q := queueCollector(n, 1, WithMaxRetries(0), WithoutRobots(), WithBreaker(BreakerPolicy{Failures: 1, Cooldown: time.Minute}))
+		var ok atomic.Int32
+		c.OnResponse(func(*colly.Response) { ok.Add(1) })
+		for i := range 3 { // p/0 is refused and opens the breaker; p/1 and p/2 are deferred
+			_ = c.Visit(fmt.Sprintf("%s/p/%d", base, i))
+		}
+		if d, _ := p.DeferredRequests(t.Context(), ""); len(d) != 2 {
+			t.Fatalf("%d requests deferred, want 2", len(d))
+		}
+		_ = q.AddURL(base + "/p/3")
+		if err := q.Run(c); err != nil {
+			t.Fatal(err)
+		}
+		if got := ok.Load(); got != 3 {
+			t.Errorf("%d pages fetched, want 3: p/1 and p/2 (deferred, absorbed by the queue) and p/3", got)
+		}
+	})
 }

@@ -36,8 +36,9 @@ type HostState struct {
 	Replace bool
 }
 
-// DeferredRequest is a request the pacer did not send because its host's breaker was open, with what
-// is needed to send it again (Pacer.Drain).
+// DeferredRequest is a request the pacer did not send because its host's breaker was open, or one a
+// Queue holds, with what is needed to send it again (Pacer.Drain, Queue.Run). Written to the store set
+// with WithStore, it leaves out its credentials unless WithStoredCredentials(true) (see there).
 type DeferredRequest struct {
 	ID         int64 // assigned by the store
 	Host       string

@@ -2,6 +2,8 @@ package pacemetrics
 
 import (
 	"net/http"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -177,6 +179,22 @@ func (c *Collector) BreakerChanged(host string, state ext.BreakerState) {
 
 // stats returns the counters of host, creating them on first use.
 func (c *Collector) stats(host string) *hostStats {
-	s, _ := c.hosts.LoadOrCreate(host, func() *hostStats { return &hostStats{key: host} })
+	s, created := c.hosts.LoadOrCreate(host, func() *hostStats { return &hostStats{key: host} })
+	if created && eligible(host) {
+		c.admit(s)
+	}
 	return s
+}
+
+// admit gives a new host a place of its own at once while places are free, so that its first events
+// are its own rather than counted under "other" until the next scrape. It runs once per host.
+func (c *Collector) admit(s *hostStats) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.members) >= c.topHosts || s.member.Load() {
+		return
+	}
+	i, _ := slices.BinarySearchFunc(c.members, s.key, func(m *hostStats, key string) int { return strings.Compare(m.key, key) })
+	c.members = slices.Insert(c.members, i, s)
+	s.member.Store(true)
 }

@@ -102,9 +102,10 @@ func TestIdleHostsForgotten(t *testing.T) {
 	if n := c.hosts.Len(); n != 3 {
 		t.Errorf("%d hosts in memory, want 3", n)
 	}
-	// All before the first scrape, then active's: the forgotten host's event stays counted.
-	if got := c.other.departures.Load(); got != 5+1+1+4 {
-		t.Errorf("other departures %d, want 11", got)
+	// member took the one place at its first event; idle's and active's are counted under "other", and
+	// the forgotten host's event stays counted.
+	if got := c.other.departures.Load(); got != 1+1+4 {
+		t.Errorf("other departures %d, want 6", got)
 	}
 }
 
@@ -152,5 +153,29 @@ func BenchmarkScrape100kHosts(b *testing.B) {
 	b.ResetTimer()
 	for b.Loop() {
 		scrape(c)
+	}
+}
+
+// issue 10 item 21: while places are free, a host has series of its own from its first event, not from
+// the first scrape after it: early departures are not counted under "other".
+func TestEarlyEventsHaveTheirHostsSeries(t *testing.T) {
+	c := withClock(New(WithTopHosts(3)), newFakeClock())
+	depart(c, "a", 5)
+	depart(c, "b", 2)
+	c.Refused("b", ext.TriggerRefusal)
+	if got := fmt.Sprint(members(c)); got != "[a b]" {
+		t.Errorf("members before any scrape %s, want [a b]", got)
+	}
+	scrape(c)
+	depart(c, "c", 1)
+	depart(c, "d", 1) // the top 3 is full: "other"
+	if n := c.other.departures.Load(); n != 1 {
+		t.Errorf("%d departures under %q, want only d's: every other host fits the top 3", n, OtherHost)
+	}
+	if n := c.other.refusals[triggerIndex(ext.TriggerRefusal)].Load(); n != 0 {
+		t.Errorf("%d refusals under %q, want 0", n, OtherHost)
+	}
+	if got := fmt.Sprint(members(c)); got != "[a b c]" {
+		t.Errorf("members %s, want [a b c]", got)
 	}
 }

@@ -51,12 +51,14 @@
 //
 // At most N hosts (WithTopHosts, default 50) have series of their own; every other host is counted
 // under host="other". A crawl of 100 000 hosts therefore makes at most N+1 host values per metric
-// (times the 4 triggers or 3 states where there is such a label), whatever the hosts' names.
+// (times the 4 triggers or 3 states where there is such a label), whatever the hosts' names, plus,
+// in the one scrape after they lose their place, the hosts that lost it (at most N more).
 //
-// The N hosts are the most active ones, activity being each host's departures decayed with a
-// half-life of 5 minutes, re-ranked at each scrape. Places are filled as hosts appear; once all N
-// are taken, a host takes the place of a labelled one only when its activity is more than twice
-// the latter's, so that hosts of similar activity do not swap at every scrape. A host that loses its
+// Places are filled as hosts appear, at a host's first event: while places are free, no host's
+// events go to "other". Once all N are taken, the N hosts are the most active ones, activity being
+// each host's departures decayed with a half-life of 5 minutes, re-ranked at each scrape: a host
+// takes the place of a labelled one only when its activity is more than twice the latter's, so that
+// hosts of similar activity do not swap at every scrape. A host that loses its
 // place has its counters exported one last time, then its series disappear (Prometheus marks them
 // stale); a host named "other" or "", or whose key is not valid UTF-8, never gets a place.
 //
@@ -65,8 +67,8 @@
 // of hosts that were unlabelled when they happened, so neither goes back when hosts enter or leave
 // the top N. Between two scrapes, each event increases exactly one series, so
 // sum(rate(collypace_departures_total[5m])) counts every departure once. The price: the events a
-// host had before it got its place are both in "other" and in the first value of its own series
-// (which rate and increase do not count as an increase), so the sum of the raw values,
+// host had before it took a labelled host's place are both in "other" and in the first value of its
+// own series (which rate and increase do not count as an increase), so the sum of the raw values,
 // sum(collypace_departures_total), can count them twice. Use sums of rates, as usual for counters.
 //
 // # Memory and cost
@@ -78,7 +80,8 @@
 // comes back, its totals start again from zero, which Prometheus reads as a counter reset should it
 // once have had series of its own. The Observer methods take a shard's read lock for
 // the lookup, then add to atomic counters: no allocation once the host is known, no lock held
-// afterwards (about 75 ns a call). A scrape walks every record once (scores, top N) and the pacer's
+// afterwards (about 75 ns a call); a host's first event also takes the Collector's lock, once, to give
+// it a free place. A scrape walks every record once (scores, top N) and the pacer's
 // Hosts() once: about 25 ms for 100 000 hosts, plus Hosts(). No lock is held while metrics are sent
 // to Prometheus.
 package pacemetrics

@@ -29,7 +29,8 @@ func Example() {
 	c.Wait()
 }
 
-// The busiest hosts get series of their own; the others count under host="other".
+// Hosts get series of their own while places are free, then the busiest keep them; the others count
+// under host="other".
 func ExampleCollector_Handler() {
 	m := pacemetrics.New(pacemetrics.WithTopHosts(1))
 	m.Departed("a.example", time.Second)
@@ -45,15 +46,15 @@ func ExampleCollector_Handler() {
 			}
 		}
 	}
-	scrape() // a.example takes the place; its first departures are in "other" too
+	scrape() // a.example took the free place at its first event; b.example counts under "other"
 	m.Departed("a.example", time.Second)
 	m.Departed("b.example", time.Second)
 	fmt.Println("--")
 	scrape()
 	// Output:
 	// collypace_departures_total{host="a.example"} 2
-	// collypace_departures_total{host="other"} 3
+	// collypace_departures_total{host="other"} 1
 	// --
 	// collypace_departures_total{host="a.example"} 3
-	// collypace_departures_total{host="other"} 4
+	// collypace_departures_total{host="other"} 2
 }

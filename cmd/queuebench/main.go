@@ -1,8 +1,9 @@
 // Command queuebench measures head-of-line blocking: a crawl of many hosts, a few of them slow
-// (robots.txt Crawl-delay), with a fixed number of workers, through Colly's queue with the pacer and
+// (robots.txt Crawl-delay) and a few refusing their first request (429 with Retry-After: 1, which the
+// pacer retries), with a fixed number of workers, through Colly's queue with the pacer and
 // through the pacer's host-aware queue (ext.Queue), against the ideal — the slowest host's own schedule.
 //
-//	go run ./cmd/queuebench            # 1 000 hosts, 20 slow (Crawl-delay 5 s), 8 workers, 10 000 URLs
+//	go run ./cmd/queuebench            # 1 000 hosts, 20 slow (Crawl-delay 5 s), 10 refusing, 8 workers, 10 000 URLs
 //	go run ./cmd/queuebench -short     # a quick version
 //
 // Every host is served by one loopback server (127.0.0.1), told apart by the Host header.
@@ -22,11 +23,12 @@ func main() {
 	flag.IntVar(&cfg.hosts, "hosts", cfg.hosts, "hosts in the crawl")
 	flag.IntVar(&cfg.slow, "slow", cfg.slow, "hosts among them whose robots.txt asks for -crawl-delay")
 	flag.DurationVar(&cfg.crawlDelay, "crawl-delay", cfg.crawlDelay, "Crawl-delay of the slow hosts")
+	flag.IntVar(&cfg.refusing, "refusing", cfg.refusing, "hosts among the others that refuse their first request (429, Retry-After: 1)")
 	flag.IntVar(&cfg.pages, "pages", cfg.pages, "URLs per host")
 	flag.IntVar(&cfg.workers, "workers", cfg.workers, "workers of each queue")
 	flag.DurationVar(&cfg.baseDelay, "base-delay", cfg.baseDelay, "pacer base delay (the fast hosts' interval)")
 	flag.DurationVar(&cfg.bound, "bound", cfg.bound, "longest a run may take")
-	short := flag.Bool("short", false, "a quick version: 100 hosts, 4 slow at 1 s, 5 pages each")
+	short := flag.Bool("short", false, "a quick version: 100 hosts, 4 slow at 1 s, 3 refusing, 5 pages each")
 	flag.Parse()
 	if *short {
 		cfg = shortConfig()
@@ -40,8 +42,8 @@ func main() {
 // run measures both queues, one after the other (on 2 cores, concurrent runs would slow each other),
 // and prints the table.
 func run(ctx context.Context, cfg config, out io.Writer) error {
-	_, _ = fmt.Fprintf(out, "%d hosts (%d with Crawl-delay %v), %d URLs each, %d workers, base delay %v; ideal %v\n\n",
-		cfg.hosts, cfg.slow, cfg.crawlDelay, cfg.pages, cfg.workers, cfg.baseDelay, cfg.ideal())
+	_, _ = fmt.Fprintf(out, "%d hosts (%d with Crawl-delay %v, %d refusing their first request), %d URLs each, %d workers, base delay %v; ideal %v\n\n",
+		cfg.hosts, cfg.slow, cfg.crawlDelay, cfg.refusing, cfg.pages, cfg.workers, cfg.baseDelay, cfg.ideal())
 	var rs []result
 	for _, mode := range []mode{hostQueue, collyQueue} {
 		r, err := measure(ctx, cfg, mode)
@@ -57,17 +59,18 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 // config is one benchmark's shape.
 type config struct {
 	hosts, slow, pages, workers int
+	refusing                    int // hosts (after the slow ones) answering their first request 429 + Retry-After: 1
 	crawlDelay, baseDelay       time.Duration
 	bound                       time.Duration
 }
 
 func defaultConfig() config {
-	return config{hosts: 1000, slow: 20, pages: 10, workers: 8, crawlDelay: 5 * time.Second,
+	return config{hosts: 1000, slow: 20, refusing: 10, pages: 10, workers: 8, crawlDelay: 5 * time.Second,
 		baseDelay: 200 * time.Millisecond, bound: 4 * time.Minute}
 }
 
 func shortConfig() config {
-	return config{hosts: 100, slow: 4, pages: 5, workers: 4, crawlDelay: time.Second,
+	return config{hosts: 100, slow: 4, refusing: 3, pages: 5, workers: 4, crawlDelay: time.Second,
 		baseDelay: 50 * time.Millisecond, bound: time.Minute}
 }
 

@@ -25,6 +25,7 @@ const (
 type result struct {
 	mode        mode
 	pages       int64
+	refused     int64         // pages answered 429, each retried
 	wall        time.Duration // from the start to the last page served
 	peakGorout  int           // goroutines running Colly code (workers, or one per request in Async mode), sampled
 	boundedStop bool          // stopped at cfg.bound before the end
@@ -39,7 +40,8 @@ func measure(ctx context.Context, cfg config, m mode) (result, error) {
 
 	ctx, cancel := context.WithTimeout(ctx, cfg.bound)
 	defer cancel()
-	c := colly.NewCollector(colly.StdlibContext(ctx), colly.AllowURLRevisit())
+	// Colly's revisit check stays on: a refused URL must come back as a retry, not be dropped as visited.
+	c := colly.NewCollector(colly.StdlibContext(ctx))
 	p := ext.AdaptivePacing(c, ext.WithTransport(tr), ext.WithBaseDelay(cfg.baseDelay), ext.WithJitter(0),
 		ext.WithMaxDelay(cfg.crawlDelay), ext.WithMaxCrawlDelay(2*cfg.crawlDelay))
 	defer p.Close()
@@ -95,7 +97,7 @@ func measure(ctx context.Context, cfg config, m mode) (result, error) {
 	if err != nil {
 		return result{}, fmt.Errorf("%s: %w", m, err)
 	}
-	r := result{mode: m, pages: s.pages.Load(), peakGorout: int(peak.Load()), boundedStop: ctx.Err() != nil}
+	r := result{mode: m, pages: s.pages.Load(), refused: s.refused.Load(), peakGorout: int(peak.Load()), boundedStop: ctx.Err() != nil}
 	if last := s.last.Load(); last > 0 {
 		r.wall = time.Unix(0, last).Sub(start)
 	}

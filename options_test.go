@@ -1,0 +1,146 @@
+package ext
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+)
+
+// issue 10 item 17: a malformed host pattern fails loudly at construction: NewPacerErr returns it,
+// NewPacer reports it (audit event and alert) and crawls with the defaults.
+func TestInvalidHostPatternFailsLoudly(t *testing.T) {
+	for _, pattern := range []string{"[", "a.example.com[", ""} {
+		p, err := NewPacerErr(WithHostPolicy(pattern, HostPolicy{BaseDelay: 5 * time.Second}))
+		if p != nil || !errors.Is(err, ErrInvalidOption) || !strings.Contains(err.Error(), fmt.Sprintf("%q", pattern)) {
+			t.Errorf("NewPacerErr(WithHostPolicy(%q)) = pacer %v, %v; want ErrInvalidOption naming the pattern", pattern, p != nil, err)
+		}
+	}
+	var buf auditBuf
+	var got alerts
+	p := NewPacer(WithAlert(got.add), WithLogger(zerolog.New(&buf)), WithHostPolicy("[", HostPolicy{BaseDelay: 5 * time.Second}))
+	ev := findEvent(t, &buf, EventOptionInvalid)
+	if ev == nil || !strings.Contains(ev[FieldDetail].(string), `WithHostPolicy("[")`) || ev["level"] != "error" {
+		t.Errorf("option_invalid event %v, want one at error level naming the pattern", ev)
+	}
+	if a := got.events(); len(a) != 1 || a[0] != EventOptionInvalid {
+		t.Errorf("alerts %v, want one option_invalid", a)
+	}
+	if pol := p.cfg.policyFor("x.test"); pol.BaseDelay != DefaultBaseDelay {
+		t.Errorf("base delay %v, want the default", pol.BaseDelay)
+	}
+}
+
+// issue 10 item 17: a pattern matches the host key, and the host name without its port.
+func TestHostPolicyPatternMatchesHostAndPort(t *testing.T) {
+	p, err := NewPacerErr(
+		WithHostPolicy("api.example.com:8443", HostPolicy{BaseDelay: 2 * time.Second}),
+		WithHostPolicy("127.0.0.1", HostPolicy{BaseDelay: 3 * time.Second}),
+		WithHostPolicy("*.example.com", HostPolicy{BaseDelay: 4 * time.Second}),
+		WithHostPolicy(`\[::1\]`, HostPolicy{BaseDelay: 5 * time.Second}),
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for key, want := range map[string]time.Duration{
+		"api.example.com:8443": 2 * time.Second,
+		"api.example.com":      4 * time.Second, // not the port-specific rule
+		"127.0.0.1":            3 * time.Second,
+		"127.0.0.1:8080":       3 * time.Second,
+		"a.example.com:8080":   4 * time.Second,
+		"[::1]:8080":           5 * time.Second,
+		"[::1]":                5 * time.Second,
+		"127.0.0.2:8080":       DefaultBaseDelay,
+		"example.com":          DefaultBaseDelay,
+	} {
+		if got := p.cfg.policyFor(key).BaseDelay; got != want {
+			t.Errorf("host %s: base delay %v, want %v", key, got, want)
+		}
+	}
+}
+
+// failingSaves is a store whose writes fail.
+type failingSaves struct{ *MemoryStore }
+
+var errDiskFull = errors.New("disk full")
+
+func (failingSaves) SaveHosts(context.Context, []HostState) error { return errDiskFull }
+
+// issue 10 item 18: Close returns the error of its final flush, every time it is called.
+func TestCloseReturnsFinalFlushError(t *testing.T) {
+	p := NewPacer(WithStore(failingSaves{NewMemoryStore()}), WithFlushInterval(time.Hour))
+	p.ObserveAt(p.ReserveAt("h", t0), Outcome{Status: http.StatusServiceUnavailable}, t0)
+	for range 2 {
+		if err := p.Close(); !errors.Is(err, errDiskFull) || !strings.HasPrefix(err.Error(), "ext: ") {
+			t.Errorf("Close() = %v, want the final flush's error", err)
+		}
+	}
+	if err := NewPacer(WithStore(NewMemoryStore())).Close(); err != nil {
+		t.Errorf("Close() = %v with a working store", err)
+	}
+}
+
+// scalars prints the settings of c that options change, to compare configurations.
+func scalars(c config) string {
+	_, nop := c.observer.(nopObserver)
+	return fmt.Sprint(c.baseDelay, c.maxDelay, c.jitter, c.maxInFlight, c.maxRetries, c.retryAfterBuffer, c.maxRetryAfter,
+		c.maxCrawlDelay, c.flushInterval, c.breaker, len(c.policies), c.transport == http.DefaultTransport, nop, c.hostKey != nil)
+}
+
+// issue 10 item 18: one rule for invalid option values, every option: NewPacerErr returns each as an
+// error wrapping ErrInvalidOption; NewPacer keeps the default and reports it; nothing panics.
+func TestInvalidOptionValuesOneRule(t *testing.T) {
+	defaults := scalars(defaultConfig())
+	for name, o := range map[string]Option{
+		"WithBaseDelay":           WithBaseDelay(-time.Second),
+		"WithMaxDelay":            WithMaxDelay(0),
+		"WithJitter":              WithJitter(1.5),
+		"WithJitter NaN":          WithJitter(math.NaN()),
+		"WithMaxInFlight":         WithMaxInFlight(0),
+		"WithMaxRetries":          WithMaxRetries(-1),
+		"WithRetryAfterBuffer":    WithRetryAfterBuffer(-0.1),
+		"WithMaxRetryAfter":       WithMaxRetryAfter(-time.Minute),
+		"WithMaxCrawlDelay":       WithMaxCrawlDelay(0),
+		"WithHostPolicy pattern":  WithHostPolicy("[a-", HostPolicy{}),
+		"WithHostPolicy negative": WithHostPolicy("*", HostPolicy{MaxInFlight: -1}),
+		"WithHostKey":             WithHostKey(nil),
+		"WithTransport":           WithTransport(nil),
+		"WithFlushInterval":       WithFlushInterval(-time.Second),
+		"WithBreaker":             WithBreaker(BreakerPolicy{Cooldown: -time.Minute, Threshold: time.Minute}),
+		"WithObserver":            WithObserver(nil),
+	} {
+		p, err := NewPacerErr(o)
+		if p != nil || !errors.Is(err, ErrInvalidOption) || !strings.HasPrefix(err.Error(), "ext: invalid option: With") {
+			t.Errorf("%s: NewPacerErr = pacer %v, %v; want ErrInvalidOption", name, p != nil, err)
+		}
+		var buf auditBuf
+		p = NewPacer(WithLogger(zerolog.New(&buf)), o)
+		if got := scalars(p.cfg); got != defaults {
+			t.Errorf("%s: settings %s, want the defaults %s", name, got, defaults)
+		}
+		if findEvent(t, &buf, EventOptionInvalid) == nil {
+			t.Errorf("%s: no option_invalid event", name)
+		}
+	}
+	// Edge values that are valid.
+	if _, err := NewPacerErr(WithBaseDelay(0), WithJitter(0), WithJitter(1), WithMaxRetries(0), WithRetryAfterBuffer(0),
+		WithBreaker(BreakerPolicy{Failures: -1}), WithIdleEviction(0), WithStore(nil), WithAlert(nil), WithRobotsAgent("")); err != nil {
+		t.Errorf("valid edge values rejected: %v", err)
+	}
+	// The Queue's options follow the same rule, reported through the pacer.
+	var buf auditBuf
+	p := NewPacer(WithLogger(zerolog.New(&buf)))
+	q := NewQueue(p, 0, WithQueueMemory(-1))
+	if q.workers != 1 || q.maxMem != DefaultQueueMemory {
+		t.Errorf("queue: %d workers, memory %d; want 1 and the default", q.workers, q.maxMem)
+	}
+	if n := strings.Count(buf.String(), `"event":"option_invalid"`); n != 2 {
+		t.Errorf("%d option_invalid events for the queue, want 2", n)
+	}
+}
