@@ -9,14 +9,6 @@ import (
 	"time"
 )
 
-func rlHeader(kv ...string) http.Header {
-	h := http.Header{}
-	for i := 0; i+1 < len(kv); i += 2 {
-		h.Add(kv[i], kv[i+1])
-	}
-	return h
-}
-
 func TestParseRateLimit(t *testing.T) {
 	epoch := func(d time.Duration) string { return strconv.FormatInt(raT0.Add(d).Unix(), 10) }
 	epochMs := func(d time.Duration) string { return strconv.FormatInt(raT0.Add(d).UnixMilli(), 10) }
@@ -33,172 +25,172 @@ func TestParseRateLimit(t *testing.T) {
 		want     *want    // nil: found is false
 		wantErrs []string // one substring per expected error, in order
 	}{
-		{name: "no fields", h: rlHeader("Content-Type", "text/html")},
+		{name: "no fields", h: header("Content-Type", "text/html")},
 
 		// X-RateLimit-*.
 		{name: "x delta seconds",
-			h:    rlHeader("X-RateLimit-Limit", "100", "X-RateLimit-Remaining", "50", "X-RateLimit-Reset", "60"),
+			h:    header("X-RateLimit-Limit", "100", "X-RateLimit-Remaining", "50", "X-RateLimit-Reset", "60"),
 			want: &want{interval: 1200 * time.Millisecond, until: time.Minute, source: "x-ratelimit"}},
 		{name: "x field names in any case",
-			h:    rlHeader("x-ratelimit-remaining", "50", "x-ratelimit-reset", "60"),
+			h:    header("x-ratelimit-remaining", "50", "x-ratelimit-reset", "60"),
 			want: &want{interval: 1200 * time.Millisecond, until: time.Minute, source: "x-ratelimit"}},
 		{name: "x epoch seconds",
-			h:    rlHeader("X-RateLimit-Limit", "5000", "X-RateLimit-Remaining", "50", "X-RateLimit-Reset", epoch(10*time.Minute)),
+			h:    header("X-RateLimit-Limit", "5000", "X-RateLimit-Remaining", "50", "X-RateLimit-Reset", epoch(10*time.Minute)),
 			want: &want{interval: 12 * time.Second, until: 10 * time.Minute, source: "x-ratelimit"}},
 		{name: "x epoch milliseconds",
-			h:    rlHeader("X-RateLimit-Remaining", "50", "X-RateLimit-Reset", epochMs(10*time.Minute)),
+			h:    header("X-RateLimit-Remaining", "50", "X-RateLimit-Reset", epochMs(10*time.Minute)),
 			want: &want{interval: 12 * time.Second, until: 10 * time.Minute, source: "x-ratelimit"}},
 		{name: "x fractional epoch seconds",
-			h:    rlHeader("X-RateLimit-Remaining", "1", "X-RateLimit-Reset", epoch(time.Minute)+".25"),
+			h:    header("X-RateLimit-Remaining", "1", "X-RateLimit-Reset", epoch(time.Minute)+".25"),
 			want: &want{interval: time.Minute + 250*time.Millisecond, until: time.Minute + 250*time.Millisecond, source: "x-ratelimit"}},
 		{name: "x epoch in the past: reset already happened",
-			h: rlHeader("X-RateLimit-Remaining", "0", "X-RateLimit-Reset", epoch(-time.Minute))},
+			h: header("X-RateLimit-Remaining", "0", "X-RateLimit-Reset", epoch(-time.Minute))},
 		{name: "x epoch now: reset already happened",
-			h: rlHeader("X-RateLimit-Remaining", "0", "X-RateLimit-Reset", epoch(0))},
+			h: header("X-RateLimit-Remaining", "0", "X-RateLimit-Reset", epoch(0))},
 		{name: "x fractional delta seconds",
-			h:    rlHeader("X-RateLimit-Remaining", "3", "X-RateLimit-Reset", "1.5"),
+			h:    header("X-RateLimit-Remaining", "3", "X-RateLimit-Reset", "1.5"),
 			want: &want{interval: 500 * time.Millisecond, until: 1500 * time.Millisecond, source: "x-ratelimit"}},
 		{name: "x fraction rounds up to the millisecond",
-			h:    rlHeader("X-RateLimit-Remaining", "1", "X-RateLimit-Reset", "0.0001"),
+			h:    header("X-RateLimit-Remaining", "1", "X-RateLimit-Reset", "0.0001"),
 			want: &want{interval: time.Millisecond, until: time.Millisecond, source: "x-ratelimit"}},
 		{name: "x interval rounds up",
-			h:    rlHeader("X-RateLimit-Remaining", "3", "X-RateLimit-Reset", "1"),
+			h:    header("X-RateLimit-Remaining", "3", "X-RateLimit-Reset", "1"),
 			want: &want{interval: 333333334, until: time.Second, source: "x-ratelimit"}},
 		{name: "x exhausted",
-			h:    rlHeader("X-RateLimit-Limit", "100", "X-RateLimit-Remaining", "0", "X-RateLimit-Reset", "30"),
+			h:    header("X-RateLimit-Limit", "100", "X-RateLimit-Remaining", "0", "X-RateLimit-Reset", "30"),
 			want: &want{until: 30 * time.Second, exhausted: true, source: "x-ratelimit"}}, // no window: no interval after the reset
 		{name: "x exhausted with zero window: just reset",
-			h: rlHeader("X-RateLimit-Remaining", "0", "X-RateLimit-Reset", "0")},
+			h: header("X-RateLimit-Remaining", "0", "X-RateLimit-Reset", "0")},
 		{name: "x zero window with quota left",
-			h: rlHeader("X-RateLimit-Remaining", "10", "X-RateLimit-Reset", "0")},
+			h: header("X-RateLimit-Remaining", "10", "X-RateLimit-Reset", "0")},
 		{name: "x remaining without reset is incomplete",
-			h: rlHeader("X-RateLimit-Limit", "100", "X-RateLimit-Remaining", "10")},
+			h: header("X-RateLimit-Limit", "100", "X-RateLimit-Remaining", "10")},
 		{name: "x remaining above limit",
-			h:        rlHeader("X-RateLimit-Limit", "10", "X-RateLimit-Remaining", "11", "X-RateLimit-Reset", "60"),
+			h:        header("X-RateLimit-Limit", "10", "X-RateLimit-Remaining", "11", "X-RateLimit-Reset", "60"),
 			wantErrs: []string{`X-RateLimit-Remaining "11": above X-RateLimit-Limit 10`}},
 		{name: "x limit zero is dropped, the rest used",
-			h:        rlHeader("X-RateLimit-Limit", "0", "X-RateLimit-Remaining", "5", "X-RateLimit-Reset", "10"),
+			h:        header("X-RateLimit-Limit", "0", "X-RateLimit-Remaining", "5", "X-RateLimit-Reset", "10"),
 			want:     &want{interval: 2 * time.Second, until: 10 * time.Second, source: "x-ratelimit"},
 			wantErrs: []string{`X-RateLimit-Limit "0": below 1`}},
 		{name: "x negative remaining",
-			h:        rlHeader("X-RateLimit-Remaining", "-1", "X-RateLimit-Reset", "60"),
+			h:        header("X-RateLimit-Remaining", "-1", "X-RateLimit-Reset", "60"),
 			wantErrs: []string{`X-RateLimit-Remaining "-1"`}},
 		{name: "x negative reset",
-			h:        rlHeader("X-RateLimit-Remaining", "1", "X-RateLimit-Reset", "-60"),
+			h:        header("X-RateLimit-Remaining", "1", "X-RateLimit-Reset", "-60"),
 			wantErrs: []string{`X-RateLimit-Reset "-60"`}},
 		{name: "x garbage in every field",
-			h:        rlHeader("X-RateLimit-Limit", "lots", "X-RateLimit-Remaining", "some", "X-RateLimit-Reset", "soon"),
+			h:        header("X-RateLimit-Limit", "lots", "X-RateLimit-Remaining", "some", "X-RateLimit-Reset", "soon"),
 			wantErrs: []string{`X-RateLimit-Limit "lots"`, `X-RateLimit-Remaining "some"`, `X-RateLimit-Reset "soon"`}},
 		{name: "x remaining overflowing int64",
-			h:        rlHeader("X-RateLimit-Remaining", "99999999999999999999", "X-RateLimit-Reset", "60"),
+			h:        header("X-RateLimit-Remaining", "99999999999999999999", "X-RateLimit-Reset", "60"),
 			wantErrs: []string{`X-RateLimit-Remaining`}},
 		{name: "x delta reset above the maximum",
-			h:        rlHeader("X-RateLimit-Remaining", "1", "X-RateLimit-Reset", "3601"),
+			h:        header("X-RateLimit-Remaining", "1", "X-RateLimit-Reset", "3601"),
 			wantErrs: []string{`X-RateLimit-Reset "3601": above the maximum 1h0m0s`}},
 		{name: "x epoch reset above the maximum",
-			h:        rlHeader("X-RateLimit-Remaining", "1", "X-RateLimit-Reset", epoch(2*time.Hour)),
+			h:        header("X-RateLimit-Remaining", "1", "X-RateLimit-Reset", epoch(2*time.Hour)),
 			wantErrs: []string{`X-RateLimit-Reset`}},
 		{name: "x consistent duplicates",
-			h:    rlHeader("X-RateLimit-Remaining", "5", "X-RateLimit-Remaining", "5", "X-RateLimit-Reset", "10, 10"),
+			h:    header("X-RateLimit-Remaining", "5", "X-RateLimit-Remaining", "5", "X-RateLimit-Reset", "10, 10"),
 			want: &want{interval: 2 * time.Second, until: 10 * time.Second, source: "x-ratelimit"}},
 		{name: "x conflicting duplicates",
-			h:        rlHeader("X-RateLimit-Remaining", "5", "X-RateLimit-Remaining", "6", "X-RateLimit-Reset", "10"),
+			h:        header("X-RateLimit-Remaining", "5", "X-RateLimit-Remaining", "6", "X-RateLimit-Reset", "10"),
 			wantErrs: []string{`X-RateLimit-Remaining "5, 6": conflicting values`}},
 		{name: "x conflicting list",
-			h:        rlHeader("X-RateLimit-Remaining", "5", "X-RateLimit-Reset", "10, 20"),
+			h:        header("X-RateLimit-Remaining", "5", "X-RateLimit-Reset", "10, 20"),
 			wantErrs: []string{`X-RateLimit-Reset "10, 20": conflicting values`}},
 
 		// RateLimit-* (older IETF drafts).
 		{name: "draft fields",
-			h:    rlHeader("RateLimit-Limit", "10", "RateLimit-Remaining", "5", "RateLimit-Reset", "10"),
+			h:    header("RateLimit-Limit", "10", "RateLimit-Remaining", "5", "RateLimit-Reset", "10"),
 			want: &want{interval: 2 * time.Second, until: 10 * time.Second, source: "ratelimit"}},
 		{name: "draft limit with quota policies",
-			h:    rlHeader("RateLimit-Limit", "10, 10;w=1, 50;w=60", "RateLimit-Remaining", "5", "RateLimit-Reset", "10"),
+			h:    header("RateLimit-Limit", "10, 10;w=1, 50;w=60", "RateLimit-Remaining", "5", "RateLimit-Reset", "10"),
 			want: &want{interval: 2 * time.Second, until: 10 * time.Second, source: "ratelimit"}},
 		{name: "draft reset is always delta seconds",
-			h:        rlHeader("RateLimit-Remaining", "5", "RateLimit-Reset", epoch(time.Minute)),
+			h:        header("RateLimit-Remaining", "5", "RateLimit-Reset", epoch(time.Minute)),
 			wantErrs: []string{`RateLimit-Reset`}},
 		{name: "draft exhausted",
-			h:    rlHeader("RateLimit-Limit", "10", "RateLimit-Remaining", "0", "RateLimit-Reset", "7"),
+			h:    header("RateLimit-Limit", "10", "RateLimit-Remaining", "0", "RateLimit-Reset", "7"),
 			want: &want{until: 7 * time.Second, exhausted: true, source: "ratelimit"}},
 
 		// Structured RateLimit and RateLimit-Policy.
 		{name: "structured",
-			h:    rlHeader("RateLimit", `"default";r=5;t=10`),
+			h:    header("RateLimit", `"default";r=5;t=10`),
 			want: &want{interval: 2 * time.Second, until: 10 * time.Second, source: "ratelimit-sf"}},
 		{name: "structured params in any order",
-			h:    rlHeader("RateLimit", `"default";t=10;r=5;pk=:cHJvamVjdDEyMw==:`),
+			h:    header("RateLimit", `"default";t=10;r=5;pk=:cHJvamVjdDEyMw==:`),
 			want: &want{interval: 2 * time.Second, until: 10 * time.Second, source: "ratelimit-sf"}},
 		{name: "structured spaces around ; and = are a syntax error (RFC 9651)",
-			h:        rlHeader("RateLimit", `"default" ; t = 10 ;r=5`),
+			h:        header("RateLimit", `"default" ; t = 10 ;r=5`),
 			wantErrs: []string{`RateLimit "\"default\" ; t = 10 ;r=5": invalid list format`}},
 		{name: "structured token name",
-			h:    rlHeader("RateLimit", `default;r=5;t=10`),
+			h:    header("RateLimit", `default;r=5;t=10`),
 			want: &want{interval: 2 * time.Second, until: 10 * time.Second, source: "ratelimit-sf"}},
 		{name: "structured window from the policy",
-			h:    rlHeader("RateLimit", `"default";r=5`, "RateLimit-Policy", `"default";q=100;w=60`),
+			h:    header("RateLimit", `"default";r=5`, "RateLimit-Policy", `"default";q=100;w=60`),
 			want: &want{interval: 12 * time.Second, until: time.Minute, source: "ratelimit-sf"}},
 		{name: "structured t beats the policy window",
-			h:    rlHeader("RateLimit", `"default";r=5;t=10`, "RateLimit-Policy", `"default";q=100;w=60`),
+			h:    header("RateLimit", `"default";r=5;t=10`, "RateLimit-Policy", `"default";q=100;w=60`),
 			want: &want{interval: 2 * time.Second, until: 10 * time.Second, source: "ratelimit-sf"}},
 		{name: "structured policy of another name is not used",
-			h: rlHeader("RateLimit", `"default";r=5`, "RateLimit-Policy", `"other";q=100;w=60`)},
+			h: header("RateLimit", `"default";r=5`, "RateLimit-Policy", `"other";q=100;w=60`)},
 		{name: "structured r above the policy quota",
-			h:        rlHeader("RateLimit", `"default";r=500;t=10`, "RateLimit-Policy", `"default";q=100;w=60`),
+			h:        header("RateLimit", `"default";r=500;t=10`, "RateLimit-Policy", `"default";q=100;w=60`),
 			wantErrs: []string{`RateLimit "\"default\";r=500;t=10": r above the policy quota q=100`}},
 		{name: "structured several items: most restrictive",
-			h:    rlHeader("RateLimit", `"burst";r=5;t=1, "daily";r=100;t=3600`),
+			h:    header("RateLimit", `"burst";r=5;t=1, "daily";r=100;t=3600`),
 			want: &want{interval: 36 * time.Second, until: time.Hour, source: "ratelimit-sf"}},
 		{name: "structured several lines",
-			h:    rlHeader("RateLimit", `"burst";r=0;t=1`, "RateLimit", `"daily";r=100;t=3600`),
+			h:    header("RateLimit", `"burst";r=0;t=1`, "RateLimit", `"daily";r=100;t=3600`),
 			want: &want{until: time.Second, exhausted: true, source: "ratelimit-sf"}},
 		{name: "structured exhausted: the next window's quota follows the reset",
-			h:    rlHeader("RateLimit", `"default";r=0;t=4`, "RateLimit-Policy", `"default";q=10;w=20`),
+			h:    header("RateLimit", `"default";r=0;t=4`, "RateLimit-Policy", `"default";q=10;w=20`),
 			want: &want{interval: 2 * time.Second, until: 24 * time.Second, reset: 4 * time.Second, exhausted: true, source: "ratelimit-sf"}},
 		{name: "structured bad item ignored, good item used",
-			h:        rlHeader("RateLimit", `"a";r=1.5;t=10, "b";r=-1;t=10, "c";r="5";t=10, "d";r;t=10, "e";r=5;t=10`),
+			h:        header("RateLimit", `"a";r=1.5;t=10, "b";r=-1;t=10, "c";r="5";t=10, "d";r;t=10, "e";r=5;t=10`),
 			want:     &want{interval: 2 * time.Second, until: 10 * time.Second, source: "ratelimit-sf"},
 			wantErrs: []string{`RateLimit "\"a\";r=1.5;t=10": r is not a non-negative integer (and 3 more items ignored)`}},
 		{name: "structured garbage t",
-			h:        rlHeader("RateLimit", `"default";r=5;t=soon`),
+			h:        header("RateLimit", `"default";r=5;t=soon`),
 			wantErrs: []string{`t is not a non-negative integer`}},
 		{name: "structured t above the maximum",
-			h:        rlHeader("RateLimit", `"default";r=5;t=3601`),
+			h:        header("RateLimit", `"default";r=5;t=3601`),
 			wantErrs: []string{`RateLimit "\"default\";r=5;t=3601": reset 3601s above the maximum`}},
 		{name: "structured policy window above the maximum",
-			h:        rlHeader("RateLimit", `"default";r=5`, "RateLimit-Policy", `"default";q=10;w=7200`),
+			h:        header("RateLimit", `"default";r=5`, "RateLimit-Policy", `"default";q=10;w=7200`),
 			wantErrs: []string{`RateLimit "\"default\";r=5": reset 7200s above the maximum`}},
 		{name: "structured syntax error",
-			h:        rlHeader("RateLimit", `"default";r=5;t=10 garbage`),
+			h:        header("RateLimit", `"default";r=5;t=10 garbage`),
 			wantErrs: []string{`RateLimit "\"default\";r=5;t=10 garbage": invalid list format`}},
 		{name: "structured integer longer than 15 digits: a syntax error (RFC 9651)",
-			h:        rlHeader("RateLimit", `"default";r=1000000000000000;t=10`),
+			h:        header("RateLimit", `"default";r=1000000000000000;t=10`),
 			wantErrs: []string{`integer or decimal out of range`}},
 		{name: "structured bad policy ignored",
-			h:        rlHeader("RateLimit", `"default";r=5`, "RateLimit-Policy", `"default";q=0;w=60`),
+			h:        header("RateLimit", `"default";r=5`, "RateLimit-Policy", `"default";q=0;w=60`),
 			wantErrs: []string{`RateLimit-Policy "\"default\";q=0;w=60": q is not a positive integer`}},
 		{name: "structured exhausted with zero window: just reset",
-			h: rlHeader("RateLimit", `"default";r=0;t=0`)},
+			h: header("RateLimit", `"default";r=0;t=0`)},
 
 		// Several families.
 		{name: "largest interval across families",
-			h: rlHeader(
+			h: header(
 				"X-RateLimit-Remaining", "50", "X-RateLimit-Reset", "60", // 1.2s
 				"RateLimit-Remaining", "5", "RateLimit-Reset", "10", // 2s
 				"RateLimit", `"default";r=20;t=10`), // 0.5s
 			want: &want{interval: 2 * time.Second, until: 10 * time.Second, source: "ratelimit"}},
 		{name: "exhausted beats a larger interval",
-			h: rlHeader(
+			h: header(
 				"X-RateLimit-Remaining", "0", "X-RateLimit-Reset", "1",
 				"RateLimit", `"default";r=1;t=600`),
 			want: &want{until: time.Second, exhausted: true, source: "x-ratelimit"}},
 		{name: "equal intervals: later reset wins",
-			h: rlHeader(
+			h: header(
 				"X-RateLimit-Remaining", "10", "X-RateLimit-Reset", "20",
 				"RateLimit", `"default";r=5;t=10`),
 			want: &want{interval: 2 * time.Second, until: 20 * time.Second, source: "x-ratelimit"}},
 		{name: "invalid family ignored, valid one used",
-			h: rlHeader(
+			h: header(
 				"X-RateLimit-Remaining", "5", "X-RateLimit-Remaining", "6", "X-RateLimit-Reset", "10",
 				"RateLimit", `"default";r=5;t=10`),
 			want:     &want{interval: 2 * time.Second, until: 10 * time.Second, source: "ratelimit-sf"},
@@ -237,7 +229,7 @@ func TestParseRateLimit(t *testing.T) {
 }
 
 func TestParseRateLimitNegativeMaximumRejectsAnyReset(t *testing.T) {
-	_, found, errs := parseRateLimit(rlHeader("X-RateLimit-Remaining", "1", "X-RateLimit-Reset", "1"), raT0, -time.Second)
+	_, found, errs := parseRateLimit(header("X-RateLimit-Remaining", "1", "X-RateLimit-Reset", "1"), raT0, -time.Second)
 	if found || len(errs) != 1 {
 		t.Errorf("found = %v, errs = %q; want false and one error", found, errs)
 	}
@@ -250,7 +242,7 @@ func TestParseRateLimitNilHeader(t *testing.T) {
 }
 
 func TestParseRateLimitErrorTruncatesValue(t *testing.T) {
-	_, _, errs := parseRateLimit(rlHeader("X-RateLimit-Remaining", strings.Repeat("9x", 500)), raT0, time.Hour)
+	_, _, errs := parseRateLimit(header("X-RateLimit-Remaining", strings.Repeat("9x", 500)), raT0, time.Hour)
 	if len(errs) != 1 {
 		t.Fatalf("errs = %v, want one", errs)
 	}
@@ -279,7 +271,7 @@ func TestEpochRateLimitResetCorrectsServerSkew(t *testing.T) {
 			if date == "-" {
 				date = server.Format(http.TimeFormat)
 			}
-			h := rlHeader("X-RateLimit-Remaining", "5", "X-RateLimit-Reset", strconv.FormatInt(server.Add(10*time.Second).Unix(), 10))
+			h := header("X-RateLimit-Remaining", "5", "X-RateLimit-Reset", strconv.FormatInt(server.Add(10*time.Second).Unix(), 10))
 			if date != "" {
 				h.Set("Date", date)
 			}
@@ -293,7 +285,7 @@ func TestEpochRateLimitResetCorrectsServerSkew(t *testing.T) {
 
 // A policy window above the longest reset obeyed does not pace the window after an exhausted one.
 func TestExhaustedRateLimitIgnoresHugeNextWindow(t *testing.T) {
-	sig, found, errs := parseRateLimit(rlHeader("RateLimit", `"d";r=0;t=10`, "RateLimit-Policy", `"d";q=1;w=999999999999999`), raT0, time.Hour)
+	sig, found, errs := parseRateLimit(header("RateLimit", `"d";r=0;t=10`, "RateLimit-Policy", `"d";q=1;w=999999999999999`), raT0, time.Hour)
 	if !found || len(errs) != 0 || !sig.Exhausted || sig.Interval != 0 || !sig.Reset.Equal(raT0.Add(10*time.Second)) {
 		t.Errorf("got %+v, %v, %v; want a hold to now+10s and no interval after it", sig, found, errs)
 	}
