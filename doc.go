@@ -46,8 +46,8 @@
 // The pacing RoundTripper sees every hop, redirects and robots.txt fetches included, and takes the
 // departure instant from the wire (httptrace WroteHeaders): the next departure counts from there
 // (transport.go). The outcome of each hop goes to [Pacer.ObserveAt] (outcome.go), which classifies
-// it, moves the adaptive delay (delay.go), sets holds from Retry-After and exhausted rate limits
-// (retryafter.go) and feeds the breaker (breaker.go). A refused request is retried after its host's
+// it, moves the adaptive delay (delay.go), sets holds from Retry-After (retryafter.go) and exhausted
+// rate limits (ratelimit.go) and feeds the breaker (breaker.go). A refused request is retried after its host's
 // window; one whose host is parked is deferred (defer.go) and [Pacer.Drain] sends it later.
 //
 // # Where each rule lives
@@ -55,7 +55,8 @@
 //   - limiter.go: admission (interval, jitter, holds, the FIFO, in-flight slots, redirect deadlines);
 //   - delay.go: the adaptive delay (doubling on refusals, recovery towards the known limit, latency);
 //   - outcome.go: what an outcome means (refusal, server error, clean, neutral) and what it changes;
-//   - retryafter.go: Retry-After and the rate-limit header families;
+//   - retryafter.go: Retry-After, HTTP-dates and the server's clock;
+//   - ratelimit.go: the rate-limit header families (X-RateLimit-*, RateLimit-*, structured RateLimit);
 //   - robots.go, robotscache.go: robots.txt, Crawl-delay and its cap, one fetch per origin a day;
 //   - breaker.go, defer.go: the circuit breaker and the requests it defers;
 //   - queue.go: the host-aware Queue;

@@ -128,39 +128,55 @@ func (b *binding) onRequestHeaders(r *colly.Request) {
 // onResponse settles the flight. With ParseHTTPErrorResponse, refusals (429, 5xx) come here rather
 // than to OnError: they are retried the same way.
 func (b *binding) onResponse(resp *colly.Response) {
-	if !b.settle(resp, nil) || resp.StatusCode < 400 {
+	f := b.settle(resp)
+	if f == nil || resp.StatusCode < 400 {
 		return
 	}
-	b.retryRefused(resp, nil)
+	b.retryRefused(f, resp, nil)
 }
 
 // onError settles the flight and retries a refused request after the host's window; a request whose
 // redirect hop met an open breaker is deferred.
 func (b *binding) onError(resp *colly.Response, err error) {
-	if !b.settle(resp, err) || resp.Request == nil {
+	f := b.settle(resp)
+	if f == nil || resp.Request == nil {
 		return
 	}
-	b.retryRefused(resp, err)
+	b.retryRefused(f, resp, err)
 }
 
 // retryRefused retries a refused request after the host's window, or defers one whose redirect hop
 // met an open breaker.
-func (b *binding) retryRefused(resp *colly.Response, err error) {
+func (b *binding) retryRefused(f *flight, resp *colly.Response, err error) {
 	if errors.Is(err, ErrBreakerOpen) {
 		b.deferRequest(resp.Request, b.p.host(b.p.cfg.hostKey(resp.Request.URL)), err)
 		return
 	}
-	var header http.Header
-	if resp.Headers != nil {
-		header = *resp.Headers
-	}
-	v := classify(Outcome{Status: resp.StatusCode, Header: header, Err: transportErr(resp, err)})
+	v := b.verdict(f, resp, err)
 	if ctx := b.c.Context; ctx != nil && ctx.Err() != nil {
 		return // the crawl is ending: no retries
 	}
 	if v.Retry {
 		b.retry(resp, v)
 	}
+}
+
+// verdict is the verdict of the response the callbacks see: the one the flight's outcome received
+// when it is that response (the transport observed it, or settle did for a bypassed transport), else
+// resp classified here: a redirect hop's outcome, or a request that never left.
+func (b *binding) verdict(f *flight, resp *colly.Response, err error) Verdict {
+	if fv := f.verdict.Load(); fv != nil && fv.status == resp.StatusCode && resp.Request.URL == f.reqURL {
+		return fv.v
+	}
+	return classify(Outcome{Status: resp.StatusCode, Header: responseHeader(resp), Err: transportErr(resp, err)})
+}
+
+// responseHeader is resp's header; nil when it has none.
+func responseHeader(resp *colly.Response) http.Header {
+	if resp.Headers == nil {
+		return nil
+	}
+	return *resp.Headers
 }
 
 // transportErr returns err when it is a transport error (no status), nil otherwise: Colly turns a
@@ -173,14 +189,15 @@ func transportErr(resp *colly.Response, err error) error {
 }
 
 // settle ends the flight of a network response: it detects a bypassed transport and a stacked
-// LimitRule Delay. It reports whether the response came from the network (not the cache).
-func (b *binding) settle(resp *colly.Response, err error) bool {
+// LimitRule Delay. It returns the flight, nil when the response did not come from the network (the
+// cache).
+func (b *binding) settle(resp *colly.Response) *flight {
 	if resp.Request == nil {
-		return false
+		return nil
 	}
 	v, ok := b.flights.LoadAndDelete(resp.Request.ID)
 	if !ok {
-		return false
+		return nil
 	}
 	f := v.(*flight)
 	p := b.p
@@ -196,11 +213,11 @@ func (b *binding) settle(resp *colly.Response, err error) bool {
 			b.bypassed(f, resp, now)
 		}
 		f.finish(p, now)
-		return true
+		return f
 	}
 	f.finish(p, now)
 	b.checkStacked(resp, now)
-	return true
+	return f
 }
 
 // bypassed reports loudly that requests reach the network without the pacing transport (a proxy,
@@ -208,11 +225,8 @@ func (b *binding) settle(resp *colly.Response, err error) bool {
 // wait in OnRequestHeaders, and outcomes are observed here. Redirect hops are no longer paced.
 func (b *binding) bypassed(f *flight, resp *colly.Response, now time.Time) {
 	p := b.p
-	var header http.Header
-	if resp.Headers != nil {
-		header = *resp.Headers
-	}
-	p.ObserveAt(f.res, Outcome{Status: resp.StatusCode, Header: header, Latency: now.Sub(f.departed)}, now)
+	o := Outcome{Status: resp.StatusCode, Header: responseHeader(resp), Latency: now.Sub(f.departed)}
+	f.verdict.Store(&flightVerdict{v: p.ObserveAt(f.res, o, now), status: o.Status})
 	if p.warn.first("bypass") {
 		p.audit.emit(zerolog.ErrorLevel, auditEvent{at: now, host: f.h.key, event: EventPacingBypassed, trigger: TriggerTransport,
 			base: f.h.policy.BaseDelay, status: resp.StatusCode, compliant: true,

@@ -127,6 +127,42 @@ func TestRedirectHopIsPaced(t *testing.T) {
 	})
 }
 
+// A refusal met after a redirect is retried: the verdict the binding acts on is the final response's,
+// not the first hop's (its flight's) clean 302.
+func TestRefusalAfterRedirectIsRetried(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := newFakeNet(t)
+		var refused atomic.Bool
+		h, base := n.host("redir.test", func(w http.ResponseWriter, r *http.Request) {
+			switch r.URL.Path {
+			case "/a":
+				http.Redirect(w, r, "/b", http.StatusFound)
+			case "/b":
+				if refused.CompareAndSwap(false, true) {
+					w.Header().Set("Retry-After", "5")
+					w.WriteHeader(http.StatusTooManyRequests)
+					return
+				}
+				fmt.Fprint(w, "ok")
+			default:
+				http.NotFound(w, r)
+			}
+		})
+		c, _ := pacedCollector(n, WithBaseDelay(time.Second))
+		if err := c.Visit(base + "/a"); err != nil {
+			t.Fatal(err)
+		}
+		c.Wait()
+		var paths []string
+		for _, a := range h.log() {
+			paths = append(paths, a.path)
+		}
+		if got, want := fmt.Sprint(paths), "[/robots.txt /a /b /b]"; got != want {
+			t.Errorf("arrivals = %v, want %v", got, want)
+		}
+	})
+}
+
 // The robots.txt fetch is paced too: the first page departs one interval after it.
 func TestRobotsFetchIsPaced(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {

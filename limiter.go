@@ -419,6 +419,14 @@ type flight struct {
 	claimed     atomic.Bool     // the pacing transport carried it
 	wirePending atomic.Bool     // traced: its wire instant is not known yet
 	finished    atomic.Bool
+	verdict     atomic.Pointer[flightVerdict] // the classified outcome, once observed
+}
+
+// flightVerdict is the verdict of a flight's outcome, kept for the binding's retry decision, with
+// the status it was made for: after a redirect, the binding's response is another hop's.
+type flightVerdict struct {
+	v      Verdict
+	status int
 }
 
 // wire records when the flight's request headers were written (sent), or that they never will be:

@@ -63,116 +63,172 @@ func (p *Pacer) Observe(res Reservation, o Outcome) Verdict {
 // ObserveAt records the outcome of a departure made under res, received at now: it honours Retry-After
 // and rate-limit fields, and moves the adaptive delay.
 func (p *Pacer) ObserveAt(res Reservation, o Outcome, now time.Time) Verdict {
+	return p.observe(res, o, classify(o), now)
+}
+
+// observe records an outcome already classified as v, and returns v: the signals are read from the
+// response with no lock held, applied to the host under its lock, then reported.
+func (p *Pacer) observe(res Reservation, o Outcome, v Verdict, now time.Time) Verdict {
 	h := res.h
 	if h == nil {
 		h = p.host(res.Host)
 	}
-	v := classify(o)
-	var events []auditEvent
+	sig := p.readSignals(o, v, now)
+	eff := p.applySignals(h, res, sig, now)
+	p.reportOutcome(h, res, sig, eff, now)
+	return v
+}
 
-	// Header parsing needs no lock.
-	var hold time.Time
-	retryAfterValid, retryAfterTooLong := false, false
+// outcomeSignals is what a response says, read without a lock: its verdict, the Retry-After hold and
+// the rate-limit signal, and the audit events of the headers that were ignored or honoured.
+type outcomeSignals struct {
+	o                 Outcome
+	v                 Verdict
+	hold              time.Time // the end of the Retry-After hold; zero when there is none
+	retryAfterValid   bool      // a Retry-After that parsed within the maximum (a 0 wait included)
+	retryAfterTooLong bool
+	rate              rateLimitSignal
+	rateFound         bool
+	events            []auditEvent
+}
+
+// readSignals parses the Retry-After and rate-limit fields of o, received at now. A valid
+// Retry-After overrides the rate-limit fields, which are then not read.
+func (p *Pacer) readSignals(o Outcome, v Verdict, now time.Time) outcomeSignals {
+	s := outcomeSignals{o: o, v: v}
 	if o.Status >= 300 {
 		wait, present, err := parseRetryAfter(o.Header.Values("Retry-After"), o.Header.Get("Date"), now, p.cfg.maxRetryAfter)
 		switch {
 		case present && err == nil && wait > 0:
-			retryAfterValid = true
-			hold = now.Add(retryAfterHold(wait, p.cfg.retryAfterBuffer))
+			s.retryAfterValid = true
+			s.hold = now.Add(retryAfterHold(wait, p.cfg.retryAfterBuffer))
 		case present && err == nil: // 0 or a past date: the host may be asked again now
-			retryAfterValid = true
-			events = append(events, auditEvent{event: EventRetryAfterNow, trigger: TriggerRetryAfter, compliant: true, detail: "Retry-After asks for no wait: no hold"})
+			s.retryAfterValid = true
+			s.events = append(s.events, auditEvent{event: EventRetryAfterNow, trigger: TriggerRetryAfter, compliant: true, detail: "Retry-After asks for no wait: no hold"})
 		case errors.Is(err, ErrRetryAfterTooLong):
-			retryAfterTooLong = true
-			events = append(events, auditEvent{event: EventRetryAfterTooLong, trigger: TriggerRetryAfter, computed: wait, detail: err.Error()})
+			s.retryAfterTooLong = true
+			s.events = append(s.events, auditEvent{event: EventRetryAfterTooLong, trigger: TriggerRetryAfter, computed: wait, detail: err.Error()})
 		case present:
-			events = append(events, auditEvent{event: EventHeaderInvalid, trigger: TriggerRetryAfter, compliant: true, detail: err.Error()})
+			s.events = append(s.events, auditEvent{event: EventHeaderInvalid, trigger: TriggerRetryAfter, compliant: true, detail: err.Error()})
 		}
 	}
-	var sig rateLimitSignal
-	var sigFound bool
-	if !retryAfterValid && o.Header != nil {
+	if !s.retryAfterValid && o.Header != nil {
 		var errs []error
-		sig, sigFound, errs = parseRateLimit(o.Header, now, p.cfg.maxRateLimitReset())
+		s.rate, s.rateFound, errs = parseRateLimit(o.Header, now, p.cfg.maxRateLimitReset())
 		for _, err := range errs {
-			events = append(events, auditEvent{event: EventHeaderInvalid, trigger: TriggerRateLimit, compliant: true, detail: err.Error()})
+			s.events = append(s.events, auditEvent{event: EventHeaderInvalid, trigger: TriggerRateLimit, compliant: true, detail: err.Error()})
 		}
 	}
+	return s
+}
 
+// outcomeEffects is what applying an outcome changed on its host, for reporting after the lock.
+type outcomeEffects struct {
+	base      time.Duration // the host's base delay, for the audit events
+	events    []auditEvent  // the signals' events and those of the changes
+	brk       *breakerChange
+	held      bool // the host is held after the outcome
+	compliant bool // the host's schedule follows what the server published (no clamped Crawl-delay)
+}
+
+// applySignals applies s to h under its lock: the holds and the rate-limit interval, the adaptive
+// delay, the breaker.
+func (p *Pacer) applySignals(h *host, res Reservation, s outcomeSignals, now time.Time) outcomeEffects {
 	h.mu.Lock()
-	floor, ceiling := h.policy.BaseDelay, h.policy.MaxDelay
+	defer h.mu.Unlock()
+	events := h.applyLimitsLocked(s, now)
+	moved, event, trigger := h.applyVerdictLocked(res, s, now)
+	after, _ := h.intervalLocked(now)
+	h.changedLocked() // the head computes its time again: an interval up or down, a hold, the breaker
+	if moved {
+		events = append(events, auditEvent{event: event, trigger: trigger, computed: after, compliant: true})
+	}
+	brk := h.brk.observeLocked(s.v, res.probe, after, p.cfg.breaker, now)
+	if s.retryAfterTooLong && brk == nil && !p.cfg.breaker.IgnoreCaps {
+		brk = h.brk.tripLocked(now, TripRetryAfter)
+	}
+	return outcomeEffects{base: h.policy.BaseDelay, events: events, brk: brk, held: now.Before(h.holdUntil), compliant: !h.crawlClamped}
+}
+
+// applyLimitsLocked sets the Retry-After hold and the rate-limit signal on h, and returns the
+// signals' events with those of what was honoured.
+func (h *host) applyLimitsLocked(s outcomeSignals, now time.Time) []auditEvent {
+	events := s.events
 	before, _ := h.intervalLocked(now)
-	if !hold.IsZero() && hold.After(h.holdUntil) {
-		h.holdUntil, h.holdTrigger = hold, TriggerRetryAfter
-		events = append(events, auditEvent{event: EventRetryAfterHonoured, trigger: TriggerRetryAfter, computed: hold.Sub(now), compliant: true,
-			windowStart: now, windowEnd: hold})
+	if !s.hold.IsZero() && s.hold.After(h.holdUntil) {
+		h.holdUntil, h.holdTrigger = s.hold, TriggerRetryAfter
+		events = append(events, auditEvent{event: EventRetryAfterHonoured, trigger: TriggerRetryAfter, computed: s.hold.Sub(now), compliant: true,
+			windowStart: now, windowEnd: s.hold})
 	}
-	if sigFound {
-		h.rate = sig
-		if sig.Exhausted && sig.Reset.After(h.holdUntil) {
-			h.holdUntil, h.holdTrigger = sig.Reset, TriggerRateLimit
-		}
-		if sig.Exhausted || sig.Interval > before {
-			e := auditEvent{event: EventRateLimitApplied, trigger: TriggerRateLimit, computed: sig.Interval, compliant: true, detail: sig.Source}
-			if sig.Exhausted {
-				e.computed, e.windowStart, e.windowEnd = sig.Reset.Sub(now), now, sig.Reset
-			}
-			events = append(events, e)
-		}
+	if !s.rateFound {
+		return events
 	}
-	changed, event, trigger := false, "", v.Trigger
+	sig := s.rate
+	h.rate = sig
+	if sig.Exhausted && sig.Reset.After(h.holdUntil) {
+		h.holdUntil, h.holdTrigger = sig.Reset, TriggerRateLimit
+	}
+	if sig.Exhausted || sig.Interval > before {
+		e := auditEvent{event: EventRateLimitApplied, trigger: TriggerRateLimit, computed: sig.Interval, compliant: true, detail: sig.Source}
+		if sig.Exhausted {
+			e.computed, e.windowStart, e.windowEnd = sig.Reset.Sub(now), now, sig.Reset
+		}
+		events = append(events, e)
+	}
+	return events
+}
+
+// applyVerdictLocked moves h's adaptive delay by the verdict: a refusal backs off (a rate refusal
+// when it was a 429 or carried a valid Retry-After), a clean outcome gives back or, when slow, backs
+// off on latency. moved reports a change, with its event and trigger.
+func (h *host) applyVerdictLocked(res Reservation, s outcomeSignals, now time.Time) (moved bool, event, trigger string) {
+	floor, ceiling := h.policy.BaseDelay, h.policy.MaxDelay
 	switch {
-	case v.Refused:
+	case s.v.Refused:
 		h.refusals++
-		rate := o.Status == http.StatusTooManyRequests || retryAfterValid
-		changed, event = h.delay.refuse(res.gen, rate, floor, ceiling, now), EventDelayIncreased
-	case v.Trigger == TriggerClean:
+		rate := s.o.Status == http.StatusTooManyRequests || s.retryAfterValid
+		return h.delay.refuse(res.gen, rate, floor, ceiling, now), EventDelayIncreased, s.v.Trigger
+	case s.v.Trigger == TriggerClean:
 		if !res.At.IsZero() {
 			h.delay.accepted.add(res.At)
 		}
-		if h.delay.observeLatency(res.gen, o.Latency, floor, ceiling) {
-			changed, event, trigger = true, EventDelayIncreased, TriggerLatency
-		} else if moved := h.delay.succeed(res.gen, floor, ceiling); moved != 0 {
-			changed, event = true, EventDelayDecreased
-			if moved > 0 {
-				event = EventDelayIncreased
-			}
+		if h.delay.observeLatency(res.gen, s.o.Latency, floor, ceiling) {
+			return true, EventDelayIncreased, TriggerLatency
+		}
+		switch d := h.delay.succeed(res.gen, floor, ceiling); {
+		case d > 0:
+			return true, EventDelayIncreased, s.v.Trigger
+		case d < 0:
+			return true, EventDelayDecreased, s.v.Trigger
 		}
 	}
-	after, _ := h.intervalLocked(now)
-	h.changedLocked() // the head computes its time again: an interval up or down, a hold, the breaker
-	if changed {
-		events = append(events, auditEvent{event: event, trigger: trigger, computed: after, compliant: true})
-	}
-	brk := h.brk.observeLocked(v, res.probe, after, p.cfg.breaker, now)
-	if retryAfterTooLong && brk == nil && !p.cfg.breaker.IgnoreCaps {
-		brk = h.brk.tripLocked(now, TripRetryAfter)
-	}
-	held := now.Before(h.holdUntil)
-	compliant := !h.crawlClamped
-	h.mu.Unlock()
+	return false, "", s.v.Trigger
+}
+
+// reportOutcome acts on what applying an outcome changed, with no lock held: state written behind
+// (or through, for a Retry-After window), the breaker's transition, the observer and the audit trail.
+func (p *Pacer) reportOutcome(h *host, res Reservation, s outcomeSignals, eff outcomeEffects, now time.Time) {
 	h.markDirty(p)
-	p.reportBreaker(h, brk, now)
-	if brk == nil && held && !hold.IsZero() {
+	p.reportBreaker(h, eff.brk, now)
+	if eff.brk == nil && eff.held && !s.hold.IsZero() {
 		p.persistNow(h) // a Retry-After window is written before the next departure
 	}
 
-	if v.Refused {
-		p.cfg.observer.Refused(h.key, v.Trigger)
+	if s.v.Refused {
+		p.cfg.observer.Refused(h.key, s.v.Trigger)
 	}
-	if !hold.IsZero() {
-		p.cfg.observer.RetryAfter(h.key, hold.Sub(now))
+	if !s.hold.IsZero() {
+		p.cfg.observer.RetryAfter(h.key, s.hold.Sub(now))
 	}
-	for _, e := range events {
-		e.at, e.host, e.base, e.status, e.url = now, h.key, floor, o.Status, res.url
-		e.compliant = e.compliant && compliant
+	for _, e := range eff.events {
+		e.at, e.host, e.base, e.status, e.url = now, h.key, eff.base, s.o.Status, res.url
+		e.compliant = e.compliant && eff.compliant
 		level := zerolog.InfoLevel
 		if !e.compliant {
 			level = zerolog.WarnLevel
 		}
 		p.audit.emit(level, e)
 	}
-	return v
 }
 
 // auditDeparture records a departure at the instant it left (its headers reached the wire, when the

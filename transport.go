@@ -93,28 +93,37 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if resp != nil {
 		o.Status, o.Header = resp.StatusCode, resp.Header
 	}
-	if err != nil || classify(o).Trigger != TriggerClean {
+	if err != nil {
 		t.observe(f, o, now)
-		if err != nil {
-			f.finish(p, now)
-			return nil, err
-		}
+		f.finish(p, now)
+		return nil, err
+	}
+	v := classify(o)
+	if v.Trigger != TriggerClean {
+		t.record(f, o, v, now)
 		resp.Body = &flightBody{ReadCloser: resp.Body, t: t, f: f}
 		return resp, nil
 	}
 	// A clean status is only clean once the body has arrived: a host that hangs or breaks the
 	// connection mid-body is failing, and must count as such.
-	resp.Body = &flightBody{ReadCloser: resp.Body, t: t, f: f, pending: &o}
+	resp.Body = &flightBody{ReadCloser: resp.Body, t: t, f: f, pending: &o, verdict: v}
 	return resp, nil
 }
 
-// observe records a flight's outcome; a failure after the collector's context ended is the crawl
-// ending, not the host failing.
+// observe classifies and records a flight's outcome; a failure after the collector's context ended
+// is the crawl ending, not the host failing.
 func (t *transport) observe(f *flight, o Outcome, now time.Time) {
 	if o.Err != nil && f.parent != nil && f.parent.Err() != nil {
 		o.Err = context.Canceled
 	}
-	t.p.ObserveAt(f.res, o, now)
+	t.record(f, o, classify(o), now)
+}
+
+// record hands a flight's outcome and its verdict to the pacer, and keeps the verdict on the flight
+// for the binding.
+func (t *transport) record(f *flight, o Outcome, v Verdict, now time.Time) {
+	f.verdict.Store(&flightVerdict{v: v, status: o.Status})
+	t.p.observe(f.res, o, v, now)
 }
 
 // flightBody ends the flight when the response body is closed. For a clean status it observes the
@@ -125,6 +134,7 @@ type flightBody struct {
 	t       *transport
 	f       *flight
 	pending *Outcome // the clean outcome not yet observed
+	verdict Verdict  // pending's verdict
 }
 
 func (b *flightBody) Read(p []byte) (int, error) {
@@ -134,8 +144,10 @@ func (b *flightBody) Read(p []byte) (int, error) {
 		b.pending = nil
 		if err != io.EOF {
 			o.Status, o.Header, o.Err = 0, nil, err
+			b.t.observe(b.f, o, b.t.p.now()) // another outcome: a transport error
+		} else {
+			b.t.record(b.f, o, b.verdict, b.t.p.now())
 		}
-		b.t.observe(b.f, o, b.t.p.now())
 	}
 	return n, err
 }
@@ -144,7 +156,7 @@ func (b *flightBody) Close() error {
 	err := b.ReadCloser.Close()
 	now := b.t.p.now()
 	if b.pending != nil {
-		b.t.observe(b.f, *b.pending, now)
+		b.t.record(b.f, *b.pending, b.verdict, now)
 		b.pending = nil
 	}
 	b.f.finish(b.t.p, now)
