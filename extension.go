@@ -283,7 +283,7 @@ func (b *binding) retry(resp *colly.Response, v Verdict) {
 		q.requeue(r) // a queue's worker must not wait out the window: the queue holds the retry
 		return
 	}
-	if err := r.Retry(); err != nil {
+	if err := retryWithOwnHeaders(r); err != nil {
 		p.retrying.unmark(r)
 		ev.event, ev.detail = EventRetriesExhausted, "retry not sent: "+err.Error()
 		p.audit.emit(zerolog.WarnLevel, ev)
@@ -293,6 +293,19 @@ func (b *binding) retry(resp *colly.Response, v Verdict) {
 // sentKeyPrefix starts the Context key recording the attempt last sent. It is not captured with a
 // deferred or queued request: the copy sent again later is that attempt's only copy.
 const sentKeyPrefix = "_collypace_sent "
+
+// retryWithOwnHeaders sends r again with Request.Retry, giving the new request a copy of r's header
+// map: Colly's fetch writes to the map it is given (User-Agent), and an OnError callback after ours
+// that calls Retry too reads r's map meanwhile.
+func retryWithOwnHeaders(r *colly.Request) error {
+	orig := r.Headers
+	if orig != nil {
+		own := orig.Clone()
+		r.Headers = &own
+		defer func() { r.Headers = orig }()
+	}
+	return r.Retry()
+}
 
 // attemptsKey is the Context key counting the pacer's retries of r.
 func attemptsKey(r *colly.Request) string {
