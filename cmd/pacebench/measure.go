@@ -35,6 +35,10 @@ type Metrics struct {
 	Gaps     []time.Duration // start-to-start gaps between page requests, pooled over the hosts
 	Median   time.Duration
 	P1       time.Duration
+	// MinSent is, for the two requests of the shortest gap at the server (Min), the gap between the
+	// instants their clients handed them to the network (scenario.SentHeader); 0 when unknown. Above
+	// Min, the difference is the requests' transit (dial, write, the server's scheduling).
+	MinSent  time.Duration
 	P95      time.Duration
 	Min      time.Duration
 	Max      time.Duration
@@ -121,6 +125,7 @@ func measure(sc *Scenario, g int, run *Run) *Metrics {
 	var lastDone time.Time
 	var ok []scenario.Arrival // pages served 200, pooled
 	var first time.Time       // the group's first page request
+	var minGapSeen time.Duration
 	for _, h := range run.Hosts {
 		if h.Group != g {
 			continue
@@ -145,6 +150,9 @@ func measure(sc *Scenario, g int, run *Run) *Metrics {
 			first = pages[0].At
 		}
 		m.Gaps = append(m.Gaps, scenario.Gaps(pages)...)
+		if g, sent := minGapSent(pages); len(pages) > 1 && (minGapSeen == 0 || g < minGapSeen) {
+			minGapSeen, m.MinSent = g, sent
+		}
 		if c := h.Config.Capacity; c != nil {
 			m.Capacity += c.Rate
 			if c.StepAfter > 0 {
@@ -170,6 +178,21 @@ func measure(sc *Scenario, g int, run *Run) *Metrics {
 		m.Min, m.Max = slices.Min(m.Gaps), slices.Max(m.Gaps)
 	}
 	return m
+}
+
+// minGapSent returns the shortest gap between consecutive arrivals (sorted by time) and the gap between
+// the send instants of those two requests (0 when either is unknown).
+func minGapSent(pages []scenario.Arrival) (gap, sent time.Duration) {
+	for i := 1; i < len(pages); i++ {
+		g := pages[i].At.Sub(pages[i-1].At)
+		if i == 1 || g < gap {
+			gap, sent = g, 0
+			if !pages[i].Sent.IsZero() && !pages[i-1].Sent.IsZero() {
+				sent = pages[i].Sent.Sub(pages[i-1].Sent)
+			}
+		}
+	}
+	return gap, sent
 }
 
 // serverGoodput is the rate of pages served 200 at the server: their number divided by the time from

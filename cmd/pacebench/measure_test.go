@@ -198,3 +198,14 @@ func TestCrawlDelayOf(t *testing.T) {
 		t.Errorf("got %v, want 0", d)
 	}
 }
+
+func TestMinGapSent(t *testing.T) {
+	pages := []scenario.Arrival{
+		{At: at(0), Sent: at(-1)},
+		{At: at(300), Sent: at(299)},
+		{At: at(598), Sent: at(599)}, // handed off 300 ms after the previous one, arrived 2 ms sooner
+	}
+	if gap, sent := minGapSent(pages); gap != 298*time.Millisecond || sent != 300*time.Millisecond {
+		t.Errorf("min gap %v sent %v apart, want 298ms and 300ms", gap, sent)
+	}
+}

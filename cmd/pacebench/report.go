@@ -68,6 +68,9 @@ func notes(sc *Scenario, run *Run, m *Metrics) string {
 	}
 	if sc.Name == scFleetFloor {
 		n = append(n, "gaps "+fmtFloorGaps(m))
+		if m.MinSent != 0 {
+			n = append(n, fmt.Sprintf("the shortest gap's two requests were handed to the network %s apart", fmtDur(m.MinSent)))
+		}
 	}
 	if st := m.Step; st != nil {
 		n = append(n, fmt.Sprintf("before the step %s, %d refused; after %s, %d refused",
