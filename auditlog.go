@@ -23,6 +23,7 @@ const (
 	EventRobotsUnavailable   = "robots_unavailable"     // robots.txt could not be read (5xx, network): retried later
 	EventRetryScheduled      = "retry_scheduled"        // a refused request will be sent again after the window
 	EventRetriesExhausted    = "retries_exhausted"      // a refused request reached the retry limit
+	EventRetryDuplicate      = "retry_duplicate"        // an OnError callback retried a request the pacer retries: the copy was dropped
 	EventPacingBypassed      = "pacing_bypassed"        // requests reach the network without the pacer's transport
 	EventLimitRuleStacked    = "limit_rule_stacked"     // a LimitRule Delay adds latency + delay on top of pacing
 	EventDepartureAbandoned  = "departure_abandoned"    // a wait ended by cancellation or a deadline

@@ -23,6 +23,7 @@ const (
 	BreakerHalfOpen
 )
 
+// String returns the state's name: closed, open or half-open ("unknown" for any other value).
 func (s BreakerState) String() string {
 	switch s {
 	case BreakerClosed:

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/gocolly/colly/v2"
@@ -238,7 +239,7 @@ func stringValues(ctx *colly.Context) map[string]string {
 	}
 	out := map[string]string{}
 	ctx.ForEach(func(k string, v any) any {
-		if s, ok := v.(string); ok {
+		if s, ok := v.(string); ok && !strings.HasPrefix(k, sentKeyPrefix) {
 			out[k] = s
 		}
 		return nil

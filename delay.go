@@ -24,7 +24,7 @@ const (
 	// minLatencySamples is how many samples the window needs before its p95 means anything.
 	minLatencySamples = 20
 	// latencyWindowSize is how many recent latencies the rolling p95 is computed over.
-	latencyWindowSize = 64
+	latencyWindowSize = 48
 	// cleanRun is how many clean responses make one decrease step.
 	cleanRun = 2
 	// recoveryMargin puts the recovery target this far above the delay at which the host last refused
@@ -42,6 +42,17 @@ const (
 	probeStep  = 0.04
 	// minBackoff is what a refusal doubles when the delay is smaller (a base delay of 0).
 	minBackoff = 100 * time.Millisecond
+	// outageProbeFloors and minOutageProbe bound how far an outage (503 without Retry-After, other 5xx,
+	// broken connections) backs the delay off: to 8 floors, at least 2 s (never above the ceiling).
+	// An outage says nothing about the host's speed: past that, slower probing only delays noticing
+	// that it is back, while the breaker parks a host that keeps failing.
+	outageProbeFloors = 8
+	minOutageProbe    = 2 * time.Second
+	// deliveryWindow is how far back the delivery rate is measured when a host refuses for speed: the
+	// accepted departures of that window, as BBR measures a path's delivery rate; minDelivered is how
+	// many it needs to say anything.
+	deliveryWindow = 10 * time.Second
+	minDelivered   = 8
 )
 
 // adaptive is the AIMD state of one host's adaptive delay. It is not safe for concurrent use:
@@ -55,7 +66,42 @@ type adaptive struct {
 	atTarget int           // clean responses at the recovery target since the last probe
 	failures int           // consecutive refusals
 	slow     int           // consecutive latency samples above p95
+	probes   int           // probes since the last rate refusal: each lowers the limit twice as much
 	lat      latencyWindow
+	accepted deliveryRing
+}
+
+// deliveryRing holds the departure instants of the latest accepted responses, as unix milliseconds
+// modulo 2^32 (they wrap every 49 days; only ages within deliveryWindow are read), to keep a tracked
+// host small.
+type deliveryRing struct {
+	at   [12]uint32
+	n    uint8
+	next uint8
+}
+
+func (r *deliveryRing) add(t time.Time) {
+	r.at[r.next] = uint32(t.UnixMilli())
+	r.next = (r.next + 1) % uint8(len(r.at))
+	r.n = min(r.n+1, uint8(len(r.at)))
+}
+
+// sustained is the interval the host sustained before now: the span from the oldest accepted
+// departure of the last deliveryWindow to now, divided by their number (so a burst the host absorbed
+// at the start of the window does not count as capacity), or 0 when fewer than minDelivered are known.
+func (r *deliveryRing) sustained(now time.Time) time.Duration {
+	nowMS := uint32(now.UnixMilli())
+	count, oldest := 0, uint32(0)
+	for i := range int(r.n) {
+		if age := nowMS - r.at[i]; age <= uint32(deliveryWindow.Milliseconds()) {
+			count++
+			oldest = max(oldest, age)
+		}
+	}
+	if count < minDelivered {
+		return 0
+	}
+	return time.Duration(oldest) * time.Millisecond / time.Duration(count)
 }
 
 func newAdaptive(floor time.Duration) adaptive {
@@ -67,7 +113,12 @@ func newAdaptive(floor time.Duration) adaptive {
 // being asked too fast (429, or a Retry-After): after clean responses, the delay in effect becomes
 // its known limit. An outage (503 without Retry-After, 5xx, a broken connection) teaches nothing
 // about speed. It reports whether the delay went up (not at the ceiling already).
-func (a *adaptive) refuse(gen uint64, rate bool, floor, ceiling time.Duration) bool {
+//
+// For a rate refusal at now, the known limit is the slower of the delay in effect and the interval the
+// host sustained just before (deliveryRing.sustained): a host whose capacity fell is known at its new
+// speed at the first refusal, not after a margin has crept up to it. An outage's backoff stops at the
+// outage probe interval (outageProbeFloors), so the first request after it ends is not far behind.
+func (a *adaptive) refuse(gen uint64, rate bool, floor, ceiling time.Duration, now time.Time) bool {
 	if gen != a.gen {
 		return false
 	}
@@ -75,10 +126,20 @@ func (a *adaptive) refuse(gen uint64, rate bool, floor, ceiling time.Duration) b
 		if a.limit > 0 && a.delay <= satMul(a.limit, creepRatio) {
 			a.margin = min(a.margin*2, maxMargin) // refused again near the limit: the target was too fast
 		}
-		a.limit = a.delay
+		a.limit = max(a.delay, a.accepted.sustained(now))
+		a.probes = 0
 	}
 	a.failures++
-	return a.increase(satMul(max(a.delay, floor, minBackoff), refusalFactor), floor, ceiling)
+	next := satMul(max(a.delay, floor, minBackoff), refusalFactor)
+	if !rate {
+		next = min(next, max(a.delay, outageProbe(floor, ceiling)))
+	}
+	return a.increase(next, floor, ceiling)
+}
+
+// outageProbe is how far an outage backs the delay off: 8 floors, at least 2 s, at most the ceiling.
+func outageProbe(floor, ceiling time.Duration) time.Duration {
+	return min(max(satMul(floor, outageProbeFloors), minOutageProbe), ceiling)
 }
 
 // observeLatency feeds a clean response's latency to the rolling p95 and multiplies the delay by 1.25
@@ -141,8 +202,11 @@ func (a *adaptive) succeed(gen uint64, floor, ceiling time.Duration) int {
 			}
 			a.set(a.target(floor), floor, ceiling)
 		case a.atTarget >= probeAfter && a.limit > 0:
+			// Each probe since the last refusal lowers the limit twice as much as the one before
+			// (4%, 8%, 16%, 32%): a host whose capacity doubled is followed in a few probes.
 			a.atTarget = 0
-			a.limit -= satMul(a.limit, probeStep)
+			a.limit -= satMul(a.limit, probeStep*float64(int(1)<<min(a.probes, 3)))
+			a.probes++
 			if a.limit < floor {
 				a.limit = 0
 			}

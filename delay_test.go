@@ -72,7 +72,7 @@ func TestReservationsAreStartBased(t *testing.T) {
 func TestRefusalsClampToCeiling(t *testing.T) {
 	a := newAdaptive(time.Second)
 	for range 10 {
-		a.refuse(a.gen, true, time.Second, 30*time.Second)
+		a.refuse(a.gen, true, time.Second, 30*time.Second, t0)
 	}
 	if a.delay != 30*time.Second {
 		t.Errorf("delay %v after 10 refusals, want the 30s ceiling", a.delay)
@@ -107,10 +107,10 @@ func TestCleanResponsesReturnToFloor(t *testing.T) {
 	a := newAdaptive(100 * ms)
 	a.succeed(a.gen, 100*ms, 30*time.Second) // a clean response before the outage
 	for range 6 {
-		a.refuse(a.gen, false, 100*ms, 30*time.Second) // 503s without Retry-After: an outage
+		a.refuse(a.gen, false, 100*ms, 30*time.Second, t0) // 503s without Retry-After: an outage
 	}
-	if a.delay != 6400*ms {
-		t.Fatalf("delay after the outage = %v, want 6.4s", a.delay)
+	if a.delay != 2*time.Second {
+		t.Fatalf("delay after the outage = %v, want 2s (doubling stops at the outage probe interval)", a.delay)
 	}
 	var spent time.Duration
 	for i := 0; a.delay > 100*ms && i < 100; i++ {
@@ -130,7 +130,7 @@ func TestCleanResponsesReturnToFloor(t *testing.T) {
 func TestDecreaseSettlesAboveKnownLimit(t *testing.T) {
 	a := newAdaptive(100 * ms)
 	a.delay = 220 * ms
-	a.refuse(a.gen, true, 100*ms, 30*time.Second) // 429 at 220ms
+	a.refuse(a.gen, true, 100*ms, 30*time.Second, t0) // 429 at 220ms
 	for range 20 {
 		a.succeed(a.gen, 100*ms, 30*time.Second)
 	}
@@ -149,7 +149,7 @@ func TestDecreaseSettlesAboveKnownLimit(t *testing.T) {
 func TestStaleCleanResponseDoesNotDecrease(t *testing.T) {
 	a := newAdaptive(100 * ms)
 	old := a.gen
-	a.refuse(a.gen, true, 100*ms, 30*time.Second)
+	a.refuse(a.gen, true, 100*ms, 30*time.Second, t0)
 	for range 5 {
 		if a.succeed(old, 100*ms, 30*time.Second) != 0 {
 			t.Fatal("a response that departed before the increase decreased the delay")
@@ -169,9 +169,60 @@ func TestLatencyWindowP95(t *testing.T) {
 	for i := minLatencySamples; i <= 100; i++ {
 		w.add(time.Duration(i) * ms)
 	}
-	// The window holds the last 64 samples: 37..100 ms; the 95th percentile is the 61st of them.
-	if got, _ := w.p95(); got != 97*ms {
-		t.Errorf("p95 = %v, want 97ms", got)
+	// The window holds the last 48 samples: 53..100 ms; the 95th percentile is the 46th of them.
+	if got, _ := w.p95(); got != 98*ms {
+		t.Errorf("p95 = %v, want 98ms", got)
+	}
+}
+
+// Issue 9, point 3 of the outage target: an outage backs off to the outage probe interval and no
+// further (8 floors, at least 2 s, at most the ceiling), so the first request after it is not far
+// behind its end; a rate refusal doubles on.
+func TestOutageBackoffStopsAtProbeInterval(t *testing.T) {
+	for _, tc := range []struct {
+		floor, ceiling, want time.Duration
+	}{
+		{300 * ms, 30 * time.Second, 2400 * ms},
+		{100 * ms, 30 * time.Second, 2 * time.Second},
+		{time.Second, 5 * time.Second, 5 * time.Second},
+	} {
+		a := newAdaptive(tc.floor)
+		for range 20 {
+			a.refuse(a.gen, false, tc.floor, tc.ceiling, t0)
+		}
+		if a.delay != tc.want {
+			t.Errorf("floor %v ceiling %v: outage backoff %v, want %v", tc.floor, tc.ceiling, a.delay, tc.want)
+		}
+		a.refuse(a.gen, true, tc.floor, tc.ceiling, t0) // a 429 after it: the host is there and says slow down
+		if want := min(2*tc.want, tc.ceiling); a.delay != want {
+			t.Errorf("floor %v: rate refusal after the outage: %v, want %v", tc.floor, a.delay, want)
+		}
+	}
+}
+
+// Issue 9, point 5: at a rate refusal the known limit is the interval the host sustained over the
+// last window (accepted departures), when that is slower than the delay in effect: a host whose
+// capacity halved is known at its new speed at the first refusal.
+func TestRateRefusalLearnsSustainedInterval(t *testing.T) {
+	a := newAdaptive(250 * ms)
+	// 12 departures accepted 500 ms apart over the last 6 s (the host let them through at 2/s),
+	// then a refusal at the 250 ms delay in effect.
+	for i := range 12 {
+		a.accepted.add(t0.Add(time.Duration(i) * 500 * ms))
+	}
+	now := t0.Add(6 * time.Second)
+	a.refuse(a.gen, true, 250*ms, 30*time.Second, now)
+	if a.limit != 500*ms {
+		t.Errorf("limit %v after the refusal, want the sustained 500ms", a.limit)
+	}
+	// Too few accepted departures in the window say nothing: the delay in effect is the limit.
+	b := newAdaptive(250 * ms)
+	for i := range 3 {
+		b.accepted.add(t0.Add(time.Duration(i) * 500 * ms))
+	}
+	b.refuse(b.gen, true, 250*ms, 30*time.Second, now)
+	if b.limit != 250*ms {
+		t.Errorf("limit %v with 3 accepted departures, want the delay in effect, 250ms", b.limit)
 	}
 }
 
@@ -180,7 +231,7 @@ func TestLatencyWindowP95(t *testing.T) {
 func TestOutageTeachesNoLimit(t *testing.T) {
 	a := newAdaptive(200 * ms)
 	a.delay = 200 * ms
-	a.refuse(a.gen, false, 200*ms, 30*time.Second)
+	a.refuse(a.gen, false, 200*ms, 30*time.Second, t0)
 	for range 20 {
 		a.succeed(a.gen, 200*ms, 30*time.Second)
 	}
@@ -203,7 +254,7 @@ func TestCreepingRefusalsWidenTheMargin(t *testing.T) {
 	}
 	var targets []time.Duration
 	for range 3 { // refused each time at the target
-		a.refuse(a.gen, true, 100*ms, 30*time.Second)
+		a.refuse(a.gen, true, 100*ms, 30*time.Second, t0)
 		settle()
 		targets = append(targets, a.target(100*ms))
 	}

@@ -45,7 +45,7 @@ func TestHugeDurationsSaturate(t *testing.T) {
 			if res.At.Before(now) || res.Interval < 0 || res.Jitter < 0 {
 				t.Fatalf("refusal %d: reservation at now%+v, interval %v, jitter %v", i, res.At.Sub(now), res.Interval, res.Jitter)
 			}
-			p.ObserveAt(res, Outcome{Status: 503}, now)
+			p.ObserveAt(res, Outcome{Status: 429}, now) // rate refusals: an outage's backoff stops early
 			st, _ := p.HostAt("h", now)
 			if st.AdaptiveDelay < prev {
 				t.Fatalf("refusal %d: adaptive delay %v after %v", i, st.AdaptiveDelay, prev)

@@ -44,6 +44,42 @@ type binding struct {
 	c       *colly.Collector
 	flights sync.Map     // request ID (uint32) → *flight, from departure to the request's callback
 	stacked atomic.Int32 // consecutive responses whose callbacks ran late, as after a LimitRule Delay
+	claimMu sync.Mutex   // makes claimAttempt's read and write of a request's Context one step
+}
+
+// claimAttempt reports whether r may go as the attempt its Context counts: false when that attempt
+// was sent already, by another copy. That happens when an OnError callback calls Retry for a request
+// the pacer retries too: both copies share the Context, so they share one retry counter, and the
+// second copy of an attempt is dropped. Requests the pacer never retried are not tracked.
+func (b *binding) claimAttempt(r *colly.Request) bool {
+	key := attemptsKey(r)
+	attempt := r.Ctx.Get(key)
+	if attempt == "" {
+		return true
+	}
+	b.claimMu.Lock()
+	defer b.claimMu.Unlock()
+	sent := sentKeyPrefix + key
+	if r.Ctx.Get(sent) == attempt {
+		return false
+	}
+	r.Ctx.Put(sent, attempt)
+	return true
+}
+
+// dropDuplicate aborts a second copy of an attempt: the pacer retries the request already, or has
+// given up on it. Its OnError sees ErrAbortedBeforeRequest with pacer.Retrying(resp) true.
+func (b *binding) dropDuplicate(r *colly.Request) {
+	p := b.p
+	now := p.now()
+	p.retrying.mark(r, now)
+	if p.warn.first("retry_duplicate") {
+		p.audit.emit(zerolog.WarnLevel, auditEvent{at: now, host: p.cfg.hostKey(r.URL), event: EventRetryDuplicate, trigger: TriggerRefusal,
+			url: p.auditURL(r.URL), compliant: true,
+			detail: "a refused request the pacer retries was retried by an OnError callback too: the second copy is dropped; " +
+				"call Retry only when !pacer.Retrying(resp), or turn the pacer's retries off with WithMaxRetries(0)"})
+	}
+	r.Abort()
 }
 
 // onRequestHeaders is where a Colly request waits for its departure: after the cache (hits are not
@@ -53,6 +89,10 @@ func (b *binding) onRequestHeaders(r *colly.Request) {
 	ctx := b.c.Context
 	if ctx == nil {
 		ctx = context.Background()
+	}
+	if !b.claimAttempt(r) {
+		b.dropDuplicate(r)
+		return
 	}
 	h := p.host(p.cfg.hostKey(r.URL))
 	if h.parked(p.now(), p.cfg.breaker) {
@@ -85,8 +125,13 @@ func (b *binding) onRequestHeaders(r *colly.Request) {
 	p.rt.announce(r.URL, f)
 }
 
+// onResponse settles the flight. With ParseHTTPErrorResponse, refusals (429, 5xx) come here rather
+// than to OnError: they are retried the same way.
 func (b *binding) onResponse(resp *colly.Response) {
-	b.settle(resp, nil)
+	if !b.settle(resp, nil) || resp.StatusCode < 400 {
+		return
+	}
+	b.retryRefused(resp, nil)
 }
 
 // onError settles the flight and retries a refused request after the host's window; a request whose
@@ -95,6 +140,12 @@ func (b *binding) onError(resp *colly.Response, err error) {
 	if !b.settle(resp, err) || resp.Request == nil {
 		return
 	}
+	b.retryRefused(resp, err)
+}
+
+// retryRefused retries a refused request after the host's window, or defers one whose redirect hop
+// met an open breaker.
+func (b *binding) retryRefused(resp *colly.Response, err error) {
 	if errors.Is(err, ErrBreakerOpen) {
 		b.deferRequest(resp.Request, b.p.host(b.p.cfg.hostKey(resp.Request.URL)), err)
 		return
@@ -197,7 +248,7 @@ func (b *binding) retry(resp *colly.Response, v Verdict) {
 	p := b.p
 	r := resp.Request
 	h := p.host(p.cfg.hostKey(r.URL))
-	key := "_collypace_attempts " + r.Method + " " + r.URL.String()
+	key := attemptsKey(r)
 	attempts, _ := strconv.Atoi(r.Ctx.Get(key)) // a string, so it survives deferral and queueing
 	now := p.now()
 	ev := auditEvent{at: now, host: h.key, trigger: v.Trigger, base: h.policy.BaseDelay, compliant: true, status: resp.StatusCode, url: p.auditURL(r.URL)}
@@ -223,6 +274,15 @@ func (b *binding) retry(resp *colly.Response, v Verdict) {
 		ev.event, ev.detail = EventRetriesExhausted, "retry not sent: "+err.Error()
 		p.audit.emit(zerolog.WarnLevel, ev)
 	}
+}
+
+// sentKeyPrefix starts the Context key recording the attempt last sent. It is not captured with a
+// deferred or queued request: the copy sent again later is that attempt's only copy.
+const sentKeyPrefix = "_collypace_sent "
+
+// attemptsKey is the Context key counting the pacer's retries of r.
+func attemptsKey(r *colly.Request) string {
+	return "_collypace_attempts " + r.Method + " " + r.URL.String()
 }
 
 // Retrying reports, inside an OnError callback, whether the pacer is retrying this refused request;

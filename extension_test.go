@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -325,5 +326,138 @@ func TestCrawlEndIsNotAHostFailure(t *testing.T) {
 			t.Errorf("server saw %d requests, want 1", got)
 		}
 		time.Sleep(5 * time.Second) // let the server's handler finish inside the bubble
+	})
+}
+
+// refusingHost answers 429 + Retry-After: 1 to every page request.
+func refusingHost(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == "/robots.txt" {
+		http.NotFound(w, r)
+		return
+	}
+	w.Header().Set("Retry-After", "1")
+	w.WriteHeader(http.StatusTooManyRequests)
+}
+
+// Issue 10 item 14: an OnError callback that calls Retry as well, with its own limit of 3, shares the
+// pacer's counter: a refused URL reaches the host 1 + 3 times, not 1 + 3 + 3, in Async mode and not.
+func TestUserRetryDoesNotDoubleRetries(t *testing.T) {
+	for _, async := range []bool{true, false} {
+		t.Run(fmt.Sprintf("async=%v", async), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				n := newFakeNet(t)
+				h, base := n.host("refusing.test", refusingHost)
+				c, _ := pacedCollector(n, WithBaseDelay(100*time.Millisecond), WithoutRobots())
+				c.Async = async
+				c.OnError(func(r *colly.Response, err error) {
+					tries, _ := r.Ctx.GetAny("user_tries").(int)
+					if tries < 3 {
+						r.Ctx.Put("user_tries", tries+1)
+						_ = r.Request.Retry()
+					}
+				})
+				_ = c.Visit(base + "/p/0") // in sync mode, the refusal's error
+				c.Wait()
+				if got := len(h.log()); got != 4 {
+					t.Errorf("%d arrivals for one refused URL, want 4 (1 + 3 retries, one counter)", got)
+				}
+			})
+		})
+	}
+}
+
+// Issue 10 item 14: with ParseHTTPErrorResponse, refusals reach OnResponse instead of OnError; the
+// pacer retries them all the same.
+func TestParseHTTPErrorResponseStillRetries(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := newFakeNet(t)
+		var calls atomic.Int32
+		h, base := n.host("flaky.test", func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/robots.txt" {
+				http.NotFound(w, r)
+				return
+			}
+			if calls.Add(1) <= 2 {
+				w.Header().Set("Retry-After", "1")
+				w.WriteHeader(http.StatusTooManyRequests)
+				return
+			}
+			fmt.Fprint(w, "ok")
+		})
+		c, p := pacedCollector(n, WithBaseDelay(100*time.Millisecond), WithoutRobots())
+		c.ParseHTTPErrorResponse = true
+		var ok atomic.Int32
+		c.OnResponse(func(r *colly.Response) {
+			if r.StatusCode == http.StatusOK {
+				ok.Add(1)
+			} else if !p.Retrying(r) {
+				t.Errorf("refusal %d in OnResponse not marked as retrying", r.StatusCode)
+			}
+		})
+		if err := c.Visit(base + "/p/0"); err != nil {
+			t.Fatal(err)
+		}
+		c.Wait()
+		if got := len(h.log()); got != 3 || ok.Load() != 1 {
+			t.Errorf("%d arrivals and %d pages fetched, want 3 and 1 (two refusals retried)", got, ok.Load())
+		}
+	})
+}
+
+// Issue 10 item 15: installing the same pacer twice on one collector paces each request once.
+func TestInstallTwiceIsIdempotent(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := newFakeNet(t)
+		h, base := n.host("twice.test", slowPage(0))
+		c, p := pacedCollector(n, WithBaseDelay(time.Second), WithoutRobots())
+		p.Install(c)
+		visitAll(t, c, base, 3)
+		assertGaps(t, h.gaps("/p/"), time.Second)
+		if st, _ := p.Host("twice.test"); st.Departures != 3 {
+			t.Errorf("%d departures counted for 3 requests", st.Departures)
+		}
+	})
+}
+
+// Issue 10 item 20: a departure's audit event carries this request's URL (no userinfo, no query unless
+// asked), its wait in computed_delay_ms and wait_ms, its own jitter, and the interval in force, at the
+// instant its headers reached the wire.
+func TestDepartureEventTellsThisRequest(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := newFakeNet(t)
+		_, base := n.host("audit.test", slowPage(0))
+		var buf auditBuf
+		c := colly.NewCollector(colly.Async(true))
+		AdaptivePacing(c, WithTransport(n.tr), WithBaseDelay(time.Second), WithJitter(0.5), WithoutRobots(),
+			WithLogger(zerolog.New(&buf)), withRandom(func() float64 { return 0.5 }))
+		start := time.Now()
+		for _, path := range []string{"/a?session=secret", "/b"} {
+			if err := c.Visit(strings.Replace(base, "http://", "http://user:pw@", 1) + path); err != nil {
+				t.Fatal(err)
+			}
+			synctest.Wait()
+		}
+		c.Wait()
+		var deps []map[string]any
+		for _, e := range events(t, &buf) {
+			if e[FieldEvent] == EventDelayApplied {
+				deps = append(deps, e)
+			}
+		}
+		if len(deps) != 2 {
+			t.Fatalf("%d departure events, want 2", len(deps))
+		}
+		if deps[0][FieldURL] != base+"/a" || deps[1][FieldURL] != base+"/b" {
+			t.Errorf("urls %v, %v; want %s/a (query and userinfo dropped) and %s/b", deps[0][FieldURL], deps[1][FieldURL], base, base)
+		}
+		// The second waited 1s + its jitter of 0.5 × 0.5 × 1s after the first.
+		second := deps[1]
+		if second[FieldComputedDelay] != 1250.0 || second[FieldWaitMS] != 1250.0 || second[FieldJitterMS] != 250.0 || second[FieldIntervalMS] != 1000.0 {
+			t.Errorf("second departure: computed %v wait %v jitter %v interval %v; want 1250, 1250, 250, 1000",
+				second[FieldComputedDelay], second[FieldWaitMS], second[FieldJitterMS], second[FieldIntervalMS])
+		}
+		if ts, _ := second[FieldTimestamp].(string); ts != start.Add(1250*time.Millisecond).UTC().Format(time.RFC3339Nano) {
+			t.Errorf("second departure at %s, want +1.25s", ts)
+		}
 	})
 }

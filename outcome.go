@@ -125,8 +125,11 @@ func (p *Pacer) ObserveAt(res Reservation, o Outcome, now time.Time) Verdict {
 	case v.Refused:
 		h.refusals++
 		rate := o.Status == http.StatusTooManyRequests || retryAfterValid
-		changed, event = h.delay.refuse(res.gen, rate, floor, ceiling), EventDelayIncreased
+		changed, event = h.delay.refuse(res.gen, rate, floor, ceiling, now), EventDelayIncreased
 	case v.Trigger == TriggerClean:
+		if !res.At.IsZero() {
+			h.delay.accepted.add(res.At)
+		}
 		if h.delay.observeLatency(res.gen, o.Latency, floor, ceiling) {
 			changed, event, trigger = true, EventDelayIncreased, TriggerLatency
 		} else if moved := h.delay.succeed(res.gen, floor, ceiling); moved != 0 {

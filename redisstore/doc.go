@@ -8,11 +8,17 @@
 //
 // # Atomicity
 //
-// Store implements ext.SharedStore. ReserveDeparture is one Lua script run with EVALSHA, one round
-// trip: at = max(now, next_departure, hold_until), then next_departure = at + max(interval,
-// adaptive_delay). SaveHosts applies the store's merge rule (next_departure and hold_until keep the
-// later value, the rest is overwritten) in one script run a host, a whole batch pipelined. Each script
-// touches one key, so a Redis Cluster client works too.
+// Store implements ext.SharedStore. Admit is one Lua script run with EVALSHA, one round trip, that
+// decides a departure on the server's own clock (TIME inside the script), GCRA style: the departure
+// may go when now >= max(last_departure + max(gap, adaptive_delay), hold_srv); then last_departure =
+// now. Otherwise nothing changes and the caller is told how long to wait before asking again: nothing
+// is ever booked for a request that has not departed, so a cancel or a crash leaves nothing behind,
+// and machines whose clocks differ share one schedule all the same. Departed moves last_departure to
+// a request's wire instant when it left later than admitted. SaveHosts applies the store's merge rule
+// (next_departure and hold_until keep the later value, the rest is overwritten) in one script run a
+// host, a whole batch pipelined; it also puts the hold on the server's clock (hold_srv = the server's
+// now + the time the hold had left when sent), so a Retry-After window one process learned stops every
+// other at its next Admit. Each script touches one key, so a Redis Cluster client works too.
 //
 // # Keys
 //
@@ -25,7 +31,9 @@
 // The fields of a host hash are v (the StateVersion of the writer), adaptive_delay, known_limit,
 // crawl_delay (nanoseconds), next_departure, hold_until, breaker_changed, updated_at (unix
 // nanoseconds, "" for the zero time), hold_trigger, crawl_clamped ("0" or "1"), breaker and failures,
-// all as decimal strings. Keys never expire.
+// all as decimal strings; and, written only by the scripts on the server's clock, last_departure and
+// hold_srv (unix nanoseconds). Host keys never expire unless WithTTL is set: then every admitted
+// departure and every save refreshes the key's TTL. Deferred requests never expire.
 //
 // # Time resolution
 //
@@ -39,14 +47,15 @@
 //
 // LoadHost returns an error wrapping ext.ErrCorruptState for a host key that is not a hash, a missing
 // field, or a field that does not parse or does not fit an int64; a state of another version is
-// returned with only its Version set, for the pacer to discard. ReserveDeparture fails the same way on a corrupt
-// schedule field. SaveHosts overwrites whatever it cannot read, so the pacer's repair (start the host
+// returned with only its Version set, for the pacer to discard. Admit fails the same way on a corrupt
+// last_departure, hold_srv or adaptive_delay. SaveHosts overwrites whatever it cannot read, so the pacer's repair (start the host
 // afresh and save it) heals the record. ListDeferred skips an entry it cannot decode and returns,
 // with the others, an error wrapping ext.ErrCorruptState naming its ID.
 //
 // # Redis unavailable
 //
 // Every method returns the client's error, wrapped, while the server is unreachable, and works again
-// when it is back; the store holds no state of its own. A server restarted without persistence has
-// forgotten the schedule: the pacers' next saves rebuild it.
+// when it is back; the store holds no state of its own. Meanwhile each pacer paces alone, by its own
+// schedule. A server restarted without persistence has forgotten the schedule: the pacers' next saves
+// rebuild it.
 package redisstore

@@ -227,3 +227,44 @@ func TestFleetSurvivesRedisLoss(t *testing.T) {
 		}
 	}
 }
+
+// Issue 9, point 3: a request that gives up waiting (a cancel, or a process that crashes while its
+// requests wait) leaves nothing booked in Redis: only departures that happened are recorded.
+func TestCancelledWaitLeavesNothingBooked(t *testing.T) {
+	srv := redistest.Start(t)
+	st, err := redisstore.Open(srv.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	p := ext.NewPacer(ext.WithStore(st), ext.WithBaseDelay(time.Hour), ext.WithJitter(0), ext.WithoutRobots())
+	t.Cleanup(func() { _ = p.Close() })
+	if _, release, err := p.Wait(ctx, "cancel.test"); err != nil {
+		t.Fatal(err)
+	} else {
+		release()
+	}
+	key := redisstore.DefaultPrefix + "host:cancel.test"
+	before, err := srv.Client().HGetAll(ctx, key).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		wctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+		if _, _, err := p.Wait(wctx, "cancel.test"); err == nil {
+			t.Fatal("a request departed within the hour's interval")
+		}
+		cancel()
+	}
+	after, err := srv.Client().HGetAll(ctx, key).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if before["last_departure"] == "" || after["last_departure"] != before["last_departure"] {
+		t.Errorf("last departure %q before the cancelled waits, %q after: they booked something", before["last_departure"], after["last_departure"])
+	}
+	// Another process asking now is told to wait for the one real departure's interval, no longer.
+	if wait, ok, err := st.Admit(ctx, "cancel.test", time.Hour); err != nil || ok || wait > time.Hour {
+		t.Errorf("another process: ok %v, wait %v (%v); want a wait of at most the hour", ok, wait, err)
+	}
+}

@@ -590,3 +590,48 @@ func TestAdmitMatchesGo(t *testing.T) {
 		}
 	}
 }
+
+// TestTTLRefreshedOnWrite is issue 10 item 19: with WithTTL, a host key expires that long after its
+// last write, and every admitted departure and saved state refreshes it; without it, keys never expire.
+func TestTTLRefreshedOnWrite(t *testing.T) {
+	c := redistest.Start(t).Client()
+	ttl := func(host string) time.Duration {
+		d, err := c.PTTL(ctx, redisstore.DefaultPrefix+"host:"+host).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	forever := redisstore.New(c)
+	if _, _, err := forever.Admit(ctx, "forever.test", time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if d := ttl("forever.test"); d != -1 {
+		t.Errorf("without WithTTL the key's TTL is %v, want none", d)
+	}
+	st := redisstore.New(c, redisstore.WithTTL(time.Hour))
+	if _, _, err := st.Admit(ctx, "ttl.test", time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if d := ttl("ttl.test"); d <= 59*time.Minute || d > time.Hour {
+		t.Errorf("after an admission the TTL is %v, want about an hour", d)
+	}
+	if err := c.PExpire(ctx, redisstore.DefaultPrefix+"host:ttl.test", time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.SaveHosts(ctx, []ext.HostState{storetest.Sample("ttl.test")}); err != nil {
+		t.Fatal(err)
+	}
+	if d := ttl("ttl.test"); d <= 59*time.Minute {
+		t.Errorf("after a save the TTL is %v, want it refreshed to about an hour", d)
+	}
+	if err := c.PExpire(ctx, redisstore.DefaultPrefix+"host:ttl.test", time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Departed(ctx, "ttl.test", 0); err != nil {
+		t.Fatal(err)
+	}
+	if d := ttl("ttl.test"); d <= 59*time.Minute {
+		t.Errorf("after Departed the TTL is %v, want it refreshed to about an hour", d)
+	}
+}

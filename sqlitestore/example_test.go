@@ -1,9 +1,9 @@
 package sqlitestore_test
 
 import (
-	"context"
 	"fmt"
 	"log"
+	"net/http"
 	"os"
 	"path/filepath"
 	"time"
@@ -13,7 +13,8 @@ import (
 	"github.com/gocolly/colly/v2"
 )
 
-// A crawler restarted on the same file still honours the Retry-After window a host set before.
+// A crawler restarted on the same file still honours the Retry-After window a host set in the run
+// before, and starts from the adaptive delay that run had reached.
 func ExampleOpen() {
 	dir, err := os.MkdirTemp("", "pacing")
 	if err != nil {
@@ -23,16 +24,16 @@ func ExampleOpen() {
 	path := filepath.Join(dir, "pacing.db")
 	now := time.Now()
 
-	// What the previous run left: example.com asked it to wait five more minutes.
+	// The previous run: example.com answered 429 with Retry-After: 300 (the explicit-time forms stand
+	// for a Colly crawl here). The window is written through to the file before anything else departs.
 	prev, err := sqlitestore.Open(path)
 	if err != nil {
 		log.Fatal(err)
 	}
-	err = prev.SaveHosts(context.Background(), []ext.HostState{{
-		Host: "example.com", Version: ext.StateVersion, AdaptiveDelay: 2 * time.Second,
-		HoldUntil: now.Add(5 * time.Minute), HoldTrigger: ext.TriggerRetryAfter, UpdatedAt: now,
-	}})
-	if err != nil {
+	p := ext.NewPacer(ext.WithStore(prev))
+	res := p.ReserveAt("example.com", now)
+	p.ObserveAt(res, ext.Outcome{Status: http.StatusTooManyRequests, Header: http.Header{"Retry-After": {"300"}}}, now)
+	if err := p.Close(); err != nil { // writes the state not yet written behind
 		log.Fatal(err)
 	}
 	prev.Close()
@@ -44,10 +45,15 @@ func ExampleOpen() {
 	}
 	defer st.Close() // after the pacer's Close (deferred calls run last first)
 	c := colly.NewCollector()
-	p := ext.AdaptivePacing(c, ext.WithStore(st))
-	defer p.Close() // writes the state not yet written behind
+	pacer := ext.AdaptivePacing(c, ext.WithStore(st))
+	defer pacer.Close()
 
-	res := p.ReserveAt("example.com", now) // what c.Visit("https://example.com/") would wait for
-	fmt.Println(res.At.Sub(now), res.Trigger)
-	// Output: 5m0s retry_after
+	later := now.Add(time.Minute)
+	res = pacer.ReserveAt("example.com", later) // what c.Visit("https://example.com/") would wait for
+	fmt.Println(res.At.Sub(now), res.Trigger)   // 300 s and the 10% safety buffer, from the 429
+	h, _ := pacer.HostAt("example.com", later)
+	fmt.Println(h.AdaptiveDelay) // doubled from the 1 s base by the refusal
+	// Output:
+	// 5m30s retry_after
+	// 2s
 }

@@ -88,6 +88,7 @@ type Violation struct {
 	What     string
 }
 
+// String returns the violation on one line: host, time, URL, what was broken and where it was read.
 func (v Violation) String() string {
 	u := v.URL
 	if u == "" {

@@ -56,6 +56,7 @@ type Warning struct {
 	Reason string
 }
 
+// String returns the warning as "file:line: reason".
 func (w Warning) String() string { return w.Source + ": " + w.Reason }
 
 // Trail is one or several audit trails merged in time order.

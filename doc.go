@@ -1,0 +1,82 @@
+// Package ext paces Colly crawlers per host: polite to every host, and as fast as each one allows.
+//
+// Colly's LimitRule sleeps after each response while holding its slot, so the gap between request
+// starts is response time + delay, and it ignores what a host says. This package spaces the starts
+// of requests to each host by an interval instead, whatever the latency, and takes the interval from
+// the host:
+//
+//   - start-based pacing per host, with a cap on requests in flight; redirect hops and robots.txt
+//     fetches are paced too, cache hits are not;
+//   - an adaptive interval: the largest of the base delay (your floor), the robots.txt Crawl-delay,
+//     the interval the host's rate-limit headers imply (X-RateLimit-*, RateLimit-*, RateLimit and
+//     RateLimit-Policy) and an adaptive delay that doubles on refusals and gives capacity back slowly;
+//     jitter on top, a ceiling always;
+//   - Retry-After obeyed to the instant (seconds or an HTTP-date, skew corrected through Date), for
+//     requests already waiting too; an exhausted rate limit holds the host the same way;
+//   - retries of refused requests after the host's window, tracked by Collector.Wait;
+//   - a circuit breaker per host that parks a failing host and defers its requests;
+//   - durable or shared state through a Store (sqlitestore for one machine, redisstore for a fleet);
+//   - a JSON audit trail through zerolog, with a stable schema, to show that a crawl was polite.
+//
+// # Entry points
+//
+// [AdaptivePacing] installs pacing on a collector and returns the [Pacer]; call it right after
+// colly.NewCollector, before your own callbacks:
+//
+//	c := colly.NewCollector(colly.Async(true))
+//	pacer := ext.AdaptivePacing(c, ext.WithBaseDelay(500*time.Millisecond))
+//
+// [NewPacer] builds a Pacer without a collector: [Pacer.Install] puts it on several collectors, which
+// then share each host's schedule, and [Pacer.Wait] and [Pacer.Observe] pace any HTTP client.
+// [NewQueue] is a crawl frontier like Colly's queue, but aware of hosts: no worker waits on one host
+// while another is ready. [Pacer.Hosts] shows each host's interval and what sets it. Options (With…)
+// tune the defaults; [WithStore] keeps state in a [Store].
+//
+// # A request's path
+//
+// A Colly request waits in the pacer's OnRequestHeaders callback, after the cache and before
+// http.Client starts its timeout (extension.go). There its origin's robots.txt is read first (once,
+// through the pacer); then the request takes one of its host's in-flight slots, joins the host's
+// FIFO and waits at its head until the admission rule lets it go: no earlier than the last departure
+// plus the interval in force now (plus its jitter), and not during a hold (limiter.go). Nothing is
+// booked ahead, so an interval that changes, or a hold that arrives, applies at once to every request
+// still waiting. With a [SharedStore], the fleet admits the departure too, on the store's clock
+// (persist.go).
+//
+// The pacing RoundTripper sees every hop, redirects and robots.txt fetches included, and takes the
+// departure instant from the wire (httptrace WroteHeaders): the next departure counts from there
+// (transport.go). The outcome of each hop goes to [Pacer.ObserveAt] (outcome.go), which classifies
+// it, moves the adaptive delay (delay.go), sets holds from Retry-After and exhausted rate limits
+// (retryafter.go) and feeds the breaker (breaker.go). A refused request is retried after its host's
+// window; one whose host is parked is deferred (defer.go) and [Pacer.Drain] sends it later.
+//
+// # Where each rule lives
+//
+//   - limiter.go: admission (interval, jitter, holds, the FIFO, in-flight slots, redirect deadlines);
+//   - delay.go: the adaptive delay (doubling on refusals, recovery towards the known limit, latency);
+//   - outcome.go: what an outcome means (refusal, server error, clean, neutral) and what it changes;
+//   - retryafter.go: Retry-After and the rate-limit header families;
+//   - robots.go, robotscache.go: robots.txt, Crawl-delay and its cap, one fetch per origin a day;
+//   - breaker.go, defer.go: the circuit breaker and the requests it defers;
+//   - queue.go: the host-aware Queue;
+//   - store.go, persist.go, memstore.go: the Store contract, write-behind and write-through of state;
+//   - hostkey.go: what counts as one host ([DefaultHostKey], [ByRegistrableDomain], [ByIP]);
+//   - auditlog.go: the audit events and fields.
+//
+// # Time
+//
+// Every decision has an explicit-time form ([Pacer.ObserveAt], [Pacer.HostAt], [Pacer.AdmitAt],
+// [Pacer.ReserveAt]); the form without At is shorthand for it at time.Now(). Simulations and tests
+// drive the pacer with their own clock through them.
+//
+// # More
+//
+// The README holds the tables: options and their defaults
+// (https://github.com/collypace/ext#options), the adaptive rule
+// (https://github.com/collypace/ext#how-it-paces), the breaker
+// (https://github.com/collypace/ext#circuit-breaker-and-deferred-requests), stores
+// (https://github.com/collypace/ext#durable-and-shared-state), what bad input does
+// (https://github.com/collypace/ext#bad-input--behaviour) and the audit schema
+// (https://github.com/collypace/ext#audit-trail). Subpackages: sqlitestore and redisstore (stores),
+// pacemetrics (Prometheus); cmd/pacereport checks an audit trail.
+package ext
