@@ -3,12 +3,17 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"maps"
 	"net/http"
+	"os"
+	"strconv"
 	"sync"
 	"time"
 
 	"github.com/collypace/ext"
 	"github.com/collypace/ext/internal/scenario"
+	"github.com/collypace/ext/redisstore"
 	"github.com/gocolly/colly/v2"
 	"github.com/rs/zerolog"
 )
@@ -71,7 +76,9 @@ type Run struct {
 
 // crawl starts fresh servers for the scenario's hosts, crawls every page of every host once in the
 // given mode (the frontier is seeded up front: gaps measure pacing, not link discovery), and returns
-// what the servers logged. It stops at the scenario's Limit or when ctx ends.
+// what the servers logged. It stops at the scenario's Limit or when ctx ends. A scenario with several
+// Processes runs that many crawler processes (this program re-executed as workers), each crawling its
+// share of every host's pages; in adaptive mode they share one redisstore on a private redis-server.
 func crawl(ctx context.Context, sc *Scenario, mode Mode) (*Run, error) {
 	var cfgs []scenario.HostConfig
 	var groups []int
@@ -87,18 +94,80 @@ func crawl(ctx context.Context, sc *Scenario, mode Mode) (*Run, error) {
 	}
 	defer site.Close()
 
-	ctx, cancel := context.WithTimeout(ctx, sc.Limit)
+	procs := max(sc.Processes, 1)
+	specs := make([]workerSpec, procs)
+	for i := range specs {
+		specs[i] = workerSpec{Mode: mode, Interval: sc.Interval, Jitter: sc.Jitter, Sample: i == 0 && mode == Adaptive}
+		for _, h := range site.Hosts {
+			specs[i].Hosts = append(specs[i].Hosts, h.Key())
+		}
+	}
+	for _, h := range site.Hosts {
+		for p := range h.Pages() {
+			specs[p%procs].URLs = append(specs[p%procs].URLs, h.PageURL(p))
+		}
+	}
+
+	run := &Run{Mode: mode}
+	var res *workerResult
+	if sc.Processes > 1 {
+		if mode == Adaptive {
+			rs, err := startRedis(ctx)
+			if err != nil {
+				return nil, err
+			}
+			defer rs.Close()
+			for i := range specs {
+				specs[i].Redis = rs.Addr()
+			}
+		}
+		run.Start = time.Now()
+		for i := range specs {
+			specs[i].Deadline = run.Start.Add(sc.Limit)
+		}
+		res, err = crawlFleet(ctx, specs)
+	} else {
+		run.Start = time.Now()
+		specs[0].Deadline = run.Start.Add(sc.Limit)
+		res, err = crawlClient(ctx, specs[0])
+	}
+	if err != nil {
+		return nil, err
+	}
+	run.Wall = time.Since(run.Start)
+	run.TimedOut, run.Audit, run.Deferred, run.Samples = res.TimedOut, res.Audit, res.Deferred, res.Samples
+	site.Close()
+
+	for i, h := range site.Hosts {
+		run.Hosts = append(run.Hosts, &HostRun{
+			Group: groups[i], Key: h.Key(), Config: h.Config(),
+			Arrivals: h.Arrivals(), Windows: h.Windows(), LastDone: res.LastDone[h.Key()],
+		})
+	}
+	return run, nil
+}
+
+// crawlClient is one crawler: a collector in the spec's mode crawling the spec's URLs until they are
+// done or the spec's Deadline (the collector's context deadline) passes, then drainGrace at most more.
+// Every request carries scenario.SentHeader, stamped as the request is handed to the network transport
+// (after the pacer admitted it).
+func crawlClient(ctx context.Context, spec workerSpec) (*workerResult, error) {
+	ctx, cancel := context.WithDeadline(ctx, spec.Deadline)
 	defer cancel()
 	c := colly.NewCollector(colly.Async(true), colly.StdlibContext(ctx))
-	run := &Run{Mode: mode}
+	base := http.DefaultTransport.(*http.Transport).Clone()
+	defer base.CloseIdleConnections()
+	stamp := sentStamp{base: base}
+	res := &workerResult{}
 	done := newDoneTracker()
 
 	var pacer *ext.Pacer
 	var audit lockedBuffer
-	switch mode {
+	switch spec.Mode {
 	case Static:
-		for _, h := range site.Hosts {
-			if err := c.Limit(&colly.LimitRule{DomainGlob: h.Key(), Delay: sc.Interval, Parallelism: 1}); err != nil {
+		c.WithTransport(stamp)
+		for _, h := range spec.Hosts {
+			if err := c.Limit(&colly.LimitRule{DomainGlob: h, Delay: spec.Interval, Parallelism: 1}); err != nil {
 				return nil, err
 			}
 		}
@@ -112,11 +181,21 @@ func crawl(ctx context.Context, sc *Scenario, mode Mode) (*Run, error) {
 			}
 		})
 	case Adaptive:
-		pacer = ext.AdaptivePacing(c,
-			ext.WithBaseDelay(sc.Interval),
-			ext.WithJitter(sc.Jitter),
+		opts := []ext.Option{
+			ext.WithBaseDelay(spec.Interval),
+			ext.WithJitter(spec.Jitter),
 			ext.WithLogger(zerolog.New(&audit)),
-		)
+			ext.WithTransport(stamp),
+		}
+		if spec.Redis != "" {
+			store, err := redisstore.Open(spec.Redis)
+			if err != nil {
+				return nil, err
+			}
+			defer store.Close()
+			opts = append(opts, ext.WithStore(store))
+		}
+		pacer = ext.AdaptivePacing(c, opts...)
 	}
 	c.OnResponse(func(r *colly.Response) { done.mark(r.Request.URL.Host) })
 	c.OnError(func(r *colly.Response, _ error) {
@@ -127,55 +206,59 @@ func crawl(ctx context.Context, sc *Scenario, mode Mode) (*Run, error) {
 
 	stopSampling := make(chan struct{})
 	var sampling sync.WaitGroup
-	if pacer != nil {
-		run.Samples = map[string][]Sample{}
+	if pacer != nil && spec.Sample {
+		res.Samples = map[string][]Sample{}
 		sampling.Add(1)
 		go func() {
 			defer sampling.Done()
-			sample(ctx, pacer, site, run.Samples, stopSampling)
+			sample(ctx, pacer, spec.Hosts, res.Samples, stopSampling)
 		}()
 	}
 
-	run.Start = time.Now()
-	for _, h := range site.Hosts {
-		for i := range h.Pages() {
-			_ = c.Visit(h.PageURL(i)) // async: errors come back through OnError
-		}
+	for _, u := range spec.URLs {
+		_ = c.Visit(u) // async: errors come back through OnError
 	}
 	finished := make(chan struct{})
 	go func() { c.Wait(); close(finished) }()
 	select {
 	case <-finished:
 	case <-ctx.Done():
-		run.TimedOut = true
+		res.TimedOut = true
 		select {
 		case <-finished:
 		case <-time.After(drainGrace):
 		}
 	}
-	run.Wall = time.Since(run.Start)
 	close(stopSampling)
 	sampling.Wait()
 	cancel()
-	site.Close()
 
-	for i, h := range site.Hosts {
-		run.Hosts = append(run.Hosts, &HostRun{
-			Group: groups[i], Key: h.Key(), Config: h.Config(),
-			Arrivals: h.Arrivals(), Windows: h.Windows(), LastDone: done.last(h.Key()),
-		})
-	}
+	res.LastDone = done.all()
 	if pacer != nil {
-		run.Audit = audit.Bytes()
 		if d, err := pacer.DeferredRequests(context.Background(), ""); err == nil {
-			run.Deferred = len(d)
+			res.Deferred = len(d)
 		}
+		if err := pacer.Close(); err != nil {
+			fmt.Fprintln(os.Stderr, "pacebench: closing the pacer:", err)
+		}
+		res.Audit = audit.Bytes()
 	}
-	return run, nil
+	return res, nil
+}
+
+// sentStamp is the network transport under both crawlers: it stamps each request with the instant it
+// is handed to the network (scenario.SentHeader), after any pacing, so the server can tell a request
+// already on its way when a refusal was answered from one sent after.
+type sentStamp struct{ base http.RoundTripper }
+
+func (s sentStamp) RoundTrip(req *http.Request) (*http.Response, error) {
+	r := req.Clone(req.Context())
+	r.Header.Set(scenario.SentHeader, strconv.FormatInt(time.Now().UnixNano(), 10))
+	return s.base.RoundTrip(r)
 }
 
 // sample records the pacer's state of every host every sampleEvery until stop or ctx ends.
-func sample(ctx context.Context, p *ext.Pacer, site *scenario.Site, into map[string][]Sample, stop <-chan struct{}) {
+func sample(ctx context.Context, p *ext.Pacer, hosts []string, into map[string][]Sample, stop <-chan struct{}) {
 	t := time.NewTicker(sampleEvery)
 	defer t.Stop()
 	for {
@@ -185,9 +268,9 @@ func sample(ctx context.Context, p *ext.Pacer, site *scenario.Site, into map[str
 		case <-ctx.Done():
 			return
 		case now := <-t.C:
-			for _, h := range site.Hosts {
-				if st, ok := p.Host(h.Key()); ok {
-					into[h.Key()] = append(into[h.Key()], Sample{At: now, Status: st})
+			for _, h := range hosts {
+				if st, ok := p.Host(h); ok {
+					into[h] = append(into[h], Sample{At: now, Status: st})
 				}
 			}
 		}
@@ -234,10 +317,11 @@ func (d *doneTracker) mark(host string) {
 	d.mu.Unlock()
 }
 
-func (d *doneTracker) last(host string) time.Time {
+// all returns a copy of the last response time of every host.
+func (d *doneTracker) all() map[string]time.Time {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return d.at[host]
+	return maps.Clone(d.at)
 }
 
 // lockedBuffer is a bytes.Buffer safe for the pacer's concurrent audit writes.

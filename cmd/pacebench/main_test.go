@@ -3,6 +3,7 @@ package main
 import (
 	"flag"
 	"io"
+	"os"
 	"testing"
 )
 
@@ -29,4 +30,13 @@ func TestParseFlags(t *testing.T) {
 	if _, err := parseFlags(fs, []string{"-format", "gif"}); err == nil {
 		t.Error("-format gif should be refused")
 	}
+}
+
+// TestMain lets the test binary serve as a fleet worker, as the pacebench binary does: the fleet
+// scenarios re-execute os.Executable().
+func TestMain(m *testing.M) {
+	if isWorker(os.Args) {
+		os.Exit(workerMain(os.Stdin, os.Stdout, os.Stderr))
+	}
+	os.Exit(m.Run())
 }

@@ -27,18 +27,24 @@ type Metrics struct {
 	Hosts    int
 	Requests int             // page requests received (robots.txt excluded), refused ones included
 	Refused  int             // answered 429 or 503
-	InWindow int             // arrived inside an announced Retry-After window (after windowGrace)
-	InFlight int             // arrived within windowGrace of an announcement (not counted above)
+	InWindow int             // arrived inside an announced Retry-After window, sent after the refusal was answered
+	InFlight int             // arrived inside one but already on its way (not counted above)
 	Windows  int             // Retry-After windows announced
 	Pages    int             // pages of the group's hosts
 	Lost     int             // pages never served 200
 	Gaps     []time.Duration // start-to-start gaps between page requests, pooled over the hosts
 	Median   time.Duration
+	P1       time.Duration
+	// MinSent is, for the two requests of the shortest gap at the server (Min), the gap between the
+	// instants their clients handed them to the network (scenario.SentHeader); 0 when unknown. Above
+	// Min, the difference is the requests' transit (dial, write, the server's scheduling).
+	MinSent  time.Duration
 	P95      time.Duration
 	Min      time.Duration
 	Max      time.Duration
 	Capacity float64        // sum of the hosts' token-bucket rates (requests/s); 0 when none
-	Goodput  float64        // pages served 200 per second of Wall
+	Goodput  float64        // pages served 200 per second at the server (see serverGoodput)
+	Step     *StepMetrics   // hosts whose capacity steps mid-crawl; nil otherwise
 	Wall     time.Duration  // from the start of the crawl to the group's last response
 	Lateness []Lateness     // the first request after each Retry-After window
 	Outage   *OutageMetrics // hosts with a scripted outage; nil otherwise
@@ -90,8 +96,19 @@ type Lateness struct {
 // after it ended the gap came back to the floor.
 type OutageMetrics struct {
 	Before, During float64       // page requests per second
+	DuringCount    int           // page requests during the outage
+	FirstOK        time.Duration // from the outage's end to the first request served 200 after it
+	FirstOKSeen    bool          // such a request exists
 	Recovery       time.Duration // from the outage's end to the end of the first gap at the floor
 	Recovered      bool          // such a gap exists
+}
+
+// StepMetrics measure a host whose capacity changes mid-crawl, before and after the step, at the server.
+type StepMetrics struct {
+	At                          time.Duration // the step, after the host's first page request
+	CapBefore, CapAfter         float64       // the bucket's rate before and after
+	Before, After               float64       // pages served 200 per second before and after
+	RefusedBefore, RefusedAfter int           // refusals before and after
 }
 
 // Drop is the request rate before the outage divided by the rate during it (+Inf for no request during).
@@ -106,6 +123,9 @@ func (o *OutageMetrics) Drop() float64 {
 func measure(sc *Scenario, g int, run *Run) *Metrics {
 	m := &Metrics{}
 	var lastDone time.Time
+	var ok []scenario.Arrival // pages served 200, pooled
+	var first time.Time       // the group's first page request
+	var minGapSeen time.Duration
 	for _, h := range run.Hosts {
 		if h.Group != g {
 			continue
@@ -120,11 +140,24 @@ func measure(sc *Scenario, g int, run *Run) *Metrics {
 		m.InFlight += flight
 		m.Windows += len(h.Windows)
 		m.Pages += h.Config.Pages
-		ok := scenario.PagesOK(pages)
-		m.Lost += h.Config.Pages - ok
+		m.Lost += h.Config.Pages - scenario.PagesOK(pages)
+		for _, a := range pages {
+			if a.Status == http.StatusOK {
+				ok = append(ok, a)
+			}
+		}
+		if len(pages) > 0 && (first.IsZero() || pages[0].At.Before(first)) {
+			first = pages[0].At
+		}
 		m.Gaps = append(m.Gaps, scenario.Gaps(pages)...)
+		if g, sent := minGapSent(pages); len(pages) > 1 && (minGapSeen == 0 || g < minGapSeen) {
+			minGapSeen, m.MinSent = g, sent
+		}
 		if c := h.Config.Capacity; c != nil {
 			m.Capacity += c.Rate
+			if c.StepAfter > 0 {
+				m.Step = stepMetrics(pages, *c)
+			}
 		}
 		m.Lateness = append(m.Lateness, lateness(pages, h.Windows, h.Config, ext.DefaultRetryAfterBuffer)...)
 		if o := outageOf(h.Config); o != nil {
@@ -138,18 +171,84 @@ func measure(sc *Scenario, g int, run *Run) *Metrics {
 	if !lastDone.IsZero() && lastDone.Sub(run.Start) < run.Wall {
 		m.Wall = lastDone.Sub(run.Start)
 	}
-	if m.Wall > 0 {
-		m.Goodput = float64(m.Pages-m.Lost) / m.Wall.Seconds()
-	}
+	m.Goodput = serverGoodput(ok, first)
 	if len(m.Gaps) > 0 {
 		m.Median, m.P95 = scenario.Median(m.Gaps), scenario.P95(m.Gaps)
+		m.P1 = scenario.Quantile(m.Gaps, 0.01)
 		m.Min, m.Max = slices.Min(m.Gaps), slices.Max(m.Gaps)
 	}
 	return m
 }
 
-// insideWindows counts the arrivals inside an announced Retry-After window: after Issued+grace and
-// before Until. inFlight counts those within grace of the announcement (already on their way).
+// minGapSent returns the shortest gap between consecutive arrivals (sorted by time) and the gap between
+// the send instants of those two requests (0 when either is unknown).
+func minGapSent(pages []scenario.Arrival) (gap, sent time.Duration) {
+	for i := 1; i < len(pages); i++ {
+		g := pages[i].At.Sub(pages[i-1].At)
+		if i == 1 || g < gap {
+			gap, sent = g, 0
+			if !pages[i].Sent.IsZero() && !pages[i-1].Sent.IsZero() {
+				sent = pages[i].Sent.Sub(pages[i-1].Sent)
+			}
+		}
+	}
+	return gap, sent
+}
+
+// serverGoodput is the rate of pages served 200 at the server: their number divided by the time from
+// the first page request's arrival to the last 200's. 0 when there are fewer than two.
+func serverGoodput(ok []scenario.Arrival, first time.Time) float64 {
+	if len(ok) < 2 {
+		return 0
+	}
+	last := ok[0].At
+	for _, a := range ok {
+		if a.At.After(last) {
+			last = a.At
+		}
+	}
+	if span := last.Sub(first); span > 0 {
+		return float64(len(ok)) / span.Seconds()
+	}
+	return 0
+}
+
+// stepMetrics measures the rate of pages served 200 before and after a capacity step: those arriving
+// from the first page request to the step, per second of that stretch, and those from the step to the
+// last 200, per second of that one.
+func stepMetrics(pages []scenario.Arrival, c scenario.Capacity) *StepMetrics {
+	m := &StepMetrics{At: c.StepAfter, CapBefore: c.Rate, CapAfter: c.StepRate}
+	if len(pages) == 0 {
+		return m
+	}
+	step := pages[0].At.Add(c.StepAfter)
+	var before, after int
+	var last time.Time
+	for _, a := range pages {
+		refused := a.Status == http.StatusTooManyRequests || a.Status == http.StatusServiceUnavailable
+		switch {
+		case a.At.Before(step) && a.Status == http.StatusOK:
+			before++
+		case a.At.Before(step) && refused:
+			m.RefusedBefore++
+		case a.Status == http.StatusOK:
+			after++
+			last = a.At
+		case refused:
+			m.RefusedAfter++
+		}
+	}
+	m.Before = float64(before) / c.StepAfter.Seconds()
+	if span := last.Sub(step); after > 0 && span > 0 {
+		m.After = float64(after) / span.Seconds()
+	}
+	return m
+}
+
+// insideWindows counts the arrivals inside an announced Retry-After window (after Issued, before
+// Until) that were sent after the refusal was answered. inFlight counts those inside one that were
+// already on their way: sent before the refusal was answered, by the request's scenario.SentHeader
+// and the window's Answered; where either is unknown, arriving within grace of the announcement.
 func insideWindows(arrivals []scenario.Arrival, windows []scenario.Window, grace time.Duration) (inside, inFlight int) {
 	for _, a := range arrivals {
 		flight := false
@@ -158,7 +257,11 @@ func insideWindows(arrivals []scenario.Arrival, windows []scenario.Window, grace
 			if !a.At.After(w.Issued) || !a.At.Before(w.Until) {
 				continue
 			}
-			if a.At.Sub(w.Issued) > grace {
+			onItsWay := a.At.Sub(w.Issued) <= grace
+			if !a.Sent.IsZero() && !w.Answered.IsZero() {
+				onItsWay = a.Sent.Before(w.Answered)
+			}
+			if !onItsWay {
 				counted = true
 				break
 			}
@@ -251,6 +354,13 @@ func outageMetrics(arrivals []scenario.Arrival, o scenario.Refusal, floor time.D
 		m.Before = float64(before) / o.After.Seconds()
 	}
 	m.During = float64(during) / o.For.Seconds()
+	m.DuringCount = during
+	for _, a := range arrivals {
+		if !a.At.Before(end) && a.Status == http.StatusOK {
+			m.FirstOK, m.FirstOKSeen = a.At.Sub(end), true
+			break
+		}
+	}
 	pace := floor + time.Duration(float64(floor)*jitter*0.75)
 	if pre := scenario.Gaps(arrivals[:before]); len(pre) >= recoveryWindow {
 		pace = scenario.Quantile(pre, 0.75)

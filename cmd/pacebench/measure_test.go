@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -100,6 +101,46 @@ func TestOutageMetrics(t *testing.T) {
 	if d := o.Drop(); d < 6.6 || d > 6.7 {
 		t.Errorf("drop %v, want 6.67", d)
 	}
+	if o.DuringCount != 3 || !o.FirstOKSeen || o.FirstOK != 500*time.Millisecond {
+		t.Errorf("%d during, first 200 %v after (%v); want 3, 500ms", o.DuringCount, o.FirstOK, o.FirstOKSeen)
+	}
+}
+
+// TestInsideWindowsSent: where the server knows when a request was sent and when the refusal was
+// answered, a request sent before the answer was on its way however late it arrived, and one sent
+// after it counts however soon it arrived.
+func TestInsideWindowsSent(t *testing.T) {
+	windows := []scenario.Window{{Issued: at(1000), Answered: at(1001), Until: at(2000)}}
+	tests := []struct {
+		name             string
+		sent, arrived    int
+		inside, inFlight int
+	}{
+		{"sent before the answer, arrived late", 1000, 1050, 0, 1},
+		{"sent after the answer, arrived at once", 1002, 1003, 1, 0},
+		{"sent after the window", 2000, 2001, 0, 0},
+	}
+	for _, tt := range tests {
+		a := []scenario.Arrival{{At: at(tt.arrived), Sent: at(tt.sent), Status: 200}}
+		in, fl := insideWindows(a, windows, 10*time.Millisecond)
+		if in != tt.inside || fl != tt.inFlight {
+			t.Errorf("%s: inside %d, in flight %d; want %d, %d", tt.name, in, fl, tt.inside, tt.inFlight)
+		}
+	}
+}
+
+func TestServerGoodputAndStep(t *testing.T) {
+	// 4/s for 2 s (8 pages served, one refused), then 2/s for 2 s (4 served, the first at the step).
+	ms := []int{0, 250, 500, 750, 1000, 1250, 1500, 1750, 2000, 2500, 3000, 3500}
+	pages := append(arrivals(200, ms...), scenario.Arrival{At: at(1800), Status: 429})
+	slices.SortFunc(pages, func(a, b scenario.Arrival) int { return a.At.Compare(b.At) })
+	if g := serverGoodput(arrivals(200, ms...), at(0)); g < 3.42 || g > 3.43 {
+		t.Errorf("goodput %v, want 12 / 3.5 s", g)
+	}
+	m := stepMetrics(pages, scenario.Capacity{Rate: 4, StepAfter: 2 * time.Second, StepRate: 2})
+	if m.Before != 4 || m.After != 4.0/1.5 || m.RefusedBefore != 1 || m.RefusedAfter != 0 {
+		t.Errorf("step %+v, want 4/s before, 4 in 1.5 s after, one refusal before", m)
+	}
 }
 
 func TestUpdateMarkdown(t *testing.T) {
@@ -136,8 +177,8 @@ func TestSelectScenarios(t *testing.T) {
 	if _, err := selectScenarios("latency,nope", false); err == nil || !strings.Contains(err.Error(), "nope") {
 		t.Errorf("unknown scenario: err = %v", err)
 	}
-	if all, _ := selectScenarios("all", true); len(all) != 6 {
-		t.Errorf("all: %d scenarios, want 6", len(all))
+	if all, _ := selectScenarios("all", true); len(all) != 11 {
+		t.Errorf("all: %d scenarios, want 11", len(all))
 	}
 }
 
@@ -155,5 +196,16 @@ func TestCrawlDelayOf(t *testing.T) {
 	}
 	if d := crawlDelayOf("User-agent: *\nDisallow:\n"); d != 0 {
 		t.Errorf("got %v, want 0", d)
+	}
+}
+
+func TestMinGapSent(t *testing.T) {
+	pages := []scenario.Arrival{
+		{At: at(0), Sent: at(-1)},
+		{At: at(300), Sent: at(299)},
+		{At: at(598), Sent: at(599)}, // handed off 300 ms after the previous one, arrived 2 ms sooner
+	}
+	if gap, sent := minGapSent(pages); gap != 298*time.Millisecond || sent != 300*time.Millisecond {
+		t.Errorf("min gap %v sent %v apart, want 298ms and 300ms", gap, sent)
 	}
 }

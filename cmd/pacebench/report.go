@@ -60,8 +60,21 @@ func notes(sc *Scenario, run *Run, m *Metrics) string {
 	if run.TimedOut {
 		n = append(n, fmt.Sprintf("**stopped at the %s limit**", fmtDur(sc.Limit)))
 	}
+	if sc.Processes > 1 {
+		n = append(n, fmt.Sprintf("%d processes", sc.Processes))
+	}
 	if sc.Name == scCrawlDelay {
 		n = append(n, fmt.Sprintf("gaps %s – %s", fmtDur(m.Min), fmtDur(m.Max)))
+	}
+	if sc.Name == scFleetFloor {
+		n = append(n, "gaps "+fmtFloorGaps(m))
+		if m.MinSent != 0 {
+			n = append(n, fmt.Sprintf("the shortest gap's two requests were handed to the network %s apart", fmtDur(m.MinSent)))
+		}
+	}
+	if st := m.Step; st != nil {
+		n = append(n, fmt.Sprintf("before the step %s, %d refused; after %s, %d refused",
+			fmtStepShare(st.Before, st.CapBefore), st.RefusedBefore, fmtStepShare(st.After, st.CapAfter), st.RefusedAfter))
 	}
 	if worst, over, ok := m.MaxLateness(); ok {
 		s := fmt.Sprintf("%d windows; first request after one at most %s late ", m.Windows, fmtDur(worst.Late))
@@ -80,6 +93,9 @@ func notes(sc *Scenario, run *Run, m *Metrics) string {
 	}
 	if o := m.Outage; o != nil {
 		n = append(n, fmtDrop(o)+"; "+fmtRecovery(o))
+		if sc.Name == scOutageDeadline {
+			n = append(n, fmtDuring(o)+"; "+fmtFirstOK(o))
+		}
 	}
 	if run.Deferred > 0 {
 		n = append(n, fmt.Sprintf("%d requests deferred by the breaker", run.Deferred))
@@ -225,4 +241,28 @@ func fmtRecovery(o *OutageMetrics) string {
 		return "never back at the floor"
 	}
 	return fmt.Sprintf("back at the floor %s after recovery", fmtDur(o.Recovery))
+}
+
+// fmtFloorGaps renders the smallest gaps of a floor scenario: "min 299.8 ms, p1 300.0 ms, median 300.4 ms".
+func fmtFloorGaps(m *Metrics) string {
+	if len(m.Gaps) == 0 {
+		return "no gap"
+	}
+	return fmt.Sprintf("min %s, p1 %s, median %s", fmtDur(m.Min), fmtDur(m.P1), fmtDur(m.Median))
+}
+
+func fmtDuring(o *OutageMetrics) string {
+	return fmt.Sprintf("%d requests during the outage", o.DuringCount)
+}
+
+func fmtFirstOK(o *OutageMetrics) string {
+	if !o.FirstOKSeen {
+		return "no 200 after the outage"
+	}
+	return fmt.Sprintf("first 200 %s after the outage's end", fmtDur(o.FirstOK))
+}
+
+// fmtStepShare renders a rate as a share of a capacity: "92% of 4/s (3.68/s)".
+func fmtStepShare(rate, capacity float64) string {
+	return fmt.Sprintf("%.0f%% of %g/s (%.2f/s)", rate/capacity*100, capacity, rate)
 }

@@ -15,7 +15,19 @@ const (
 	targetOutageDrop      = 4.0              // outage: request rate drops at least 4×…
 	targetRecovery        = 30 * time.Second // …and is back at the floor within 30 s of recovery
 	targetScenarioWall    = time.Minute      // each scenario run under a minute
-	targetSuiteWall       = 6 * time.Minute  // the whole suite under 6 minutes
+	targetSuiteWall       = 6 * time.Minute  // issue 4's six scenarios under 6 minutes
+)
+
+// Targets of issue 9 (admission at the moment of departure), at the server.
+const (
+	targetFleetGoodput   = 0.80            // fleet of 3 on a 4/s host: at least 80% of capacity…
+	targetFleetRefused   = 0.05            // …with at most 5% refused
+	targetFloorShortfall = 0.005           // fleet at a floor: no gap under it by more than 0.5%
+	targetOutageRequests = 6               // outage under a deadline: at most 6 requests during it…
+	targetFirstOK        = 3 * time.Second // …and the first 200 within 3 s of its end
+	targetSteadyGoodput  = 0.90            // steady capacity: at least 90%…
+	targetStepGoodput    = 0.85            // capacity step: at least 85% before and after…
+	targetCapRefused     = targetRefused   // …each with at most 3% refused
 )
 
 // Target is one target of the issue, evaluated on one run.
@@ -27,8 +39,8 @@ type Target struct {
 	Met      bool
 }
 
-// evaluate checks the issue's targets against the results. suite is the whole run's wall time,
-// checked only when every scenario ran.
+// evaluate checks the issues' targets against the results. suite is the wall time of issue 4's six
+// scenarios, checked only when all of them ran.
 func evaluate(results []*ScenarioResult, suite time.Duration, allRan bool) []Target {
 	var out []Target
 	for _, r := range results {
@@ -77,11 +89,43 @@ func evaluate(results []*ScenarioResult, suite time.Duration, allRan bool) []Tar
 					a.Outage.Recovered && a.Outage.Recovery <= targetRecovery)
 			}
 			add("no page lost", fmtLost(a), fmtLost(s), a.Lost == 0)
+		case scFleetCapacity:
+			a, s := ad[0], st[0]
+			add("every page fetched", fmtLost(a), fmtLost(s), a.Lost == 0)
+			add("zero arrivals inside a Retry-After window (beyond requests already on their way)", fmtInWindow(a), fmtInWindow(s), a.InWindow == 0)
+			add("at least 80% of the host's capacity used", fmtGoodput(a), fmtGoodput(s), a.GoodputShare() >= targetFleetGoodput)
+			add("at most 5% of requests refused", fmtRefused(a), fmtRefused(s), a.RefusedShare() <= targetFleetRefused)
+		case scFleetFloor:
+			a, s := ad[0], st[0]
+			least := a.Floor - time.Duration(float64(a.Floor)*targetFloorShortfall)
+			add(fmt.Sprintf("no gap at the server under the %s floor by more than 0.5%% (≥ %s)", fmtDur(a.Floor), fmtDur(least)),
+				fmtFloorGaps(a), fmtFloorGaps(s), len(a.Gaps) > 0 && a.Min >= least)
+		case scOutageDeadline:
+			a, s := ad[0], st[0]
+			add("every page fetched (under the collector's context deadline)", fmtLost(a), fmtLost(s), a.Lost == 0)
+			if a.Outage != nil && s.Outage != nil {
+				add("at most 6 requests during the outage", fmtDuring(a.Outage), fmtDuring(s.Outage), a.Outage.DuringCount <= targetOutageRequests)
+				add("first 200 within 3 s of the outage's end", fmtFirstOK(a.Outage), fmtFirstOK(s.Outage),
+					a.Outage.FirstOKSeen && a.Outage.FirstOK <= targetFirstOK)
+			}
+		case scSteadyCapacity:
+			a, s := ad[0], st[0]
+			add("at least 90% of the host's capacity used", fmtGoodput(a), fmtGoodput(s), a.GoodputShare() >= targetSteadyGoodput)
+			add("at most 3% of requests refused", fmtRefused(a), fmtRefused(s), a.RefusedShare() <= targetCapRefused)
+		case scCapacityStep:
+			a, s := ad[0], st[0]
+			if a.Step != nil && s.Step != nil {
+				add(fmt.Sprintf("at least 85%% of the %g/s capacity before the step", a.Step.CapBefore),
+					fmtStepShare(a.Step.Before, a.Step.CapBefore), fmtStepShare(s.Step.Before, s.Step.CapBefore), a.Step.Before >= targetStepGoodput*a.Step.CapBefore)
+				add(fmt.Sprintf("at least 85%% of the %g/s capacity after the step", a.Step.CapAfter),
+					fmtStepShare(a.Step.After, a.Step.CapAfter), fmtStepShare(s.Step.After, s.Step.CapAfter), a.Step.After >= targetStepGoodput*a.Step.CapAfter)
+			}
+			add("at most 3% of requests refused", fmtRefused(a), fmtRefused(s), a.RefusedShare() <= targetCapRefused)
 		}
 		add("scenario run under a minute (both crawls, side by side)", fmtDur(r.Wall), "", r.Wall < targetScenarioWall)
 	}
 	if allRan {
-		out = append(out, Target{Scenario: "all", Text: "whole suite under 6 minutes", Adaptive: fmtDur(suite), Met: suite < targetSuiteWall})
+		out = append(out, Target{Scenario: "all", Text: "issue 4's six scenarios under 6 minutes", Adaptive: fmtDur(suite), Met: suite < targetSuiteWall})
 	}
 	return out
 }

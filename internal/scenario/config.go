@@ -55,6 +55,10 @@ type Capacity struct {
 	Burst int     // bucket size, ≥ 1; the bucket starts full
 	// RetryAfter is announced on each 429, rounded up to whole seconds. Zero sends no Retry-After.
 	RetryAfter time.Duration
+	// StepAfter, when positive, changes the bucket's rate to StepRate that long after the host's
+	// first page request (a capacity that halves or doubles mid-crawl). The burst stays.
+	StepAfter time.Duration
+	StepRate  float64
 }
 
 // RateLimitStyle selects the rate-limit header names.
@@ -121,6 +125,9 @@ func (cfg HostConfig) normalized() (HostConfig, error) {
 	if c := cfg.Capacity; c != nil && (c.Rate <= 0 || c.Burst < 1) {
 		return cfg, fmt.Errorf("%w: capacity needs rate > 0 and burst ≥ 1, got %v/s, %d", errConfig, c.Rate, c.Burst)
 	}
+	if c := cfg.Capacity; c != nil && (c.StepAfter < 0 || (c.StepAfter > 0 && c.StepRate <= 0)) {
+		return cfg, fmt.Errorf("%w: a capacity step needs a positive time and rate, got %v/s after %v", errConfig, c.StepRate, c.StepAfter)
+	}
 	if rl := cfg.RateLimit; rl != nil && (rl.Limit < 1 || rl.Window <= 0) {
 		return cfg, fmt.Errorf("%w: rate limit needs limit ≥ 1 and window > 0, got %d per %v", errConfig, rl.Limit, rl.Window)
 	}
@@ -174,6 +181,9 @@ func (cfg HostConfig) Describe() string {
 	}
 	if c := cfg.Capacity; c != nil {
 		parts = append(parts, fmt.Sprintf("capacity %g/s burst %d (429, %s)", c.Rate, c.Burst, retry(c.RetryAfter)))
+		if c.StepAfter > 0 {
+			parts = append(parts, fmt.Sprintf("capacity %g/s from +%v", c.StepRate, c.StepAfter))
+		}
 	}
 	if rl := cfg.RateLimit; rl != nil {
 		style := [...]string{XRateLimit: "X-RateLimit", IETFDraft: "RateLimit-*", IETF: "RateLimit"}[min(max(int(rl.Style), 0), 2)]

@@ -80,6 +80,9 @@ func (s *state) decideAt(now time.Time, path string) reply {
 			return s.refuse(now, path, http.StatusTooManyRequests, max(windowEnd.Sub(now), time.Second), h)
 		}
 	}
+	if c := s.cfg.Capacity; c != nil && c.StepAfter > 0 && elapsed >= c.StepAfter && s.bucket.rate != c.StepRate {
+		s.bucket.setRateAt(s.start.Add(c.StepAfter), c.StepRate)
+	}
 	if c := s.cfg.Capacity; c != nil && !s.bucket.takeAt(now) {
 		if rl != nil {
 			s.rateLimitHeaders(h, now, windowEnd)

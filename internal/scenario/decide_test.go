@@ -232,3 +232,27 @@ func TestDescribe(t *testing.T) {
 		}
 	}
 }
+
+func TestCapacityStep(t *testing.T) {
+	// 4/s, burst 1, then 1/s from +2 s.
+	s := mustState(t, HostConfig{Pages: 100, Capacity: &Capacity{Rate: 4, Burst: 1, StepAfter: 2 * time.Second, StepRate: 1}})
+	steps := []struct {
+		at   time.Duration
+		want int
+	}{
+		{0, 200}, {100 * time.Millisecond, 429}, {250 * time.Millisecond, 200}, // 4/s before the step
+		{1750 * time.Millisecond, 200}, // the bucket holds at most one token
+		{2 * time.Second, 200},         // earned at the old rate by the step
+		{2250 * time.Millisecond, 429}, // 1/s after it
+		{2999 * time.Millisecond, 429},
+		{3 * time.Second, 200},
+	}
+	for i, st := range steps {
+		if r := s.decideAt(t0.Add(st.at), "/"); r.status != st.want {
+			t.Errorf("step %d at +%v: %d, want %d", i, st.at, r.status, st.want)
+		}
+	}
+	if _, err := (HostConfig{Capacity: &Capacity{Rate: 1, Burst: 1, StepAfter: time.Second}}).normalized(); !errors.Is(err, errConfig) {
+		t.Errorf("a step without a rate: %v, want a config error", err)
+	}
+}

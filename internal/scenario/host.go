@@ -8,15 +8,23 @@ import (
 	"net"
 	"net/http"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 )
+
+// SentHeader is the request header in which a client may state when it handed the request to its
+// transport, as Unix nanoseconds on its wall clock (the same machine's clock as the host's): a
+// measurement can then tell a request already on its way when a refusal was answered from one sent
+// after it. The host logs it in Arrival.Sent.
+const SentHeader = "X-Scenario-Sent"
 
 // Arrival is one request as the server saw it.
 type Arrival struct {
 	At     time.Time // when the request reached the handler, on the local (unskewed) clock
 	Path   string
-	Status int // the status written; 0 if the response was never written (host closed, client gone)
+	Status int       // the status written; 0 if the response was never written (host closed, client gone)
+	Sent   time.Time // the client's SentHeader; zero when absent or malformed
 }
 
 // Window is a Retry-After the host announced: a client should send nothing before Until.
@@ -25,6 +33,9 @@ type Window struct {
 	Until  time.Time // when the announced wait ends, local clock (an HTTP-date minus the skew)
 	Path   string    // of the refused request
 	Status int       // 429 or 503
+	// Answered is when the refusal's response was written, local clock: a request the client sent
+	// before it was already on its way. Zero until then.
+	Answered time.Time
 }
 
 // Host is a running scenario server on 127.0.0.1. Its methods are safe for concurrent use.
@@ -131,7 +142,12 @@ func (h *Host) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.handlers.Add(1)
+	windows := len(h.st.windows)
 	rep := h.st.decideAt(now, r.URL.Path)
+	window := -1
+	if len(h.st.windows) > windows {
+		window = len(h.st.windows) - 1
+	}
 	h.mu.Unlock()
 	defer h.handlers.Done()
 
@@ -143,7 +159,7 @@ func (h *Host) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		rep.header.Set("Date", httpDate(h.st.serverTime(time.Now())))
 	}
 	h.mu.Lock()
-	h.arrivals = append(h.arrivals, Arrival{At: now, Path: r.URL.Path, Status: status})
+	h.arrivals = append(h.arrivals, Arrival{At: now, Path: r.URL.Path, Status: status, Sent: sentAt(r.Header)})
 	h.mu.Unlock()
 	if status == 0 {
 		// Returning would send an implicit 200; abort the connection instead (not logged by net/http).
@@ -154,6 +170,28 @@ func (h *Host) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	w.WriteHeader(status)
 	_, _ = w.Write(rep.body)
+	if window >= 0 {
+		if f, ok := w.(http.Flusher); ok {
+			f.Flush()
+		}
+		answered := time.Now()
+		h.mu.Lock()
+		h.st.windows[window].Answered = answered
+		h.mu.Unlock()
+	}
+}
+
+// sentAt parses the SentHeader of a request; zero when absent or malformed.
+func sentAt(h http.Header) time.Time {
+	v := h.Get(SentHeader)
+	if v == "" {
+		return time.Time{}
+	}
+	ns, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || ns <= 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, ns)
 }
 
 // sleep waits d, and reports false if the request or the host ended first.

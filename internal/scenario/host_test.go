@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"regexp"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -213,5 +214,36 @@ func TestDemoSite(t *testing.T) {
 	}
 	if s.Host("nope") != nil {
 		t.Error("Host of an unknown name")
+	}
+}
+
+// TestSentAndAnswered checks that the host logs the client's send time and when a refusal was answered.
+func TestSentAndAnswered(t *testing.T) {
+	h := startHost(t, HostConfig{Pages: 2, Capacity: &Capacity{Rate: 0.1, Burst: 1, RetryAfter: time.Second}})
+	c := newClient(t)
+	sent := time.Now()
+	for range 2 {
+		req, err := http.NewRequest(http.MethodGet, h.URL()+"/", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set(SentHeader, strconv.FormatInt(sent.UnixNano(), 10))
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	a := h.Arrivals()
+	if len(a) != 2 || !a[0].Sent.Equal(sent) || a[1].Status != http.StatusTooManyRequests {
+		t.Fatalf("arrivals %+v, want two sent at %v, the second refused", a, sent)
+	}
+	w := h.Windows()
+	if len(w) != 1 || w[0].Answered.Before(w[0].Issued) {
+		t.Fatalf("windows %+v, want one answered after it was issued", w)
+	}
+	if got := sentAt(http.Header{SentHeader: {"x"}}); !got.IsZero() {
+		t.Errorf("a malformed header parsed as %v", got)
 	}
 }
