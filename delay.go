@@ -142,6 +142,18 @@ func outageProbe(floor, ceiling time.Duration) time.Duration {
 	return min(max(satMul(floor, outageProbeFloors), minOutageProbe), ceiling)
 }
 
+// adopt takes the fleet's adaptive delay and known limit (a shared store's) where they are larger than
+// this process's: a refusal one process met paces them all, once (a new generation, as an increase
+// starts), and a limit one process learned is every process's recovery target.
+func (a *adaptive) adopt(delay, limit, floor, ceiling time.Duration) {
+	if limit > a.limit && limit <= ceiling {
+		a.limit = limit
+	}
+	if delay > a.delay {
+		a.increase(delay, floor, ceiling)
+	}
+}
+
 // observeLatency feeds a clean response's latency to the rolling p95 and multiplies the delay by 1.25
 // when slowRun consecutive samples are above it. It reports whether the delay went up.
 func (a *adaptive) observeLatency(gen uint64, latency, floor, ceiling time.Duration) bool {

@@ -86,6 +86,7 @@ type Reservation struct {
 	gen       uint64        // the adaptive generation at departure: one increase per burst
 	compliant bool          // every constraint the host published is honoured in full
 	probe     bool          // the half-open breaker's probe
+	fleet     bool          // admitted by a shared store
 
 	crawlDelay   time.Duration // the Crawl-delay in force at departure
 	rateInterval time.Duration // the rate-limit interval in force at departure
@@ -345,6 +346,7 @@ func (p *Pacer) waitDeparture(ctx context.Context, h *host, start time.Time, tra
 		at, res := h.earliestLocked(now, p.cfg.jitter, w.r)
 		h.mu.Unlock()
 		if !at.After(now) {
+			res.fleet = p.fleetActive(now)
 			if wait, ok := p.fleetAdmit(ctx, h, res.Interval+res.Jitter, now); !ok {
 				at = now.Add(wait)
 			} else {

@@ -189,7 +189,7 @@ func (h *host) applyVerdictLocked(res Reservation, s outcomeSignals, now time.Ti
 		rate := s.o.Status == http.StatusTooManyRequests || s.retryAfterValid
 		return h.delay.refuse(res.gen, rate, floor, ceiling, now), EventDelayIncreased, s.v.Trigger
 	case s.v.Trigger == TriggerClean:
-		if !res.At.IsZero() {
+		if !res.At.IsZero() && !res.fleet { // a fleet member sees only its share of what the host sustains
 			h.delay.accepted.add(res.At)
 		}
 		if h.delay.observeLatency(res.gen, s.o.Latency, floor, ceiling) {

@@ -222,7 +222,7 @@ func (p *Pacer) fleetAdmit(ctx context.Context, h *host, gap time.Duration, now 
 	}
 	sctx, cancel := context.WithTimeout(ctx, storeTimeout)
 	defer cancel()
-	wait, ok, err := p.persist.shared.Admit(sctx, h.key, gap)
+	a, err := p.persist.shared.Admit(sctx, h.key, gap)
 	if err != nil {
 		if ctx.Err() != nil {
 			return 0, false // the wait ends on ctx: the caller sees it
@@ -231,10 +231,13 @@ func (p *Pacer) fleetAdmit(ctx context.Context, h *host, gap time.Duration, now 
 		return 0, true
 	}
 	p.storeRecovered(h.key, now)
-	if ok {
+	h.mu.Lock()
+	h.delay.adopt(a.AdaptiveDelay, a.KnownLimit, h.policy.BaseDelay, h.policy.MaxDelay)
+	h.mu.Unlock()
+	if a.OK {
 		return 0, true
 	}
-	return wait + time.Duration(p.cfg.random()*float64(fleetReaskJitter)), false
+	return a.Wait + time.Duration(p.cfg.random()*float64(fleetReaskJitter)), false
 }
 
 // fleetWired tells the shared store that a departure of h reached the wire at at, later than the store

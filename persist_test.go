@@ -200,12 +200,12 @@ type flakyShared struct {
 
 var errFlakyDown = errors.New("dial unix /tmp/redis.sock: connection refused")
 
-func (f *flakyShared) Admit(context.Context, string, time.Duration) (time.Duration, bool, error) {
+func (f *flakyShared) Admit(context.Context, string, time.Duration) (Admission, error) {
 	f.calls.Add(1)
 	if f.down.Load() {
-		return 0, false, errFlakyDown
+		return Admission{}, errFlakyDown
 	}
-	return 0, true, nil
+	return Admission{OK: true}, nil
 }
 
 func (f *flakyShared) Departed(context.Context, string, time.Duration) error {
@@ -243,4 +243,43 @@ func TestSharedStoreLossFallsBackToLocal(t *testing.T) {
 			t.Error("no store_recovered event")
 		}
 	})
+}
+
+// fleetAnswer is a SharedStore that admits every departure and reports fixed fleet delays.
+type fleetAnswer struct {
+	*MemoryStore
+	a Admission
+}
+
+func (f *fleetAnswer) Admit(context.Context, string, time.Duration) (Admission, error) {
+	return f.a, nil
+}
+func (f *fleetAnswer) Departed(context.Context, string, time.Duration) error { return nil }
+
+// Issue 9, point 3 (one increase per burst holds fleet-wide): a pacer adopts the fleet's adaptive delay
+// and known limit when they are larger than its own, so a refusal another process met paces this one
+// too, and never lowers its own.
+func TestFleetDelaysAdopted(t *testing.T) {
+	store := &fleetAnswer{MemoryStore: NewMemoryStore(), a: Admission{OK: true, AdaptiveDelay: 4 * time.Second, KnownLimit: 2 * time.Second}}
+	p := NewPacer(WithStore(store), WithBaseDelay(100*time.Millisecond), WithoutRobots())
+	defer p.Close()
+	_, release, err := p.Wait(t.Context(), "fleet.test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	release()
+	h := p.host("fleet.test")
+	h.mu.Lock()
+	delay, limit := h.delay.delay, h.delay.limit
+	h.mu.Unlock()
+	if delay != 4*time.Second || limit != 2*time.Second {
+		t.Errorf("after an admission: delay %v, limit %v; want the fleet's 4s and 2s", delay, limit)
+	}
+	h.mu.Lock()
+	h.delay.adopt(time.Second, time.Second, 100*time.Millisecond, 30*time.Second)
+	delay, limit = h.delay.delay, h.delay.limit
+	h.mu.Unlock()
+	if delay != 4*time.Second || limit != 2*time.Second {
+		t.Errorf("smaller fleet delays lowered this pacer's: delay %v, limit %v", delay, limit)
+	}
 }

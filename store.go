@@ -81,11 +81,21 @@ type SharedStore interface {
 	// Admit decides, by the store's clock, whether a request to host may depart now: when now is at
 	// or after both the stored last departure + the longer of gap and the stored AdaptiveDelay, and
 	// the stored HoldUntil. Admitted, the store records now as the host's last departure. Otherwise it
-	// records nothing and returns how long to wait before asking again.
-	Admit(ctx context.Context, host string, gap time.Duration) (wait time.Duration, ok bool, err error)
+	// records nothing and says how long to wait before asking again. Either way it returns the
+	// fleet's stored AdaptiveDelay and KnownLimit, which the asking pacer adopts when they are larger
+	// than its own: what one process learned about the host, every process paces by.
+	Admit(ctx context.Context, host string, gap time.Duration) (Admission, error)
 	// Departed moves host's last departure to at least ago before the store's now: a request reached
 	// the wire that much after it was admitted.
 	Departed(ctx context.Context, host string, ago time.Duration) error
+}
+
+// Admission is a SharedStore's answer to Admit.
+type Admission struct {
+	OK            bool          // the departure may go now; the store recorded it
+	Wait          time.Duration // when not OK: how long to wait before asking again
+	AdaptiveDelay time.Duration // the fleet's stored adaptive delay (0: none stored)
+	KnownLimit    time.Duration // the fleet's stored known limit (0: none)
 }
 
 // repairLimits bounds what a stored state may say, relative to the pacer's configuration.

@@ -56,7 +56,7 @@ func BenchmarkAdmit(b *testing.B) {
 	b.Run("serial", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			if _, _, err := st.Admit(ctx, "serial.test", 0); err != nil {
+			if _, err := st.Admit(ctx, "serial.test", 0); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -68,7 +68,7 @@ func BenchmarkAdmit(b *testing.B) {
 		b.RunParallel(func(pb *testing.PB) {
 			host := fmt.Sprintf("p%d.test", n.Add(1))
 			for pb.Next() {
-				if _, _, err := st.Admit(ctx, host, 0); err != nil {
+				if _, err := st.Admit(ctx, host, 0); err != nil {
 					b.Error(err)
 					return
 				}
@@ -79,7 +79,7 @@ func BenchmarkAdmit(b *testing.B) {
 		b.ReportAllocs()
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
-				if _, _, err := st.Admit(ctx, "one.test", 0); err != nil {
+				if _, err := st.Admit(ctx, "one.test", 0); err != nil {
 					b.Error(err)
 					return
 				}

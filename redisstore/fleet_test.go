@@ -54,14 +54,14 @@ type recording struct {
 	admitted []time.Time
 }
 
-func (r *recording) Admit(ctx context.Context, host string, gap time.Duration) (time.Duration, bool, error) {
-	wait, ok, at, err := redisstore.AdmitNow(r.Store, ctx, host, gap)
-	if ok {
+func (r *recording) Admit(ctx context.Context, host string, gap time.Duration) (ext.Admission, error) {
+	a, at, err := redisstore.AdmitNow(r.Store, ctx, host, gap)
+	if a.OK {
 		r.mu.Lock()
 		r.admitted = append(r.admitted, at)
 		r.mu.Unlock()
 	}
-	return wait, ok, err
+	return a, err
 }
 
 // Three crawler processes (three collectors, each with its own pacer and Redis client) sharing one
@@ -264,7 +264,7 @@ func TestCancelledWaitLeavesNothingBooked(t *testing.T) {
 		t.Errorf("last departure %q before the cancelled waits, %q after: they booked something", before["last_departure"], after["last_departure"])
 	}
 	// Another process asking now is told to wait for the one real departure's interval, no longer.
-	if wait, ok, err := st.Admit(ctx, "cancel.test", time.Hour); err != nil || ok || wait > time.Hour {
-		t.Errorf("another process: ok %v, wait %v (%v); want a wait of at most the hour", ok, wait, err)
+	if a, err := st.Admit(ctx, "cancel.test", time.Hour); err != nil || a.OK || a.Wait > time.Hour {
+		t.Errorf("another process: %+v (%v); want a wait of at most the hour", a, err)
 	}
 }

@@ -186,34 +186,47 @@ func noScript(cmds []redis.Cmder) bool {
 // admitted, so a process that crashes or gives up while waiting leaves nothing behind. A negative gap
 // counts as 0. A corrupt last_departure, hold_srv or adaptive_delay, or a key of another type, returns
 // an error wrapping ext.ErrCorruptState until a SaveHosts overwrites it.
-func (s *Store) Admit(ctx context.Context, host string, gap time.Duration) (time.Duration, bool, error) {
-	wait, ok, _, err := s.admit(ctx, host, gap)
-	return wait, ok, err
+func (s *Store) Admit(ctx context.Context, host string, gap time.Duration) (ext.Admission, error) {
+	a, _, err := s.admit(ctx, host, gap)
+	return a, err
 }
 
 // admit is Admit, also returning the server's now at the decision.
-func (s *Store) admit(ctx context.Context, host string, gap time.Duration) (time.Duration, bool, time.Time, error) {
+func (s *Store) admit(ctx context.Context, host string, gap time.Duration) (ext.Admission, time.Time, error) {
 	gap = max(gap, 0)
 	res, err := admitScript.Run(ctx, s.c, []string{s.hostKey(host)},
 		int64(gap/time.Second), int64(gap%time.Second), s.ttlMS()).Slice()
 	if err != nil {
-		return 0, false, time.Time{}, wrapErr(err, "admit a departure to host %q", host)
+		return ext.Admission{}, time.Time{}, wrapErr(err, "admit a departure to host %q", host)
 	}
-	bad := func() (time.Duration, bool, time.Time, error) {
-		return 0, false, time.Time{}, fmt.Errorf("redisstore: admit a departure to host %q: script returned %v: %w", host, res, ext.ErrCorruptState)
+	bad := func() (ext.Admission, time.Time, error) {
+		return ext.Admission{}, time.Time{}, fmt.Errorf("redisstore: admit a departure to host %q: script returned %v: %w", host, res, ext.ErrCorruptState)
 	}
-	if len(res) != 3 {
+	if len(res) != 5 {
 		return bad()
+	}
+	text := make([]string, 4)
+	for i := range text {
+		text[i], _ = res[i+1].(string)
 	}
 	ok, _ := res[0].(int64)
-	waitText, _ := res[1].(string)
-	nowText, _ := res[2].(string)
-	wait, werr := parseInt(waitText, 64)
-	now, nerr := decodeTime(nowText)
-	if werr != nil || nerr != nil || wait < 0 {
+	wait, werr := parseInt(text[0], 64)
+	now, nerr := decodeTime(text[1])
+	ad, aerr := optionalDuration(text[2])
+	kl, kerr := optionalDuration(text[3])
+	if werr != nil || nerr != nil || aerr != nil || kerr != nil || wait < 0 {
 		return bad()
 	}
-	return time.Duration(wait), ok == 1, now, nil
+	return ext.Admission{OK: ok == 1, Wait: time.Duration(wait), AdaptiveDelay: ad, KnownLimit: kl}, now, nil
+}
+
+// optionalDuration decodes a stored duration, "" for none (0).
+func optionalDuration(s string) (time.Duration, error) {
+	if s == "" {
+		return 0, nil
+	}
+	n, err := parseInt(s, 64)
+	return time.Duration(n), err
 }
 
 // Departed implements ext.SharedStore: the host's last departure becomes at least ago before the

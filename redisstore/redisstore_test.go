@@ -139,13 +139,13 @@ func TestThreeProcesses(t *testing.T) {
 		st := redisstore.New(srv.Client(), redisstore.WithPrefix("fleet:"))
 		wg.Go(func() {
 			for n := 0; n < perProcess; {
-				wait, ok, at, err := redisstore.AdmitNow(st, ctx, "shared.test", gap)
+				a, at, err := redisstore.AdmitNow(st, ctx, "shared.test", gap)
 				if err != nil {
 					t.Error(err)
 					return
 				}
-				if !ok {
-					time.Sleep(wait)
+				if !a.OK {
+					time.Sleep(a.Wait)
 					continue
 				}
 				n++
@@ -172,23 +172,23 @@ func TestThreeProcesses(t *testing.T) {
 func TestAdmitExact(t *testing.T) {
 	st := redisstore.New(redistest.Start(t).Client())
 	for _, gap := range []time.Duration{time.Hour + 999_999_999, time.Hour + 1, 2*time.Hour - 1} {
-		_, ok, at, err := redisstore.AdmitNow(st, ctx, "exact.test", gap)
-		if err != nil || !ok {
-			t.Fatalf("first admission: ok %v, err %v", ok, err)
+		a, at, err := redisstore.AdmitNow(st, ctx, "exact.test", gap)
+		if err != nil || !a.OK {
+			t.Fatalf("first admission: %+v, err %v", a, err)
 		}
-		wait, ok, now, err := redisstore.AdmitNow(st, ctx, "exact.test", gap)
-		if err != nil || ok || wait != at.Add(gap).Sub(now) {
-			t.Errorf("gap %v: wait %v (ok %v, err %v), want exactly %v", gap, wait, ok, err, at.Add(gap).Sub(now))
+		a, now, err := redisstore.AdmitNow(st, ctx, "exact.test", gap)
+		if err != nil || a.OK || a.Wait != at.Add(gap).Sub(now) {
+			t.Errorf("gap %v: %+v (err %v), want a wait of exactly %v", gap, a, err, at.Add(gap).Sub(now))
 		}
 		if _, err := srvFlushHost(st, "exact.test"); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, _, err := st.Admit(ctx, "max.test", math.MaxInt64); err != nil {
+	if _, err := st.Admit(ctx, "max.test", math.MaxInt64); err != nil {
 		t.Fatal(err)
 	}
-	if wait, ok, err := st.Admit(ctx, "max.test", math.MaxInt64); err != nil || ok || wait <= 0 {
-		t.Errorf("after a gap of MaxInt64: wait %v, ok %v, err %v; want a saturated wait", wait, ok, err)
+	if a, err := st.Admit(ctx, "max.test", math.MaxInt64); err != nil || a.OK || a.Wait <= 0 {
+		t.Errorf("after a gap of MaxInt64: %+v, err %v; want a saturated wait", a, err)
 	}
 }
 
@@ -205,7 +205,7 @@ func TestDeparted(t *testing.T) {
 		}
 		return time.Unix(0, v)
 	}
-	_, _, before, err := redisstore.AdmitNow(st, ctx, "w.test", time.Hour)
+	_, before, err := redisstore.AdmitNow(st, ctx, "w.test", time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -263,7 +263,7 @@ func TestRoundTripExtremes(t *testing.T) {
 // TestAdmittedOnly: a host only ever admitted has no saved state; a later save keeps its last departure.
 func TestAdmittedOnly(t *testing.T) {
 	st := redisstore.New(redistest.Start(t).Client())
-	if _, _, err := st.Admit(ctx, "r.test", time.Hour); err != nil {
+	if _, err := st.Admit(ctx, "r.test", time.Hour); err != nil {
 		t.Fatal(err)
 	}
 	if _, ok, err := st.LoadHost(ctx, "r.test"); ok || err != nil {
@@ -277,8 +277,8 @@ func TestAdmittedOnly(t *testing.T) {
 	if got, _, err := st.LoadHost(ctx, "r.test"); err != nil || storetest.Diff(got, s) != "" {
 		t.Errorf("after save: %v %s", err, storetest.Diff(got, s))
 	}
-	if wait, ok, err := st.Admit(ctx, "r.test", time.Hour); err != nil || ok || wait < 59*time.Minute {
-		t.Errorf("after save: admitted %v with wait %v (%v); the save forgot the last departure", ok, wait, err)
+	if a, err := st.Admit(ctx, "r.test", time.Hour); err != nil || a.OK || a.Wait < 59*time.Minute {
+		t.Errorf("after save: %+v (%v); the save forgot the last departure", a, err)
 	}
 }
 
@@ -327,7 +327,7 @@ func TestCorruptHost(t *testing.T) {
 			t.Errorf("%s: LoadHost = ok %v, err %v; want an error wrapping ErrCorruptState", tc.name, ok, err)
 		}
 		want := storetest.Sample(host)
-		_, _, err = st.Admit(ctx, host, time.Second)
+		_, err = st.Admit(ctx, host, time.Second)
 		switch {
 		case tc.reserve && !errors.Is(err, ext.ErrCorruptState):
 			t.Errorf("%s: Admit err %v, want one wrapping ErrCorruptState", tc.name, err)
@@ -439,14 +439,14 @@ func TestRedisRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = st.Close() })
-	if _, _, err := st.Admit(ctx, "k.test", time.Hour); err != nil {
+	if _, err := st.Admit(ctx, "k.test", time.Hour); err != nil {
 		t.Fatal(err)
 	}
 
 	srv.Stop()
 	start := time.Now()
 	calls := map[string]func() error{
-		"Admit":          func() error { _, _, err := st.Admit(ctx, "k.test", time.Second); return err },
+		"Admit":          func() error { _, err := st.Admit(ctx, "k.test", time.Second); return err },
 		"Departed":       func() error { return st.Departed(ctx, "k.test", time.Millisecond) },
 		"LoadHost":       func() error { _, _, err := st.LoadHost(ctx, "k.test"); return err },
 		"SaveHosts":      func() error { return st.SaveHosts(ctx, []ext.HostState{storetest.Sample("k.test")}) },
@@ -469,9 +469,9 @@ func TestRedisRestart(t *testing.T) {
 	srv.Restart() // an empty server, without the scripts
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		_, ok, err := st.Admit(ctx, "k.test", time.Hour)
+		a, err := st.Admit(ctx, "k.test", time.Hour)
 		if err == nil {
-			if !ok {
+			if !a.OK {
 				t.Error("first departure after restart not admitted: the restarted server starts empty")
 			}
 			break
@@ -500,7 +500,7 @@ func TestScriptFlush(t *testing.T) {
 		if err := st.SaveHosts(ctx, batch); err != nil {
 			t.Fatal(err)
 		}
-		if _, _, err := st.Admit(ctx, "a.test", time.Second); err != nil {
+		if _, err := st.Admit(ctx, "a.test", time.Second); err != nil {
 			t.Fatal(err)
 		}
 		if err := st.Departed(ctx, "a.test", 0); err != nil {
@@ -513,7 +513,7 @@ func TestContextCanceled(t *testing.T) {
 	st := redisstore.New(redistest.Start(t).Client())
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
-	if _, _, err := st.Admit(cctx, "a.test", time.Second); !errors.Is(err, context.Canceled) {
+	if _, err := st.Admit(cctx, "a.test", time.Second); !errors.Is(err, context.Canceled) {
 		t.Errorf("Admit with a canceled context: %v", err)
 	}
 	if err := st.SaveHosts(cctx, []ext.HostState{storetest.Sample("a.test")}); !errors.Is(err, context.Canceled) {
@@ -564,10 +564,11 @@ func TestAdmitMatchesGo(t *testing.T) {
 		}
 		ad, _ := strconv.ParseInt(fields["adaptive_delay"], 10, 64)
 		gap := randDuration()
-		wait, ok, now, err := redisstore.AdmitNow(st, ctx, host, gap)
+		a, now, err := redisstore.AdmitNow(st, ctx, host, gap)
 		if err != nil {
 			t.Fatal(err)
 		}
+		wait, ok := a.Wait, a.OK
 		// In big integers: allowed = max(last + max(gap, ad, 0), hold), clamped to the int64 range.
 		allowed := big.NewInt(math.MinInt64)
 		if last != nil {
@@ -603,14 +604,14 @@ func TestTTLRefreshedOnWrite(t *testing.T) {
 		return d
 	}
 	forever := redisstore.New(c)
-	if _, _, err := forever.Admit(ctx, "forever.test", time.Second); err != nil {
+	if _, err := forever.Admit(ctx, "forever.test", time.Second); err != nil {
 		t.Fatal(err)
 	}
 	if d := ttl("forever.test"); d != -1 {
 		t.Errorf("without WithTTL the key's TTL is %v, want none", d)
 	}
 	st := redisstore.New(c, redisstore.WithTTL(time.Hour))
-	if _, _, err := st.Admit(ctx, "ttl.test", time.Second); err != nil {
+	if _, err := st.Admit(ctx, "ttl.test", time.Second); err != nil {
 		t.Fatal(err)
 	}
 	if d := ttl("ttl.test"); d <= 59*time.Minute || d > time.Hour {

@@ -82,11 +82,14 @@ end
 // admitScript decides a departure, GCRA style, on the server's clock: KEYS[1] is the host hash,
 // ARGV[1] and ARGV[2] the gap (at least 0) as seconds and nanoseconds, ARGV[3] the key's TTL in
 // milliseconds (0: none). The departure may go when now >= max(last_departure + max(gap,
-// adaptive_delay), hold_srv): then last_departure = now and it returns {1, "0", now}. Otherwise it
-// changes nothing and returns {0, wait, now}; wait and now in decimal (unix) nanoseconds. A field it cannot read is a CORRUPT
+// adaptive_delay), hold_srv): then last_departure = now and it returns {1, "0", now, adaptive_delay,
+// known_limit}. Otherwise it changes nothing and returns {0, wait, now, adaptive_delay, known_limit};
+// wait, now and the delays in decimal (unix) nanoseconds, a delay "" when none is stored. A field it cannot read is a CORRUPT
 // error (and Redis answers WRONGTYPE for a key that is not a hash).
 var admitScript = redis.NewScript(timeLua + nowLua + ttlLua + `
-local f = redis.call('HMGET', KEYS[1], 'last_departure', 'hold_srv', 'adaptive_delay')
+local f = redis.call('HMGET', KEYS[1], 'last_departure', 'hold_srv', 'adaptive_delay', 'known_limit')
+local ad, kl = f[3] or '', f[4] or ''
+if not parse(kl) then kl = '' end
 local ld_s, ld_n = parse(f[1])
 if ld_s == false then return redis.error_reply('CORRUPT field last_departure is not a decimal int64') end
 local hu_s, hu_n = parse(f[2])
@@ -101,11 +104,11 @@ if hu_s and less(al_s, al_n, hu_s, hu_n) then al_s, al_n = hu_s, hu_n end
 if less(now_s, now_n, al_s, al_n) then
   local w_s, w_n = al_s - now_s, al_n - now_n
   if w_n < 0 then w_s, w_n = w_s - 1, w_n + E9 end
-  return {0, format(w_s, w_n), format(now_s, now_n)}
+  return {0, format(w_s, w_n), format(now_s, now_n), ad, kl}
 end
 redis.call('HSET', KEYS[1], 'last_departure', format(now_s, now_n))
 refresh(ARGV[3])
-return {1, '0', format(now_s, now_n)}
+return {1, '0', format(now_s, now_n), ad, kl}
 `)
 
 // departedScript moves a host's last departure to at least ARGV[1] nanoseconds before the server's now

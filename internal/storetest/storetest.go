@@ -161,11 +161,11 @@ func RunShared(t *testing.T, newStore func(t *testing.T) ext.SharedStore) {
 	ctx := context.Background()
 	admit := func(t *testing.T, s ext.SharedStore, host string, gap time.Duration) (time.Duration, bool) {
 		t.Helper()
-		wait, ok, err := s.Admit(ctx, host, gap)
+		a, err := s.Admit(ctx, host, gap)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return wait, ok
+		return a.Wait, a.OK
 	}
 	near := func(got, want time.Duration) bool { return got <= want && got > want-time.Second }
 	t.Run("AdmitSpacesDepartures", func(t *testing.T) {
@@ -224,17 +224,30 @@ func RunShared(t *testing.T, newStore func(t *testing.T) ext.SharedStore) {
 			t.Errorf("second departure: ok %v, wait %v; want the stored adaptive delay of an hour", ok, wait)
 		}
 	})
+	t.Run("AdmitReturnsFleetDelays", func(t *testing.T) {
+		s := newStore(t)
+		if a, err := s.Admit(ctx, "f.test", time.Second); err != nil || a.AdaptiveDelay != 0 || a.KnownLimit != 0 {
+			t.Errorf("new host: %+v, %v; want no stored delays", a, err)
+		}
+		st := Sample("f.test")
+		if err := s.SaveHosts(ctx, []ext.HostState{st}); err != nil {
+			t.Fatal(err)
+		}
+		if a, err := s.Admit(ctx, "f.test", time.Second); err != nil || a.AdaptiveDelay != st.AdaptiveDelay || a.KnownLimit != st.KnownLimit {
+			t.Errorf("saved host: %+v, %v; want the stored %v and %v", a, err, st.AdaptiveDelay, st.KnownLimit)
+		}
+	})
 	t.Run("ConcurrentAdmissionsAdmitOne", func(t *testing.T) {
 		s := newStore(t)
 		var admitted atomic.Int32
 		var wg sync.WaitGroup
 		for range 8 {
 			wg.Go(func() {
-				_, ok, err := s.Admit(ctx, "c.test", time.Hour)
+				a, err := s.Admit(ctx, "c.test", time.Hour)
 				if err != nil {
 					t.Error(err)
 				}
-				if ok {
+				if a.OK {
 					admitted.Add(1)
 				}
 			})
