@@ -180,21 +180,15 @@ func (s *Store) DeleteDeferred(ctx context.Context, ids []int64) error {
 	if len(ids) == 0 {
 		return nil
 	}
-	tx, err := s.w.BeginTx(ctx, nil)
-	if err != nil {
-		return wrap(ctx, "delete deferred", err)
-	}
-	defer tx.Rollback()
-	stmt := tx.StmtContext(ctx, s.delDefer)
-	for _, id := range ids {
-		if _, err := stmt.ExecContext(ctx, id); err != nil {
-			return wrap(ctx, "delete deferred", err)
+	return s.writeTx(ctx, "delete deferred", func(tx *sql.Tx) error {
+		stmt := tx.StmtContext(ctx, s.delDefer)
+		for _, id := range ids {
+			if _, err := stmt.ExecContext(ctx, id); err != nil {
+				return err
+			}
 		}
-	}
-	if err := tx.Commit(); err != nil {
-		return wrap(ctx, "delete deferred", err)
-	}
-	return nil
+		return nil
+	})
 }
 
 // SpillRequests implements ext.Store: one transaction for the batch.
@@ -202,26 +196,20 @@ func (s *Store) SpillRequests(ctx context.Context, host string, reqs []ext.Defer
 	if len(reqs) == 0 {
 		return nil
 	}
-	tx, err := s.w.BeginTx(ctx, nil)
-	if err != nil {
-		return wrap(ctx, "spill", err)
-	}
-	defer tx.Rollback()
-	stmt := tx.StmtContext(ctx, s.addSpill)
-	for _, r := range reqs {
-		r.Host = host
-		args, err := requestArgs(r)
-		if err != nil {
-			return fmt.Errorf("sqlitestore: spill: %w", err)
+	return s.writeTx(ctx, "spill", func(tx *sql.Tx) error {
+		stmt := tx.StmtContext(ctx, s.addSpill)
+		for _, r := range reqs {
+			r.Host = host
+			args, err := requestArgs(r)
+			if err != nil {
+				return err
+			}
+			if _, err := stmt.ExecContext(ctx, args...); err != nil {
+				return err
+			}
 		}
-		if _, err := stmt.ExecContext(ctx, args...); err != nil {
-			return wrap(ctx, "spill", err)
-		}
-	}
-	if err := tx.Commit(); err != nil {
-		return wrap(ctx, "spill", err)
-	}
-	return nil
+		return nil
+	})
 }
 
 // TakeSpilled implements ext.Store: it reads host's oldest rows through the (host, id) index and
@@ -232,32 +220,25 @@ func (s *Store) TakeSpilled(ctx context.Context, host string, limit int) ([]ext.
 	if limit > 0 {
 		n = int64(limit)
 	}
-	tx, err := s.w.BeginTx(ctx, nil)
+	var out []ext.DeferredRequest
+	var bad []int64
+	err := s.writeTx(ctx, "take spilled", func(tx *sql.Tx) error {
+		rows, err := tx.StmtContext(ctx, s.takeSpill).QueryContext(ctx, host, n)
+		if err != nil {
+			return err
+		}
+		if out, bad, err = scanDeferred(rows); err != nil || len(out)+len(bad) == 0 {
+			return err
+		}
+		ids := slices.Clone(bad) // the rows read are host's oldest: every row of host up to the newest one read
+		for _, r := range out {
+			ids = append(ids, r.ID)
+		}
+		_, err = tx.StmtContext(ctx, s.delSpill).ExecContext(ctx, host, slices.Max(ids))
+		return err
+	})
 	if err != nil {
-		return nil, wrap(ctx, "take spilled", err)
-	}
-	defer tx.Rollback()
-	rows, err := tx.StmtContext(ctx, s.takeSpill).QueryContext(ctx, host, n)
-	if err != nil {
-		return nil, wrap(ctx, "take spilled", err)
-	}
-	out, bad, err := scanDeferred(rows)
-	if err != nil {
-		return nil, wrap(ctx, "take spilled", err)
-	}
-	if len(out)+len(bad) == 0 {
-		return nil, nil
-	}
-	ids := slices.Clone(bad) // the rows read are host's oldest: every row of host up to the newest one read
-	for _, r := range out {
-		ids = append(ids, r.ID)
-	}
-	last := slices.Max(ids)
-	if _, err := tx.StmtContext(ctx, s.delSpill).ExecContext(ctx, host, last); err != nil {
-		return nil, wrap(ctx, "take spilled", err)
-	}
-	if err := tx.Commit(); err != nil {
-		return nil, wrap(ctx, "take spilled", err)
+		return nil, err
 	}
 	for i := range out {
 		out[i].ID = 0

@@ -193,6 +193,19 @@ func migrate(ctx context.Context, tx *sql.Tx) error {
 	return nil
 }
 
+// requestColumnsDDL declares the columns a deferred (version 1) and a spilled (version 2) request
+// share, from its ID to its context. Migrations use it: it never changes.
+const requestColumnsDDL = `
+			id          INTEGER PRIMARY KEY AUTOINCREMENT,
+			host        TEXT    NOT NULL,
+			method      TEXT    NOT NULL,
+			url         TEXT    NOT NULL,
+			depth       INTEGER NOT NULL,
+			header      TEXT    NOT NULL, -- JSON object of string arrays
+			body        BLOB,             -- NULL: none
+			body_lost   INTEGER NOT NULL CHECK (body_lost IN (0, 1)),
+			ctx         TEXT    NOT NULL, -- JSON object of strings`
+
 // createV1 creates the tables of schema version 1 in an empty database. Without IF NOT EXISTS: a
 // table of that name that this package did not create is an error, not a surprise later.
 func createV1(ctx context.Context, tx *sql.Tx) error {
@@ -212,16 +225,7 @@ func createV1(ctx context.Context, tx *sql.Tx) error {
 			failures        INTEGER NOT NULL,
 			updated_at      INTEGER NOT NULL  -- unix ns
 		) STRICT, WITHOUT ROWID`,
-		`CREATE TABLE deferred (
-			id          INTEGER PRIMARY KEY AUTOINCREMENT,
-			host        TEXT    NOT NULL,
-			method      TEXT    NOT NULL,
-			url         TEXT    NOT NULL,
-			depth       INTEGER NOT NULL,
-			header      TEXT    NOT NULL, -- JSON object of string arrays
-			body        BLOB,             -- NULL: none
-			body_lost   INTEGER NOT NULL CHECK (body_lost IN (0, 1)),
-			ctx         TEXT    NOT NULL, -- JSON object of strings
+		`CREATE TABLE deferred (` + requestColumnsDDL + `
 			deferred_at INTEGER NOT NULL, -- unix ns
 			reason      TEXT    NOT NULL
 		) STRICT`,
@@ -239,17 +243,8 @@ func createV1(ctx context.Context, tx *sql.Tx) error {
 // rows, and moves the spilled rows of an older file there, in their order.
 func spillTableV2(ctx context.Context, tx *sql.Tx) error {
 	for _, q := range []string{
-		`CREATE TABLE spilled (
-			id         INTEGER PRIMARY KEY AUTOINCREMENT,
-			host       TEXT    NOT NULL,
-			method     TEXT    NOT NULL,
-			url        TEXT    NOT NULL,
-			depth      INTEGER NOT NULL,
-			header     TEXT    NOT NULL, -- JSON object of string arrays
-			body       BLOB,             -- NULL: none
-			body_lost  INTEGER NOT NULL CHECK (body_lost IN (0, 1)),
-			ctx        TEXT    NOT NULL, -- JSON object of strings
-			spilled_at INTEGER NOT NULL  -- unix ns
+		`CREATE TABLE spilled (` + requestColumnsDDL + `
+			spilled_at  INTEGER NOT NULL  -- unix ns
 		) STRICT`,
 		`CREATE INDEX spilled_host ON spilled (host, id)`,
 		`INSERT INTO spilled (host, method, url, depth, header, body, body_lost, ctx, spilled_at)
@@ -314,6 +309,22 @@ func (s *Store) Close() error {
 	errs = append(errs, s.w.Close())
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("sqlitestore: close: %w", err)
+	}
+	return nil
+}
+
+// writeTx runs fn in one transaction on the writer, committed when fn returns nil. An error of fn, or
+// of beginning or committing, is wrapped with op.
+func (s *Store) writeTx(ctx context.Context, op string, fn func(tx *sql.Tx) error) error {
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err == nil {
+		defer tx.Rollback()
+		if err = fn(tx); err == nil {
+			err = tx.Commit()
+		}
+	}
+	if err != nil {
+		return wrap(ctx, op, err)
 	}
 	return nil
 }
