@@ -341,7 +341,12 @@ func (q *Queue) nextLocked(ctx context.Context) (task, bool) {
 		}
 		qh := q.ready.pop()
 		if len(qh.fifo) == 0 { // its requests are in the store
-			q.refillLocked(qh)
+			q.refillLocked(qh, now)
+			continue
+		}
+		h := q.p.residentHost(qh.key)
+		if h == nil { // evicted since it was promoted
+			q.restoreLocked(qh)
 			continue
 		}
 		if q.p.cfg.robots && !q.p.robotsKnown(qh.fifo[0].URL, now) {
@@ -353,11 +358,6 @@ func (q *Queue) nextLocked(ctx context.Context) (task, bool) {
 		qh.fifo[0] = DeferredRequest{}
 		qh.fifo = qh.fifo[1:]
 		q.inMem--
-		h := q.p.residentHost(qh.key)
-		if h == nil { // evicted since it was promoted
-			q.restoreLocked(qh)
-			continue
-		}
 		// Its departure is admitted when it leaves (OnRequestHeaders); the host's next request cannot
 		// go before an interval after it, so the host waits that long before it is read again.
 		_, _, iv := q.p.readyAt(h, now)
@@ -452,8 +452,9 @@ func (q *Queue) restoreLocked(qh *queueHost) {
 }
 
 // refillLocked moves the oldest of qh's spilled requests back from the store, as many as the memory
-// bound leaves room for, then puts qh back among the hosts to schedule.
-func (q *Queue) refillLocked(qh *queueHost) {
+// bound leaves room for, then puts qh back among the hosts to schedule (after a poll when the store
+// failed).
+func (q *Queue) refillLocked(qh *queueHost, now time.Time) {
 	want := min(qh.spilled-qh.spilling, max(q.maxMem-q.inMem, 1)) // only what has landed
 	if want <= 0 {
 		q.placeLocked(qh)
@@ -473,6 +474,9 @@ func (q *Queue) refillLocked(qh *queueHost) {
 				detail: fmt.Sprintf("queue refill: %d spilled requests are no longer in the store", qh.spilled-len(got))})
 		}
 		taken = qh.spilled
+	}
+	if err != nil && !errors.Is(err, ErrCorruptState) {
+		qh.readyAt = now.Add(queuePoll) // the store failed: ask again later, not at once
 	}
 	qh.fifo = append(qh.fifo, got...)
 	qh.spilled -= taken

@@ -125,7 +125,7 @@ func TestQueueSpillsOverMemoryBound(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if spilled := spilledIn(store); spilled != 450 {
+		if spilled := len(spilledRows(store)); spilled != 450 {
 			t.Errorf("%d requests spilled to the store, want 450 over the bound of 50", spilled)
 		}
 		if deferred, _ := store.ListDeferred(t.Context(), "", 0); len(deferred) != 0 {
@@ -382,15 +382,15 @@ func TestQueueSendsAbsorbedDeferredRequests(t *testing.T) {
 	})
 }
 
-// spilledIn returns how many requests are spilled in m, every host's.
-func spilledIn(m *MemoryStore) int {
+// spilledRows returns the requests spilled in m, every host's, leaving them there.
+func spilledRows(m *MemoryStore) []DeferredRequest {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	n := 0
+	var out []DeferredRequest
 	for _, rs := range m.spilled {
-		n += len(rs)
+		out = append(out, rs...)
 	}
-	return n
+	return out
 }
 
 // lockCheckStore fails a test when the Queue's store I/O runs under the Queue's lock (one worker: no
