@@ -72,20 +72,33 @@ func (p *Pacer) DeferredRequests(ctx context.Context, host string) ([]DeferredRe
 	return out, err
 }
 
-// listDeferred returns the requests a breaker deferred in q (not those a Queue spilled there). A store
-// returns the rows it could decode with ErrCorruptState for the others: they are not lost for that.
+// listDeferred returns the requests a breaker deferred in q. A store returns the rows it could decode
+// with ErrCorruptState for the others: they are not lost for that.
 func listDeferred(ctx context.Context, q Store, host string) ([]DeferredRequest, error) {
 	all, err := q.ListDeferred(ctx, host, 0)
 	if err != nil && !errors.Is(err, ErrCorruptState) {
 		return nil, err
 	}
-	out := all[:0:0]
-	for _, d := range all {
-		if d.Reason != queueSpillReason {
-			out = append(out, d)
-		}
+	return all, err
+}
+
+// takeDeferred removes and returns the requests the breaker deferred for host in the pacer's store
+// (those it could decode), for a Queue taking its parked host's requests back.
+func (p *Pacer) takeDeferred(host string) ([]DeferredRequest, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+	defer cancel()
+	got, err := listDeferred(ctx, p.queue, host)
+	if len(got) == 0 {
+		return nil, err
 	}
-	return out, err
+	ids := make([]int64, len(got))
+	for i, d := range got {
+		ids[i] = d.ID
+	}
+	if err := p.queue.DeleteDeferred(ctx, ids); err != nil {
+		return nil, err
+	}
+	return got, nil
 }
 
 // Drain hands deferred requests back to c (for a later, low-priority pass) and removes them from the

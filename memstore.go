@@ -15,11 +15,12 @@ type MemoryStore struct {
 	hosts    map[string]HostState
 	deferred []DeferredRequest // by ascending ID
 	nextID   int64
+	spilled  map[string][]DeferredRequest // a Queue's spilled requests by host, oldest first
 }
 
 // NewMemoryStore returns an empty MemoryStore.
 func NewMemoryStore() *MemoryStore {
-	return &MemoryStore{hosts: make(map[string]HostState)}
+	return &MemoryStore{hosts: make(map[string]HostState), spilled: make(map[string][]DeferredRequest)}
 }
 
 // LoadHost implements Store.
@@ -61,11 +62,17 @@ func (m *MemoryStore) AddDeferred(_ context.Context, r DeferredRequest) (int64, 
 	defer m.mu.Unlock()
 	m.nextID++
 	r.ID = m.nextID
+	m.deferred = append(m.deferred, cloneRequest(r))
+	return r.ID, nil
+}
+
+// cloneRequest returns r with its own header, body and context, so the store shares nothing with
+// its caller.
+func cloneRequest(r DeferredRequest) DeferredRequest {
 	r.Header = r.Header.Clone()
 	r.Body = slices.Clone(r.Body)
 	r.Ctx = maps.Clone(r.Ctx)
-	m.deferred = append(m.deferred, r)
-	return r.ID, nil
+	return r
 }
 
 // ListDeferred implements Store.
@@ -91,6 +98,36 @@ func (m *MemoryStore) DeleteDeferred(_ context.Context, ids []int64) error {
 	defer m.mu.Unlock()
 	m.deferred = slices.DeleteFunc(m.deferred, func(r DeferredRequest) bool { return slices.Contains(ids, r.ID) })
 	return nil
+}
+
+// SpillRequests implements Store.
+func (m *MemoryStore) SpillRequests(_ context.Context, host string, reqs []DeferredRequest) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, r := range reqs {
+		r = cloneRequest(r)
+		r.ID, r.Host = 0, host
+		m.spilled[host] = append(m.spilled[host], r)
+	}
+	return nil
+}
+
+// TakeSpilled implements Store.
+func (m *MemoryStore) TakeSpilled(_ context.Context, host string, limit int) ([]DeferredRequest, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	all := m.spilled[host]
+	if limit <= 0 || limit > len(all) {
+		limit = len(all)
+	}
+	got := slices.Clone(all[:limit])
+	clear(all[:limit]) // the array stays until an append outgrows it: it must not keep the taken alive
+	if limit == len(all) {
+		delete(m.spilled, host)
+	} else {
+		m.spilled[host] = all[limit:]
+	}
+	return got, nil
 }
 
 // Close implements Store.

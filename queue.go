@@ -19,9 +19,6 @@ import (
 // DefaultQueueMemory is how many requests a Queue holds in memory before spilling to the store.
 const DefaultQueueMemory = 100_000
 
-// queueSpillReason marks the store rows a Queue spilled (as opposed to requests deferred by a breaker).
-const queueSpillReason = "queue_spill"
-
 // queuePoll is how often a Queue looks again at a host it cannot predict: in-flight cap full, or a
 // half-open breaker waiting for its probe.
 const queuePoll = 50 * time.Millisecond
@@ -59,21 +56,27 @@ type Queue struct {
 	seq     uint64   // arrival order of hosts into the ready set, for fairness
 	wake    chan struct{}
 	stopped bool
-	invalid []error // option values set aside, reported by NewQueue
+	notes   []auditEvent // audit events to emit once the lock is released
+	invalid []error      // option values set aside, reported by NewQueue
 }
 
 // queueHost is one host's FIFO.
 type queueHost struct {
 	key     string
 	fifo    []DeferredRequest
-	spilled int           // this host's requests in the store, after those in fifo
-	readyAt time.Time     // when its next request can depart, as last read from the pacer
-	work    time.Duration // its remaining schedule: requests left × interval (the ready order)
-	parked  bool          // its breaker was open when last read
-	busy    bool          // a worker reads its robots.txt or refills it from the store: in no heap
-	heap    *hostHeap     // the heap it is in, nil when none
-	seq     uint64
-	index   int // in its heap
+	spilled int // this host's requests in the store or on their way there, after those in fifo
+	// spilling counts, of spilled, the requests being written; spills the writes ever started. A
+	// refill that no write overlapped knows, when the store returns fewer than asked, that the rest
+	// are gone.
+	spilling int
+	spills   uint64
+	readyAt  time.Time     // when its next request can depart, as last read from the pacer
+	work     time.Duration // its remaining schedule: requests left × interval (the ready order)
+	parked   bool          // its breaker was open when last read
+	busy     bool          // a worker reads its robots.txt, or the store for it (released): in no heap
+	heap     *hostHeap     // the heap it is in, nil when none
+	seq      uint64
+	index    int // in its heap
 }
 
 // QueueOption configures a Queue.
@@ -156,21 +159,28 @@ func (q *Queue) add(d DeferredRequest) error {
 		q.mu.Unlock()
 		return nil
 	}
-	// Over the memory bound (or behind this host's spilled requests, to keep its order): the store.
+	// Over the memory bound (or behind this host's spilled requests, to keep its order): the store,
+	// written with the lock released. Counted meanwhile, so that Run does not end before it lands.
 	qh.spilled++
+	qh.spilling++
+	qh.spills++
 	q.spilled++
-	q.readyLocked(qh)
 	q.mu.Unlock()
-	d.Reason, d.DeferredAt = queueSpillReason, q.p.now()
+	d.DeferredAt = q.p.now()
 	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
-	defer cancel()
-	if _, err := q.p.queue.AddDeferred(ctx, q.p.storable(d)); err != nil {
-		q.mu.Lock()
+	err := q.p.queue.SpillRequests(ctx, d.Host, []DeferredRequest{q.p.storable(d)})
+	cancel()
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	qh.spilling--
+	if err != nil {
 		qh.spilled--
 		q.spilled--
 		qh.fifo = append(qh.fifo, d) // never lose a URL: over the bound rather than dropped
 		q.inMem++
-		q.mu.Unlock()
+	}
+	q.readyLocked(qh)
+	if err != nil {
 		return fmt.Errorf("ext: queue: spilling to the store failed, kept in memory: %w", err)
 	}
 	return nil
@@ -192,9 +202,10 @@ func (q *Queue) readyLocked(qh *queueHost) {
 }
 
 // placeLocked puts a host with requests that is in no heap and not busy into the waiting heap, to be
-// checked against the pacer when its time comes.
+// checked against the pacer when its time comes. A host whose requests are all on their way to the
+// store waits for the write to end (add places it then).
 func (q *Queue) placeLocked(qh *queueHost) {
-	if qh.heap != nil || qh.busy || len(qh.fifo)+qh.spilled == 0 {
+	if qh.heap != nil || qh.busy || len(qh.fifo)+qh.spilled-qh.spilling == 0 {
 		return
 	}
 	q.seq++
@@ -300,7 +311,19 @@ type task struct {
 // remaining schedule goes first: the slowest hosts set the crawl's end, the fast ones fill the gaps.
 func (q *Queue) next(ctx context.Context) (task, bool) {
 	q.mu.Lock()
-	defer q.mu.Unlock()
+	t, ok := q.nextLocked(ctx)
+	notes := q.notes
+	q.notes = nil
+	q.mu.Unlock()
+	for _, e := range notes {
+		q.p.audit.emit(zerolog.ErrorLevel, e)
+	}
+	return t, ok
+}
+
+// nextLocked is next with the lock held. Whatever needs the store (a refill, requests deferred while
+// the host was parked, its stored pacing state) is done with the lock released (released).
+func (q *Queue) nextLocked(ctx context.Context) (task, bool) {
 	for {
 		if q.stopped || ctx.Err() != nil || q.inMem+q.spilled == 0 && q.active == 0 {
 			q.signalLocked() // the other workers are done too
@@ -318,10 +341,12 @@ func (q *Queue) next(ctx context.Context) (task, bool) {
 		}
 		qh := q.ready.pop()
 		if len(qh.fifo) == 0 { // its requests are in the store
-			qh.busy = true
-			q.refillLocked(qh)
-			qh.busy = false
-			q.placeLocked(qh)
+			q.refillLocked(qh, now)
+			continue
+		}
+		h := q.p.residentHost(qh.key)
+		if h == nil { // evicted since it was promoted
+			q.restoreLocked(qh)
 			continue
 		}
 		if q.p.cfg.robots && !q.p.robotsKnown(qh.fifo[0].URL, now) {
@@ -335,7 +360,7 @@ func (q *Queue) next(ctx context.Context) (task, bool) {
 		q.inMem--
 		// Its departure is admitted when it leaves (OnRequestHeaders); the host's next request cannot
 		// go before an interval after it, so the host waits that long before it is read again.
-		_, _, iv := q.p.readyAt(qh.key, now)
+		_, _, iv := q.p.readyAt(h, now)
 		qh.readyAt = now.Add(iv)
 		q.placeLocked(qh)
 		q.active++
@@ -348,13 +373,16 @@ func (q *Queue) next(ctx context.Context) (task, bool) {
 func (q *Queue) promoteLocked(now time.Time) {
 	for q.waiting.Len() > 0 && !q.waiting.hosts[0].readyAt.After(now) {
 		qh := q.waiting.hosts[0]
-		at, parked, iv := q.p.readyAt(qh.key, now)
+		h := q.p.residentHost(qh.key)
+		if h == nil { // not in memory: its stored state is read first
+			q.waiting.pop()
+			q.restoreLocked(qh)
+			continue
+		}
+		at, parked, iv := q.p.readyAt(h, now)
 		if qh.parked && !parked {
 			q.waiting.pop()
-			qh.busy = true
-			q.absorbDeferredLocked(qh) // requests the pacer deferred while it was parked
-			qh.busy, qh.parked, qh.readyAt = false, false, now
-			q.placeLocked(qh)
+			q.absorbDeferredLocked(qh, now) // requests the pacer deferred while it was parked
 			continue
 		}
 		qh.parked = parked
@@ -405,34 +433,64 @@ func (q *Queue) waitLocked(ctx context.Context, at time.Time) {
 	}
 }
 
-// refillLocked moves qh's spilled requests back from the store, releasing the lock during the I/O
-// (qh is busy meanwhile: in no heap).
-func (q *Queue) refillLocked(qh *queueHost) bool {
-	if qh.spilled == 0 {
-		return false
-	}
-	want := min(qh.spilled, max(q.maxMem-q.inMem, 1))
+// released runs do with the lock released, qh busy meanwhile (in no heap: no other worker takes it).
+// The Queue's store I/O runs here, never under the lock.
+func (q *Queue) released(qh *queueHost, do func()) {
+	qh.busy = true
 	q.mu.Unlock()
-	got, err := q.p.takeStored(qh.key, want, true)
+	do()
 	q.mu.Lock()
-	if err != nil {
-		q.p.audit.emit(zerolog.ErrorLevel, auditEvent{at: q.p.now(), host: qh.key, event: EventStoreUnavailable, trigger: TriggerStore,
-			compliant: true, detail: "queue refill failed: " + err.Error()})
-		return false
-	}
-	qh.fifo = append(qh.fifo, got...)
-	qh.spilled -= len(got)
-	q.spilled -= len(got)
-	q.inMem += len(got)
-	return len(got) > 0
+	qh.busy = false
 }
 
-// absorbDeferredLocked takes back into qh's FIFO the requests the pacer deferred for its host. Colly
-// marked their URLs visited when they were first requested: they go out as retries, as Drain sends them.
-func (q *Queue) absorbDeferredLocked(qh *queueHost) {
-	q.mu.Unlock()
-	got, err := q.p.takeStored(qh.key, 0, false)
-	q.mu.Lock()
+// restoreLocked brings qh's host into the pacer's memory (reading its stored state), then puts qh
+// back among the hosts to schedule.
+func (q *Queue) restoreLocked(qh *queueHost) {
+	q.released(qh, func() { q.p.hostAt(qh.key, q.p.now()) })
+	qh.readyAt = time.Time{}
+	q.placeLocked(qh)
+}
+
+// refillLocked moves the oldest of qh's spilled requests back from the store, as many as the memory
+// bound leaves room for, then puts qh back among the hosts to schedule (after a poll when the store
+// failed).
+func (q *Queue) refillLocked(qh *queueHost, now time.Time) {
+	want := min(qh.spilled-qh.spilling, max(q.maxMem-q.inMem, 1)) // only what has landed
+	if want <= 0 {
+		q.placeLocked(qh)
+		return
+	}
+	quiet, spills := qh.spilling == 0, qh.spills
+	var got []DeferredRequest
+	var err error
+	q.released(qh, func() { got, err = q.p.takeSpilled(qh.key, want) })
+	taken := len(got)
+	if len(got) < want && (err == nil || errors.Is(err, ErrCorruptState)) && quiet && qh.spills == spills {
+		// The store holds no more of this host's requests and no write overlapped the take: the rest
+		// are gone (undecodable, or taken by another Queue on the store). Counted as such, or Run
+		// would never end; takeSpilled audited the undecodable ones.
+		if err == nil {
+			q.notes = append(q.notes, auditEvent{at: q.p.now(), host: qh.key, event: EventStateCorrupt, trigger: TriggerStore, compliant: true,
+				detail: fmt.Sprintf("queue refill: %d spilled requests are no longer in the store", qh.spilled-len(got))})
+		}
+		taken = qh.spilled
+	}
+	if err != nil && !errors.Is(err, ErrCorruptState) {
+		qh.readyAt = now.Add(queuePoll) // the store failed: ask again later, not at once
+	}
+	qh.fifo = append(qh.fifo, got...)
+	qh.spilled -= taken
+	q.spilled -= taken
+	q.inMem += len(got)
+	q.placeLocked(qh)
+}
+
+// absorbDeferredLocked takes back into qh's FIFO the requests the pacer deferred for its host, then
+// puts qh back among the hosts to schedule, ready at now. Colly marked their URLs visited when they
+// were first requested: they go out as retries, as Drain sends them.
+func (q *Queue) absorbDeferredLocked(qh *queueHost, now time.Time) {
+	var got []DeferredRequest
+	q.released(qh, func() { got, _ = q.p.takeDeferred(qh.key) })
 	for i := range got {
 		got[i].Ctx = maps.Clone(got[i].Ctx)
 		if got[i].Ctx == nil {
@@ -440,10 +498,10 @@ func (q *Queue) absorbDeferredLocked(qh *queueHost) {
 		}
 		got[i].Ctx[queueRetryKey] = "1"
 	}
-	if err == nil && len(got) > 0 {
-		qh.fifo = append(got, qh.fifo...)
-		q.inMem += len(got)
-	}
+	qh.fifo = append(got, qh.fifo...)
+	q.inMem += len(got)
+	qh.parked, qh.readyAt = false, now
+	q.placeLocked(qh)
 }
 
 // send builds the Colly request for d and runs it on the worker's goroutine. It reports whether the
@@ -483,10 +541,24 @@ func (p *Pacer) markDispatched(header http.Header) {
 	}
 }
 
-// readyAt returns when the next request to key could depart (the later of now, its next slot and its
+// residentHost returns key's host when it is in memory with its stored state restored, so that
+// reading it does no store I/O (hostAt may: it restores a host, and may evict others); nil otherwise.
+func (p *Pacer) residentHost(key string) *host {
+	h, ok := p.hosts.Load(key)
+	if !ok {
+		return nil
+	}
+	select {
+	case <-h.ready:
+		return h
+	default:
+		return nil
+	}
+}
+
+// readyAt returns when the next request to h could depart (the later of now, its next slot and its
 // hold), whether its breaker has it parked (then: when the cool-down ends), and its interval.
-func (p *Pacer) readyAt(key string, now time.Time) (time.Time, bool, time.Duration) {
-	h := p.hostAt(key, now)
+func (p *Pacer) readyAt(h *host, now time.Time) (time.Time, bool, time.Duration) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	iv, _ := h.intervalLocked(now)
@@ -511,33 +583,22 @@ func (p *Pacer) readyAt(key string, now time.Time) (time.Time, bool, time.Durati
 	return later(now, h.nextLocked(now)), false, iv
 }
 
-// takeStored removes and returns up to limit (0: all) stored requests of host: those a Queue spilled
-// (spilled true) or those the breaker deferred.
-func (p *Pacer) takeStored(host string, limit int, spilled bool) ([]DeferredRequest, error) {
+// takeSpilled removes and returns up to limit of the requests a Queue spilled for host, oldest first,
+// and audits a failure. With ErrCorruptState, the requests returned are those that could be decoded.
+func (p *Pacer) takeSpilled(host string, limit int) ([]DeferredRequest, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
 	defer cancel()
-	all, err := p.queue.ListDeferred(ctx, host, 0)
-	if err != nil && len(all) == 0 {
+	got, err := p.queue.TakeSpilled(ctx, host, limit)
+	switch {
+	case errors.Is(err, ErrCorruptState):
+		p.audit.emit(zerolog.ErrorLevel, auditEvent{at: p.now(), host: host, event: EventStateCorrupt, trigger: TriggerStore,
+			compliant: true, detail: "queue refill: spilled requests that cannot be decoded are dropped: " + err.Error()})
+	case err != nil:
+		p.audit.emit(zerolog.ErrorLevel, auditEvent{at: p.now(), host: host, event: EventStoreUnavailable, trigger: TriggerStore,
+			compliant: true, detail: "queue refill failed: " + err.Error()})
 		return nil, err
 	}
-	var got []DeferredRequest
-	var ids []int64
-	for _, d := range all {
-		if (d.Reason == queueSpillReason) != spilled {
-			continue
-		}
-		if limit > 0 && len(got) == limit {
-			break
-		}
-		got = append(got, d)
-		ids = append(ids, d.ID)
-	}
-	if len(ids) > 0 {
-		if err := p.queue.DeleteDeferred(ctx, ids); err != nil {
-			return nil, err
-		}
-	}
-	return got, nil
+	return got, err
 }
 
 // hostHeap is a heap of hosts in the order less gives; each host knows its heap and index.

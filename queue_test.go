@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/gocolly/colly/v2"
+	"github.com/rs/zerolog"
 )
 
 // queueCollector returns a synchronous collector paced over the fake network and a queue on it.
@@ -38,11 +39,7 @@ func TestQueueKeepsHostOrder(t *testing.T) {
 		if err := q.Run(c); err != nil {
 			t.Fatal(err)
 		}
-		var paths []string
-		for _, a := range h.log() {
-			paths = append(paths, a.path)
-		}
-		if got := strings.Join(paths, " "); got != "/p/0 /p/1 /p/2 /p/3 /p/4 /p/5" {
+		if got := servedPaths(h); got != "/p/0 /p/1 /p/2 /p/3 /p/4 /p/5" {
 			t.Errorf("order at the server: %s", got)
 		}
 		assertGaps(t, h.gaps("/p/"), time.Second)
@@ -128,8 +125,11 @@ func TestQueueSpillsOverMemoryBound(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if spilled, _ := store.ListDeferred(t.Context(), "", 0); len(spilled) != 450 {
-			t.Errorf("%d requests spilled to the store, want 450 over the bound of 50", len(spilled))
+		if spilled := len(spilledRows(store)); spilled != 450 {
+			t.Errorf("%d requests spilled to the store, want 450 over the bound of 50", spilled)
+		}
+		if deferred, _ := store.ListDeferred(t.Context(), "", 0); len(deferred) != 0 {
+			t.Errorf("the store lists %d of the queue's spilled requests as deferred, want none", len(deferred))
 		}
 		if deferred, _ := p.DeferredRequests(t.Context(), ""); len(deferred) != 0 {
 			t.Errorf("DeferredRequests lists %d of the queue's spilled requests, want none: they are not deferred", len(deferred))
@@ -380,4 +380,133 @@ func TestQueueSendsAbsorbedDeferredRequests(t *testing.T) {
 			t.Errorf("%d pages fetched, want 3: p/1 and p/2 (deferred, absorbed by the queue) and p/3", got)
 		}
 	})
+}
+
+// spilledRows returns the requests spilled in m, every host's, leaving them there.
+func spilledRows(m *MemoryStore) []DeferredRequest {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []DeferredRequest
+	for _, rs := range m.spilled {
+		out = append(out, rs...)
+	}
+	return out
+}
+
+// lockCheckStore fails a test when the Queue's store I/O runs under the Queue's lock (one worker: no
+// other goroutine holds it while the worker does the I/O).
+type lockCheckStore struct {
+	*MemoryStore
+	t *testing.T
+	q atomic.Pointer[Queue]
+}
+
+func (s *lockCheckStore) check(op string) {
+	q := s.q.Load()
+	if q == nil {
+		return
+	}
+	if !q.mu.TryLock() {
+		s.t.Errorf("%s runs under the Queue's lock", op)
+		return
+	}
+	q.mu.Unlock()
+}
+
+func (s *lockCheckStore) LoadHost(ctx context.Context, host string) (HostState, bool, error) {
+	s.check("LoadHost")
+	return s.MemoryStore.LoadHost(ctx, host)
+}
+
+func (s *lockCheckStore) ListDeferred(ctx context.Context, host string, limit int) ([]DeferredRequest, error) {
+	s.check("ListDeferred")
+	return s.MemoryStore.ListDeferred(ctx, host, limit)
+}
+
+func (s *lockCheckStore) SpillRequests(ctx context.Context, host string, reqs []DeferredRequest) error {
+	s.check("SpillRequests")
+	return s.MemoryStore.SpillRequests(ctx, host, reqs)
+}
+
+func (s *lockCheckStore) TakeSpilled(ctx context.Context, host string, limit int) ([]DeferredRequest, error) {
+	s.check("TakeSpilled")
+	return s.MemoryStore.TakeSpilled(ctx, host, limit)
+}
+
+// The Queue reads and writes the store with its lock released: spilling, refilling, and restoring a
+// host's stored state before it reads its schedule.
+func TestQueueStoreIOOutsideLock(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := newFakeNet(t)
+		h, base := n.host("io.test", slowPage(0))
+		store := &lockCheckStore{MemoryStore: NewMemoryStore(), t: t}
+		st := HostState{Host: "io.test", Version: StateVersion, AdaptiveDelay: 2 * time.Second}
+		if err := store.SaveHosts(t.Context(), []HostState{st}); err != nil {
+			t.Fatal(err)
+		}
+		c := colly.NewCollector()
+		p := AdaptivePacing(c, WithTransport(n.tr), WithJitter(0), WithBaseDelay(time.Second), WithoutRobots(), WithStore(store))
+		defer p.Close()
+		q := NewQueue(p, 1, WithQueueMemory(2))
+		store.q.Store(q)
+		for i := range 6 {
+			if err := q.AddURL(fmt.Sprintf("%s/p/%d", base, i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := q.Run(c); err != nil {
+			t.Fatal(err)
+		}
+		if len(h.log()) != 6 {
+			t.Fatalf("server saw %d requests, want 6", len(h.log()))
+		}
+		if gaps := h.gaps("/p/"); gaps[0] != 2*time.Second {
+			t.Errorf("first gap %v, want the stored adaptive delay of 2s: restored before the schedule was read", gaps[0])
+		}
+	})
+}
+
+// Spilled requests that are no longer in the store (taken by someone else, or undecodable) are
+// counted out and audited: the others are sent and Run ends.
+func TestQueueSpilledGoneFromStore(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := newFakeNet(t)
+		h, base := n.host("gone.test", slowPage(0))
+		store := NewMemoryStore()
+		var buf auditBuf
+		c := colly.NewCollector()
+		p := AdaptivePacing(c, WithTransport(n.tr), WithJitter(0), WithBaseDelay(time.Second), WithoutRobots(), WithStore(store),
+			WithLogger(zerolog.New(&buf)))
+		defer p.Close()
+		q := NewQueue(p, 2, WithQueueMemory(2))
+		for i := range 5 {
+			if err := q.AddURL(fmt.Sprintf("%s/p/%d", base, i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if taken, _ := store.TakeSpilled(t.Context(), "gone.test", 1); len(taken) != 1 {
+			t.Fatalf("took %d spilled requests behind the queue's back, want 1", len(taken))
+		}
+		if err := q.Run(c); err != nil {
+			t.Fatal(err)
+		}
+		if got := servedPaths(h); got != "/p/0 /p/1 /p/3 /p/4" {
+			t.Errorf("order at the server: %s, want every request still stored, in order", got)
+		}
+		if q.Size() != 0 {
+			t.Errorf("queue size %d after Run, want 0", q.Size())
+		}
+		if e := findEvent(t, &buf, EventStateCorrupt); e == nil || !strings.Contains(fmt.Sprint(e[FieldDetail]), "1 spilled requests are no longer in the store") {
+			t.Errorf("state_corrupt event %v, want one saying 1 spilled request is gone", e)
+		}
+	})
+}
+
+// servedPaths returns the paths h served, in order, space-separated.
+func servedPaths(h *fakeHost) string {
+	var paths []string
+	for _, a := range h.log() {
+		paths = append(paths, a.path)
+	}
+	return strings.Join(paths, " ")
 }

@@ -40,7 +40,7 @@ type HostState struct {
 // Queue holds, with what is needed to send it again (Pacer.Drain, Queue.Run). Written to the store set
 // with WithStore, it leaves out its credentials unless WithStoredCredentials(true) (see there).
 type DeferredRequest struct {
-	ID         int64 // assigned by the store
+	ID         int64 // assigned by the store to a deferred request; 0 for a spilled one
 	Host       string
 	Method     string
 	URL        string
@@ -49,11 +49,13 @@ type DeferredRequest struct {
 	Body       []byte            // nil when the request had none, or it could not be re-read (BodyLost)
 	BodyLost   bool              // the request had a body that could not be re-read (not an io.Seeker)
 	Ctx        map[string]string // the string values of the request's colly.Context
-	DeferredAt time.Time
-	Reason     string
+	DeferredAt time.Time         // when it was deferred, or spilled
+	Reason     string            // why it was deferred; "" for a spilled request
 }
 
-// Store keeps per-host pacing state and the deferred requests, so both outlive the process.
+// Store keeps per-host pacing state, the deferred requests and the requests a Queue spilled, so they
+// outlive the process. Deferred and spilled requests are two kinds, kept apart: listing or draining
+// deferred requests never meets a spilled one, and taking spilled requests never meets a deferred one.
 // Implementations must be safe for concurrent use.
 type Store interface {
 	// LoadHost returns the stored state of host; ok is false when there is none. A row that cannot
@@ -69,6 +71,15 @@ type Store interface {
 	ListDeferred(ctx context.Context, host string, limit int) ([]DeferredRequest, error)
 	// DeleteDeferred removes deferred requests by ID; unknown IDs are ignored.
 	DeleteDeferred(ctx context.Context, ids []int64) error
+	// SpillRequests stores, in their order, requests a Queue holds for host beyond its memory bound,
+	// after those already spilled for host. Their ID and Host are not read: they are host's.
+	SpillRequests(ctx context.Context, host string, reqs []DeferredRequest) error
+	// TakeSpilled removes and returns up to limit (<= 0: all) of host's spilled requests, oldest
+	// first, reading no other host's. The take is atomic: concurrent takes never return a request
+	// twice, and a request is either returned or still stored. Requests that cannot be decoded are
+	// removed with the others and reported by an error wrapping ErrCorruptState, returned with the
+	// requests that could be; on any other error nothing is taken.
+	TakeSpilled(ctx context.Context, host string, limit int) ([]DeferredRequest, error)
 	// Close releases the store.
 	Close() error
 }

@@ -246,8 +246,8 @@ func corrupt(host, format string, args ...any) error {
 // deferredVersion is the version of deferredJSON's layout.
 const deferredVersion = 1
 
-// deferredJSON is how a deferred request is stored: a member of the deferred sorted set, scored by
-// its ID. The ID itself is the score, not part of the JSON.
+// deferredJSON is how a request is stored: a member of the deferred sorted set, scored by its ID (the
+// ID itself is the score, not part of the JSON), or an entry of a host's spill list (no ID: Seq 0).
 type deferredJSON struct {
 	V          int               `json:"v"`
 	Host       string            `json:"host"`
@@ -271,7 +271,8 @@ func encodeDeferred(r ext.DeferredRequest, id int64) ([]byte, error) {
 	})
 }
 
-// decodeDeferred decodes a member of the deferred set whose score is id.
+// decodeDeferred decodes a member of the deferred set whose score is id, or an entry of a spill list
+// (id 0).
 func decodeDeferred(member string, id int64) (ext.DeferredRequest, error) {
 	var j deferredJSON
 	if err := json.Unmarshal([]byte(member), &j); err != nil {

@@ -27,13 +27,22 @@
 //	<prefix>host:<host>    hash: one field a HostState field (below)
 //	<prefix>deferred       sorted set: deferred requests as JSON, scored by ID
 //	<prefix>deferred:seq   string: the last deferred request ID (INCR)
+//	<prefix>spill:<host>   list: the requests a Queue spilled for host, as JSON, oldest first
 //
 // The fields of a host hash are v (the StateVersion of the writer), adaptive_delay, known_limit,
 // crawl_delay (nanoseconds), next_departure, hold_until, breaker_changed, updated_at (unix
 // nanoseconds, "" for the zero time), hold_trigger, crawl_clamped ("0" or "1"), breaker and failures,
 // all as decimal strings; and, written only by the scripts on the server's clock, last_departure and
 // hold_srv (unix nanoseconds). Host keys never expire unless WithTTL is set: then every admitted
-// departure and every save refreshes the key's TTL. Deferred requests never expire.
+// departure and every save refreshes the key's TTL. Deferred and spilled requests never expire.
+//
+// A request is stored as a JSON object: v (its layout version, 1), host, method, url, depth, header,
+// body (base64), body_lost, ctx, deferred_at (RFC 3339), reason and seq (its ID in the deferred set,
+// keeping two identical requests distinct members; 0 in a spill list). SpillRequests is one RPUSH onto
+// the host's list and TakeSpilled one LPOP with a count, so a take is atomic and reads only its host.
+// In the layout before spill lists, spilled requests were members of the deferred set with the reason
+// "queue_spill": ListDeferred moves those it meets to their host's list (removing the member first, so
+// it is moved once) instead of returning them.
 //
 // # Time resolution
 //
@@ -50,7 +59,8 @@
 // returned with only its Version set, for the pacer to discard. Admit fails the same way on a corrupt
 // last_departure, hold_srv or adaptive_delay. SaveHosts overwrites whatever it cannot read, so the pacer's repair (start the host
 // afresh and save it) heals the record. ListDeferred skips an entry it cannot decode and returns,
-// with the others, an error wrapping ext.ErrCorruptState naming its ID.
+// with the others, an error wrapping ext.ErrCorruptState naming its ID; TakeSpilled drops one (it is
+// popped with the others) and says so the same way.
 //
 // # Redis unavailable
 //

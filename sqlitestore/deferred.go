@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/url"
+	"slices"
 	"strings"
 
 	"github.com/collypace/ext"
@@ -16,25 +17,41 @@ const deferredColumns = "id, host, method, url, depth, header, body, body_lost, 
 
 const numDeferredColumns = 11
 
+// spilledColumns are the columns of spilled in deferredColumns' order, with no reason.
+const spilledColumns = "id, host, method, url, depth, header, body, body_lost, ctx, spilled_at, ''"
+
 const addDeferredSQL = `INSERT INTO deferred (host, method, url, depth, header, body, body_lost, ctx, deferred_at, reason)
 	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 
-// AddDeferred implements ext.Store.
-func (s *Store) AddDeferred(ctx context.Context, r ext.DeferredRequest) (int64, error) {
+const addSpilledSQL = `INSERT INTO spilled (host, method, url, depth, header, body, body_lost, ctx, spilled_at)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`
+
+// requestArgs returns r's values for the columns a deferred and a spilled row share, from host to the
+// time it was deferred or spilled.
+func requestArgs(r ext.DeferredRequest) ([]any, error) {
 	header, err := json.Marshal(r.Header)
 	if err != nil {
-		return 0, fmt.Errorf("sqlitestore: add deferred: header: %w", err)
+		return nil, fmt.Errorf("header: %w", err)
 	}
 	rctx, err := json.Marshal(r.Ctx)
 	if err != nil {
-		return 0, fmt.Errorf("sqlitestore: add deferred: ctx: %w", err)
+		return nil, fmt.Errorf("ctx: %w", err)
 	}
 	var body any // NULL: no body
 	if r.Body != nil {
 		body = r.Body
 	}
-	res, err := s.addDefer.ExecContext(ctx, r.Host, r.Method, r.URL, int64(r.Depth), string(header), body,
-		encodeBool(r.BodyLost), string(rctx), encodeTime(r.DeferredAt), r.Reason)
+	return []any{r.Host, r.Method, r.URL, int64(r.Depth), string(header), body, encodeBool(r.BodyLost), string(rctx),
+		encodeTime(r.DeferredAt)}, nil
+}
+
+// AddDeferred implements ext.Store.
+func (s *Store) AddDeferred(ctx context.Context, r ext.DeferredRequest) (int64, error) {
+	args, err := requestArgs(r)
+	if err != nil {
+		return 0, fmt.Errorf("sqlitestore: add deferred: %w", err)
+	}
+	res, err := s.addDefer.ExecContext(ctx, append(args, r.Reason)...)
 	if err != nil {
 		return 0, wrap(ctx, "add deferred", err)
 	}
@@ -63,10 +80,21 @@ func (s *Store) ListDeferred(ctx context.Context, host string, limit int) ([]ext
 	if err != nil {
 		return nil, wrap(ctx, "list deferred", err)
 	}
+	out, bad, err := scanDeferred(rows)
+	if err != nil {
+		return nil, wrap(ctx, "list deferred", err)
+	}
+	if len(bad) > 0 {
+		return out, fmt.Errorf("sqlitestore: list deferred: rows %v have no usable method or URL: %w", bad, ext.ErrCorruptState)
+	}
+	return out, nil
+}
+
+// scanDeferred decodes rows of deferredColumns (or spilledColumns) and closes them; bad are the IDs of
+// the rows left out, whose method or URL is unusable.
+func scanDeferred(rows *sql.Rows) (out []ext.DeferredRequest, bad []int64, err error) {
 	defer rows.Close()
 	var (
-		out  []ext.DeferredRequest
-		bad  []int64
 		vals [numDeferredColumns]any
 		dest [numDeferredColumns]any
 	)
@@ -75,7 +103,7 @@ func (s *Store) ListDeferred(ctx context.Context, host string, limit int) ([]ext
 	}
 	for rows.Next() {
 		if err := rows.Scan(dest[:]...); err != nil {
-			return nil, wrap(ctx, "list deferred", err)
+			return nil, nil, err
 		}
 		r, ok := decodeDeferredRow(vals[:])
 		if !ok {
@@ -85,12 +113,9 @@ func (s *Store) ListDeferred(ctx context.Context, host string, limit int) ([]ext
 		out = append(out, r)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, wrap(ctx, "list deferred", err)
+		return nil, nil, err
 	}
-	if len(bad) > 0 {
-		return out, fmt.Errorf("sqlitestore: list deferred: rows %v have no usable method or URL: %w", bad, ext.ErrCorruptState)
-	}
-	return out, nil
+	return out, bad, nil
 }
 
 // decodeDeferredRow decodes a deferred row in deferredColumns' order. What cannot be decoded of the
@@ -155,19 +180,71 @@ func (s *Store) DeleteDeferred(ctx context.Context, ids []int64) error {
 	if len(ids) == 0 {
 		return nil
 	}
-	tx, err := s.w.BeginTx(ctx, nil)
-	if err != nil {
-		return wrap(ctx, "delete deferred", err)
-	}
-	defer tx.Rollback()
-	stmt := tx.StmtContext(ctx, s.delDefer)
-	for _, id := range ids {
-		if _, err := stmt.ExecContext(ctx, id); err != nil {
-			return wrap(ctx, "delete deferred", err)
+	return s.writeTx(ctx, "delete deferred", func(tx *sql.Tx) error {
+		stmt := tx.StmtContext(ctx, s.delDefer)
+		for _, id := range ids {
+			if _, err := stmt.ExecContext(ctx, id); err != nil {
+				return err
+			}
 		}
+		return nil
+	})
+}
+
+// SpillRequests implements ext.Store: one transaction for the batch.
+func (s *Store) SpillRequests(ctx context.Context, host string, reqs []ext.DeferredRequest) error {
+	if len(reqs) == 0 {
+		return nil
 	}
-	if err := tx.Commit(); err != nil {
-		return wrap(ctx, "delete deferred", err)
+	return s.writeTx(ctx, "spill", func(tx *sql.Tx) error {
+		stmt := tx.StmtContext(ctx, s.addSpill)
+		for _, r := range reqs {
+			r.Host = host
+			args, err := requestArgs(r)
+			if err != nil {
+				return err
+			}
+			if _, err := stmt.ExecContext(ctx, args...); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// TakeSpilled implements ext.Store: it reads host's oldest rows through the (host, id) index and
+// deletes them in the same write transaction. Rows that cannot be decoded are deleted with them and
+// named in the error wrapping ext.ErrCorruptState.
+func (s *Store) TakeSpilled(ctx context.Context, host string, limit int) ([]ext.DeferredRequest, error) {
+	n := int64(-1) // SQLite: no limit
+	if limit > 0 {
+		n = int64(limit)
 	}
-	return nil
+	var out []ext.DeferredRequest
+	var bad []int64
+	err := s.writeTx(ctx, "take spilled", func(tx *sql.Tx) error {
+		rows, err := tx.StmtContext(ctx, s.takeSpill).QueryContext(ctx, host, n)
+		if err != nil {
+			return err
+		}
+		if out, bad, err = scanDeferred(rows); err != nil || len(out)+len(bad) == 0 {
+			return err
+		}
+		ids := slices.Clone(bad) // the rows read are host's oldest: every row of host up to the newest one read
+		for _, r := range out {
+			ids = append(ids, r.ID)
+		}
+		_, err = tx.StmtContext(ctx, s.delSpill).ExecContext(ctx, host, slices.Max(ids))
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	for i := range out {
+		out[i].ID = 0
+	}
+	if len(bad) > 0 {
+		return out, fmt.Errorf("sqlitestore: take spilled: rows %v have no usable method or URL, dropped: %w", bad, ext.ErrCorruptState)
+	}
+	return out, nil
 }

@@ -21,13 +21,20 @@
 //
 // The table meta holds the schema version (key 'schema_version'); Open creates the tables of a new
 // file, migrates an older file in one transaction, and refuses a file whose version is newer than
-// this build (ErrNewerSchema). Schema version 1:
+// this build (ErrNewerSchema). Schema version 2:
 //
 //	hosts    (host TEXT PRIMARY KEY, version, adaptive_delay, known_limit, next_departure,
 //	          hold_until, hold_trigger TEXT, crawl_delay, crawl_clamped, breaker, breaker_changed,
 //	          failures, updated_at)                     STRICT, WITHOUT ROWID
 //	deferred (id INTEGER PRIMARY KEY AUTOINCREMENT, host, method, url, depth, header, body BLOB,
 //	          body_lost, ctx, deferred_at, reason)      STRICT, index (host, id)
+//	spilled  (id INTEGER PRIMARY KEY AUTOINCREMENT, host, method, url, depth, header, body BLOB,
+//	          body_lost, ctx, spilled_at)               STRICT, index (host, id)
+//
+// spilled holds the requests a Queue spilled; TakeSpilled reads a host's oldest rows through its index
+// and deletes them in the same write transaction. Version 1 had no spilled table: a Queue's spills were
+// deferred rows with the reason 'queue_spill'. Migrating a version-1 file creates the table and moves
+// those rows to it, in their order (the deferred rows keep their IDs).
 //
 // Durations and instants are INTEGER nanoseconds (instants since the Unix epoch; the zero time.Time
 // is 0, and an instant outside the years 1678–2262 is saturated), booleans 0 or 1, the breaker its
@@ -50,6 +57,8 @@
 //     true), a bad depth or time is zero. A row whose method or URL cannot be used to send the request
 //     again is left out, and ListDeferred then returns the rows it could decode together with an error
 //     wrapping ext.ErrCorruptState that names the IDs left out (DeleteDeferred removes them).
+//     TakeSpilled decodes spilled rows the same way; one it cannot use is deleted with the rows taken
+//     and named in an error wrapping ext.ErrCorruptState.
 //
 // A write heals a corrupt host row: SaveHosts treats a stored NextDeparture or HoldUntil that is not
 // an integer as the zero time when it merges.

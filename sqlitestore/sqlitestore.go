@@ -17,7 +17,7 @@ import (
 
 // SchemaVersion is the version of the database schema this build writes; Open migrates older files
 // to it.
-const SchemaVersion = 1
+const SchemaVersion = 2
 
 // ErrNewerSchema is matched (errors.Is) by the error Open returns for a database whose schema version
 // is newer than SchemaVersion: a newer build wrote it, and this one cannot know what it means.
@@ -36,6 +36,9 @@ type Store struct {
 	replaceHost *sql.Stmt // on w
 	addDefer    *sql.Stmt // on w
 	delDefer    *sql.Stmt // on w
+	addSpill    *sql.Stmt // on w
+	takeSpill   *sql.Stmt // on w: the oldest spilled rows of a host, read inside the taking transaction
+	delSpill    *sql.Stmt // on w
 	loadHost    *sql.Stmt // on r
 	listAll     *sql.Stmt // on r
 	listByHost  *sql.Stmt // on r
@@ -149,6 +152,7 @@ func (s *Store) init(ctx context.Context) error {
 // version is one more function here (and SchemaVersion incremented); a migration never changes meta.
 var migrations = []func(ctx context.Context, tx *sql.Tx) error{
 	0: createV1,
+	1: spillTableV2,
 }
 
 // migrate reads the schema version from meta and runs the migrations from it to SchemaVersion.
@@ -189,6 +193,19 @@ func migrate(ctx context.Context, tx *sql.Tx) error {
 	return nil
 }
 
+// requestColumnsDDL declares the columns a deferred (version 1) and a spilled (version 2) request
+// share, from its ID to its context. Migrations use it: it never changes.
+const requestColumnsDDL = `
+			id          INTEGER PRIMARY KEY AUTOINCREMENT,
+			host        TEXT    NOT NULL,
+			method      TEXT    NOT NULL,
+			url         TEXT    NOT NULL,
+			depth       INTEGER NOT NULL,
+			header      TEXT    NOT NULL, -- JSON object of string arrays
+			body        BLOB,             -- NULL: none
+			body_lost   INTEGER NOT NULL CHECK (body_lost IN (0, 1)),
+			ctx         TEXT    NOT NULL, -- JSON object of strings`
+
 // createV1 creates the tables of schema version 1 in an empty database. Without IF NOT EXISTS: a
 // table of that name that this package did not create is an error, not a surprise later.
 func createV1(ctx context.Context, tx *sql.Tx) error {
@@ -208,20 +225,32 @@ func createV1(ctx context.Context, tx *sql.Tx) error {
 			failures        INTEGER NOT NULL,
 			updated_at      INTEGER NOT NULL  -- unix ns
 		) STRICT, WITHOUT ROWID`,
-		`CREATE TABLE deferred (
-			id          INTEGER PRIMARY KEY AUTOINCREMENT,
-			host        TEXT    NOT NULL,
-			method      TEXT    NOT NULL,
-			url         TEXT    NOT NULL,
-			depth       INTEGER NOT NULL,
-			header      TEXT    NOT NULL, -- JSON object of string arrays
-			body        BLOB,             -- NULL: none
-			body_lost   INTEGER NOT NULL CHECK (body_lost IN (0, 1)),
-			ctx         TEXT    NOT NULL, -- JSON object of strings
+		`CREATE TABLE deferred (` + requestColumnsDDL + `
 			deferred_at INTEGER NOT NULL, -- unix ns
 			reason      TEXT    NOT NULL
 		) STRICT`,
 		`CREATE INDEX deferred_host ON deferred (host, id)`,
+	} {
+		if _, err := tx.ExecContext(ctx, q); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// spillTableV2 gives the requests a Queue spills a table of their own (version 1 kept them in
+// deferred, with the reason 'queue_spill'), indexed by host so a refill reads only its host's oldest
+// rows, and moves the spilled rows of an older file there, in their order.
+func spillTableV2(ctx context.Context, tx *sql.Tx) error {
+	for _, q := range []string{
+		`CREATE TABLE spilled (` + requestColumnsDDL + `
+			spilled_at  INTEGER NOT NULL  -- unix ns
+		) STRICT`,
+		`CREATE INDEX spilled_host ON spilled (host, id)`,
+		`INSERT INTO spilled (host, method, url, depth, header, body, body_lost, ctx, spilled_at)
+			SELECT host, method, url, depth, header, body, body_lost, ctx, deferred_at
+			FROM deferred WHERE reason = 'queue_spill' ORDER BY id`,
+		`DELETE FROM deferred WHERE reason = 'queue_spill'`,
 	} {
 		if _, err := tx.ExecContext(ctx, q); err != nil {
 			return err
@@ -249,6 +278,9 @@ func (s *Store) prepare(ctx context.Context) error {
 		{s.w, &s.replaceHost, replaceHostSQL},
 		{s.w, &s.addDefer, addDeferredSQL},
 		{s.w, &s.delDefer, "DELETE FROM deferred WHERE id = ?"},
+		{s.w, &s.addSpill, addSpilledSQL},
+		{s.w, &s.takeSpill, "SELECT " + spilledColumns + " FROM spilled WHERE host = ? ORDER BY id LIMIT ?"},
+		{s.w, &s.delSpill, "DELETE FROM spilled WHERE host = ? AND id <= ?"},
 		{s.r, &s.loadHost, loadHostSQL},
 		{s.r, &s.listAll, "SELECT " + deferredColumns + " FROM deferred ORDER BY id LIMIT ?"},
 		{s.r, &s.listByHost, "SELECT " + deferredColumns + " FROM deferred WHERE host = ? ORDER BY id LIMIT ?"},
@@ -266,7 +298,7 @@ func (s *Store) prepare(ctx context.Context) error {
 // WAL into the file). Calls after the first return nil.
 func (s *Store) Close() error {
 	var errs []error
-	for _, st := range []*sql.Stmt{s.saveHost, s.replaceHost, s.addDefer, s.delDefer, s.loadHost, s.listAll, s.listByHost} {
+	for _, st := range []*sql.Stmt{s.saveHost, s.replaceHost, s.addDefer, s.delDefer, s.addSpill, s.takeSpill, s.delSpill, s.loadHost, s.listAll, s.listByHost} {
 		if st != nil {
 			errs = append(errs, st.Close())
 		}
@@ -277,6 +309,22 @@ func (s *Store) Close() error {
 	errs = append(errs, s.w.Close())
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("sqlitestore: close: %w", err)
+	}
+	return nil
+}
+
+// writeTx runs fn in one transaction on the writer, committed when fn returns nil. An error of fn, or
+// of beginning or committing, is wrapped with op.
+func (s *Store) writeTx(ctx context.Context, op string, fn func(tx *sql.Tx) error) error {
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err == nil {
+		defer tx.Rollback()
+		if err = fn(tx); err == nil {
+			err = tx.Commit()
+		}
+	}
+	if err != nil {
+		return wrap(ctx, op, err)
 	}
 	return nil
 }

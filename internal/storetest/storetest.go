@@ -3,10 +3,12 @@
 package storetest
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"net/http"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -129,6 +131,103 @@ func Run(t *testing.T, newStore func(t *testing.T) ext.Store) {
 		left, _ := s.ListDeferred(ctx, "", 0)
 		if len(left) != 1 || left[0].Host != "b.test" {
 			t.Errorf("after delete: %v, want only b.test's", left)
+		}
+	})
+	t.Run("Spilled", func(t *testing.T) {
+		s := newStore(t)
+		ctx := context.Background()
+		spill := func(host string, from, n int) {
+			t.Helper()
+			reqs := make([]ext.DeferredRequest, n)
+			for i := range reqs {
+				reqs[i] = spilledRequest(host, from+i)
+			}
+			if err := s.SpillRequests(ctx, host, reqs); err != nil {
+				t.Fatal(err)
+			}
+		}
+		spill("a.test", 0, 3)
+		spill("b.test", 0, 2)
+		spill("a.test", 3, 1)
+		if _, err := s.AddDeferred(ctx, ext.DeferredRequest{Host: "a.test", Method: http.MethodGet, URL: "http://a.test/deferred",
+			DeferredAt: t0, Reason: "breaker open"}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.SpillRequests(ctx, "a.test", nil); err != nil {
+			t.Errorf("SpillRequests of nothing: %v", err)
+		}
+		if listed, _ := s.ListDeferred(ctx, "", 0); len(listed) != 1 || listed[0].URL != "http://a.test/deferred" {
+			t.Errorf("ListDeferred = %v, want only the deferred request: spilled requests are another kind", listed)
+		}
+		got, err := s.TakeSpilled(ctx, "a.test", 2)
+		if err != nil || len(got) != 2 {
+			t.Fatalf("TakeSpilled(a.test, 2) = %d, %v; want 2", len(got), err)
+		}
+		if want := spilledRequest("a.test", 0); !sameRequest(got[0], want) {
+			t.Errorf("spilled request did not round-trip:\n got %+v\nwant %+v", got[0], want)
+		}
+		if got[1].URL != "http://a.test/s/1" {
+			t.Errorf("second taken %s, want /s/1: oldest first", got[1].URL)
+		}
+		rest, err := s.TakeSpilled(ctx, "a.test", 0)
+		if err != nil || len(rest) != 2 || rest[0].URL != "http://a.test/s/2" || rest[1].URL != "http://a.test/s/3" {
+			t.Errorf("TakeSpilled(a.test, all) = %v, %v; want /s/2 and /s/3, in that order", urls(rest), err)
+		}
+		if again, err := s.TakeSpilled(ctx, "a.test", 5); err != nil || len(again) != 0 {
+			t.Errorf("TakeSpilled after all were taken = %v, %v; want none", urls(again), err)
+		}
+		if b, err := s.TakeSpilled(ctx, "b.test", 10); err != nil || len(b) != 2 || b[0].Host != "b.test" {
+			t.Errorf("TakeSpilled(b.test) = %v, %v; want its 2", urls(b), err)
+		}
+		if listed, _ := s.ListDeferred(ctx, "a.test", 0); len(listed) != 1 {
+			t.Errorf("taking spilled requests took %d deferred ones", 1-len(listed))
+		}
+		if none, err := s.TakeSpilled(ctx, "nowhere.test", 1); err != nil || len(none) != 0 {
+			t.Errorf("TakeSpilled of a host never spilled = %v, %v", urls(none), err)
+		}
+	})
+	t.Run("SpilledTakesAreAtomic", func(t *testing.T) {
+		s := newStore(t)
+		ctx := context.Background()
+		const n = 60
+		for i := range n { // one at a time, as a Queue spills them
+			if err := s.SpillRequests(ctx, "t.test", []ext.DeferredRequest{spilledRequest("t.test", i)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var mu sync.Mutex
+		seen := map[string]int{}
+		var wg sync.WaitGroup
+		for range 6 {
+			wg.Go(func() {
+				for {
+					got, err := s.TakeSpilled(ctx, "t.test", 4)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					if len(got) == 0 {
+						return
+					}
+					mu.Lock()
+					for i, r := range got {
+						seen[r.URL]++
+						if i > 0 && r.DeferredAt.Before(got[i-1].DeferredAt) {
+							t.Errorf("a take is not oldest first: %s after %s", r.URL, got[i-1].URL)
+						}
+					}
+					mu.Unlock()
+				}
+			})
+		}
+		wg.Wait()
+		if len(seen) != n {
+			t.Errorf("%d distinct requests taken, want %d", len(seen), n)
+		}
+		for u, k := range seen {
+			if k != 1 {
+				t.Errorf("%s taken %d times", u, k)
+			}
 		}
 	})
 	t.Run("ConcurrentSaves", func(t *testing.T) {
@@ -257,6 +356,30 @@ func RunShared(t *testing.T, newStore func(t *testing.T) ext.SharedStore) {
 			t.Errorf("%d of 8 simultaneous departures admitted, want 1", n)
 		}
 	})
+}
+
+// spilledRequest returns the i-th request spilled for host, with every field a spilled request keeps.
+func spilledRequest(host string, i int) ext.DeferredRequest {
+	return ext.DeferredRequest{
+		Host: host, Method: http.MethodPut, URL: fmt.Sprintf("http://%s/s/%d", host, i), Depth: i + 2,
+		Header: http.Header{"X-Trace": {"s" + fmt.Sprint(i)}}, Body: []byte("b=" + fmt.Sprint(i)), BodyLost: i%2 == 1,
+		Ctx: map[string]string{"k": fmt.Sprint(i)}, DeferredAt: t0.Add(time.Duration(i) * time.Second),
+	}
+}
+
+// sameRequest reports whether a spilled request came back as it was written (its ID is not kept).
+func sameRequest(got, want ext.DeferredRequest) bool {
+	return got.ID == 0 && got.Host == want.Host && got.Method == want.Method && got.URL == want.URL && got.Depth == want.Depth &&
+		reflect.DeepEqual(got.Header, want.Header) && bytes.Equal(got.Body, want.Body) && got.BodyLost == want.BodyLost &&
+		reflect.DeepEqual(got.Ctx, want.Ctx) && got.DeferredAt.Equal(want.DeferredAt) && got.Reason == ""
+}
+
+func urls(rs []ext.DeferredRequest) []string {
+	out := make([]string, len(rs))
+	for i, r := range rs {
+		out[i] = r.URL
+	}
+	return out
 }
 
 // Sample returns a HostState with every field set, for round trips.
