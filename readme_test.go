@@ -28,3 +28,17 @@ func TestReadmeQuickStartCompiles(t *testing.T) {
 		}
 	}
 }
+
+// TestRootModuleIsLean is issue 11 item 6: the library's go.mod requires only what its packages
+// import; the plotting library that the benchmarks and reports use lives in the cmd module.
+func TestRootModuleIsLean(t *testing.T) {
+	mod, err := os.ReadFile("go.mod")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, only := range []string{"gonum.org/v1/plot", "codeberg.org/go-latex", "codeberg.org/go-pdf"} {
+		if strings.Contains(string(mod), only) {
+			t.Errorf("the library's go.mod requires %s, which only cmd/ uses", only)
+		}
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/collypace/ext/cmd/reporthtml"
 	"github.com/collypace/ext/internal/auditreport"
 )
 
@@ -34,7 +35,7 @@ func writeReport(out io.Writer, auditPath string) {
 	_ = rep.WriteSummary(out)
 	var page bytes.Buffer
 	path := reportPath(auditPath)
-	err = rep.WriteHTML(&page)
+	err = reporthtml.Write(&page, rep)
 	if err == nil {
 		err = os.WriteFile(path, page.Bytes(), 0o644)
 	}

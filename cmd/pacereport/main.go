@@ -16,6 +16,7 @@ import (
 	"io"
 	"os"
 
+	"github.com/collypace/ext/cmd/reporthtml"
 	"github.com/collypace/ext/internal/auditreport"
 )
 
@@ -71,7 +72,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 func writeHTML(rep *auditreport.Report, path string) error {
 	var buf bytes.Buffer
-	if err := rep.WriteHTML(&buf); err != nil {
+	if err := reporthtml.Write(&buf, rep); err != nil {
 		return err
 	}
 	return os.WriteFile(path, buf.Bytes(), 0o644)

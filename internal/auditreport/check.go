@@ -94,7 +94,7 @@ func (v Violation) String() string {
 	if u == "" {
 		u = "(URL not recorded)"
 	}
-	return fmt.Sprintf("%s at %s: %s: %s (%s)", v.Host, fmtTime(v.At), u, v.What, v.Source)
+	return fmt.Sprintf("%s at %s: %s: %s (%s)", v.Host, FormatTime(v.At), u, v.What, v.Source)
 }
 
 // Host is everything the report says about one host key.
@@ -270,7 +270,7 @@ func (h *Host) check(tol Tolerance) []Violation {
 		}
 		if d.Gap+tol.of(d.Required) < d.Required {
 			out = append(out, h.violation(*d, fmt.Sprintf("%s after the previous departure, under the %s of %s",
-				fmtDur(d.Gap), d.Binding, fmtDur(d.Required))))
+				FormatDuration(d.Gap), d.Binding, FormatDuration(d.Required))))
 		}
 	}
 	for _, name := range []string{ConstraintFloor, ConstraintCrawlDelay, ConstraintRateLimit} {
@@ -285,7 +285,7 @@ func (h *Host) check(tol Tolerance) []Violation {
 		for ; j < len(h.Departures) && h.Departures[j].At.Before(w.End); j++ {
 			d := h.Departures[j]
 			w.Inside = append(w.Inside, d)
-			out = append(out, h.violation(d, fmt.Sprintf("inside the %s window %s – %s", w.Kind, fmtTime(w.Start), fmtTime(w.End))))
+			out = append(out, h.violation(d, fmt.Sprintf("inside the %s window %s – %s", w.Kind, FormatTime(w.Start), FormatTime(w.End))))
 		}
 	}
 	return out
@@ -295,11 +295,13 @@ func (h *Host) violation(d Departure, what string) Violation {
 	return Violation{Host: h.Key, At: d.At, URL: d.URL, Pipeline: d.Pipeline, Source: d.Source, What: what}
 }
 
-// fmtTime formats an instant for the report: UTC, milliseconds.
-func fmtTime(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z") }
+// FormatTime formats an instant for the report: UTC, milliseconds.
+// FormatTime is how the report writes an instant.
+func FormatTime(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z") }
 
-// fmtDur formats a duration to 0.1 ms below 10 s, to 1 ms above.
-func fmtDur(d time.Duration) string {
+// FormatDuration formats a duration to 0.1 ms below 10 s, to 1 ms above.
+// FormatDuration is how the report writes a duration.
+func FormatDuration(d time.Duration) string {
 	if d < 10*time.Second {
 		return d.Round(100 * time.Microsecond).String()
 	}

@@ -184,9 +184,9 @@ func TestRealCrawlTampered(t *testing.T) {
 				}
 			}
 			if found == nil {
-				t.Fatalf("no violation %q of %s at %s; got %v", tc.what, key, fmtTime(moved), r.Violations)
+				t.Fatalf("no violation %q of %s at %s; got %v", tc.what, key, FormatTime(moved), r.Violations)
 			}
-			if !strings.Contains(found.String(), key) || !strings.Contains(found.String(), fmtTime(moved)) {
+			if !strings.Contains(found.String(), key) || !strings.Contains(found.String(), FormatTime(moved)) {
 				t.Errorf("%q does not name the host and the time", found)
 			}
 			if found.URL == "" {

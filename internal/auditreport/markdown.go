@@ -43,7 +43,7 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 	pw.printf("# Pacing report\n\n")
 	pw.printf("Trails: %s (%d events, merged as one schedule per host).\n", md(strings.Join(r.Files, ", ")), r.Events)
 	pw.printf("A gap may fall short of a constraint by %s or %.1f %% of it, whichever is larger (timestamps are taken by the crawler); "+
-		"a departure at or after a window's start and before its end is a violation.\n\n", fmtDur(r.Tolerance.Abs), r.Tolerance.Frac*100)
+		"a departure at or after a window's start and before its end is a violation.\n\n", FormatDuration(r.Tolerance.Abs), r.Tolerance.Frac*100)
 	r.writeVerdict(pw, "**")
 	pw.printf("\n")
 	for _, v := range r.Violations {
@@ -57,7 +57,7 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 	for _, h := range r.Hosts {
 		first, last := "-", "-"
 		if n := len(h.Departures); n > 0 {
-			first, last = fmtTime(h.Departures[0].At), fmtTime(h.Departures[n-1].At)
+			first, last = FormatTime(h.Departures[0].At), FormatTime(h.Departures[n-1].At)
 		}
 		pw.printf("| %s | %d | %s | %s | %s | %s | %s | %d | %d | %s |\n", md(h.Key), len(h.Departures), first, last,
 			gapOrDash(h, h.MinGap()), gapOrDash(h, h.MedianGap()), strongest(h), len(h.Windows), inside(h), h.verdict(r.Violations))
@@ -86,7 +86,7 @@ func (h *Host) writeMarkdown(pw *printer) {
 	pw.printf("\n## %s\n\n", md(h.Key))
 	pw.printf("%d departures", len(h.Departures))
 	if n := len(h.Departures); n > 0 {
-		pw.printf(", first %s, last %s", fmtTime(h.Departures[0].At), fmtTime(h.Departures[n-1].At))
+		pw.printf(", first %s, last %s", FormatTime(h.Departures[0].At), FormatTime(h.Departures[n-1].At))
 	}
 	if len(h.Pipelines) > 0 {
 		pw.printf("; pipelines: %s", md(strings.Join(h.Pipelines, ", ")))
@@ -99,7 +99,7 @@ func (h *Host) writeMarkdown(pw *printer) {
 	if len(h.Constraints) > 0 {
 		pw.printf("\n| constraint | in force | gaps | min gap | median gap | under it |\n|---|--:|--:|--:|--:|--:|\n")
 		for _, c := range h.Constraints {
-			pw.printf("| %s | %s | %d | %s | %s | %d |\n", c.Name, fmtRange(c.Least, c.Most), c.Gaps, fmtDur(c.MinGap), fmtDur(c.MedianGap), c.Short)
+			pw.printf("| %s | %s | %d | %s | %s | %d |\n", c.Name, fmtRange(c.Least, c.Most), c.Gaps, FormatDuration(c.MinGap), FormatDuration(c.MedianGap), c.Short)
 		}
 	}
 	if len(h.Windows) > 0 {
@@ -109,7 +109,7 @@ func (h *Host) writeMarkdown(pw *printer) {
 			if len(w.Inside) > 0 {
 				urls := make([]string, len(w.Inside))
 				for i, d := range w.Inside {
-					urls[i] = fmtTime(d.At) + " " + d.URL
+					urls[i] = FormatTime(d.At) + " " + d.URL
 				}
 				in = strings.Join(urls, "; ")
 			}
@@ -117,13 +117,13 @@ func (h *Host) writeMarkdown(pw *printer) {
 			if w.Derived {
 				kind += " (from computed_delay_ms)"
 			}
-			pw.printf("| %s | %s | %s | %s | %d | %s |\n", kind, fmtTime(w.Start), fmtTime(w.End), fmtDur(w.End.Sub(w.Start)), w.Status, md(in))
+			pw.printf("| %s | %s | %s | %s | %d | %s |\n", kind, FormatTime(w.Start), FormatTime(w.End), FormatDuration(w.End.Sub(w.Start)), w.Status, md(in))
 		}
 	}
 	if len(h.NonCompliant) > 0 || h.NonCompliantDepartures > 0 {
 		pw.printf("\nNot compliant (compliance_flag=false):\n\n")
 		for _, e := range h.NonCompliant {
-			pw.printf("- %s %s (%s): %s\n", fmtTime(e.At), e.Name, e.Trigger, md(e.Detail))
+			pw.printf("- %s %s (%s): %s\n", FormatTime(e.At), e.Name, e.Trigger, md(e.Detail))
 		}
 		if h.NonCompliantDepartures > 0 {
 			pw.printf("- %d departure(s) flagged: a published constraint was not honoured in full (see above)\n", h.NonCompliantDepartures)
@@ -134,9 +134,9 @@ func (h *Host) writeMarkdown(pw *printer) {
 		for _, b := range h.Breaker {
 			closed := "open at the end of the trail"
 			if !b.Closed.IsZero() {
-				closed = "closed " + fmtTime(b.Closed) + " (" + fmtDur(b.Closed.Sub(b.Opened)) + ")"
+				closed = "closed " + FormatTime(b.Closed) + " (" + FormatDuration(b.Closed.Sub(b.Opened)) + ")"
 			}
-			pw.printf("- %s, %s: %s\n", fmtTime(b.Opened), closed, md(b.Detail))
+			pw.printf("- %s, %s: %s\n", FormatTime(b.Opened), closed, md(b.Detail))
 		}
 	}
 	if len(h.Deferred) > 0 {
@@ -172,7 +172,7 @@ func strongest(h *Host) string {
 	if best.Name == "" {
 		return "-"
 	}
-	return fmtDur(best.Most) + " " + best.Name
+	return FormatDuration(best.Most) + " " + best.Name
 }
 
 func inside(h *Host) int {
@@ -187,14 +187,14 @@ func gapOrDash(h *Host, d time.Duration) string {
 	if len(h.Departures) < 2 {
 		return "-"
 	}
-	return fmtDur(d)
+	return FormatDuration(d)
 }
 
 func fmtRange(a, b time.Duration) string {
 	if a == b {
-		return fmtDur(a)
+		return FormatDuration(a)
 	}
-	return fmtDur(a) + " – " + fmtDur(b)
+	return FormatDuration(a) + " – " + FormatDuration(b)
 }
 
 // md makes text from the trail safe in a Markdown table cell or list item.

@@ -1,33 +1,38 @@
-package auditreport
+// Package reporthtml renders an auditreport.Report as one self-contained HTML page with a timeline
+// chart per host, drawn with gonum/plot. It lives in the cmd module so that the library's go.mod does
+// not carry the plotting library.
+package reporthtml
 
 import (
 	"bytes"
 	"html/template"
 	"io"
 	"time"
+
+	"github.com/collypace/ext/internal/auditreport"
 )
 
-// WriteHTML writes one self-contained page: the verdict, the summary table and, per host, its
+// Write writes one self-contained page: the verdict, the summary table and, per host, its
 // timeline chart (inline SVG) with its windows and violations. Every text from the trail is escaped.
-func (r *Report) WriteHTML(w io.Writer) error {
+func Write(w io.Writer, r *auditreport.Report) error {
 	var summary bytes.Buffer
 	if err := r.WriteSummary(&summary); err != nil {
 		return err
 	}
-	t0 := r.start()
+	t0 := start(r)
 	type hostPage struct {
-		*Host
+		*auditreport.Host
 		Chart      template.HTML
-		Violations []Violation
+		Violations []auditreport.Violation
 	}
 	page := struct {
-		*Report
+		*auditreport.Report
 		Summary string
 		Pages   []hostPage
 		T0      string
-	}{Report: r, Summary: summary.String(), T0: fmtTime(t0)}
+	}{Report: r, Summary: summary.String(), T0: auditreport.FormatTime(t0)}
 	for _, h := range r.Hosts {
-		svg, err := h.Chart(t0, r.Violations)
+		svg, err := chart(h, t0, r.Violations)
 		if err != nil {
 			return err
 		}
@@ -43,7 +48,7 @@ func (r *Report) WriteHTML(w io.Writer) error {
 }
 
 // start is the instant of the trail's first event: the charts' origin.
-func (r *Report) start() time.Time {
+func start(r *auditreport.Report) time.Time {
 	var t0 time.Time
 	for _, h := range r.Hosts {
 		for _, d := range h.Departures {
@@ -61,8 +66,8 @@ func (r *Report) start() time.Time {
 }
 
 var pageTemplate = template.Must(template.New("page").Funcs(template.FuncMap{
-	"time": fmtTime,
-	"dur":  fmtDur,
+	"time": auditreport.FormatTime,
+	"dur":  auditreport.FormatDuration,
 }).Parse(`<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>Pacing report</title>
 <style>

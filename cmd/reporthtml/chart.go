@@ -1,4 +1,4 @@
-package auditreport
+package reporthtml
 
 import (
 	"bytes"
@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/collypace/ext/internal/auditreport"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
@@ -32,11 +33,11 @@ var (
 	windowOutline   = draw.LineStyle{Color: windowColor, Width: vg.Points(0)} // windows have no outline
 )
 
-// Chart draws the host's timeline as an SVG document: departures along the bottom, each gap at the
+// chart draws the host's timeline as an SVG document: departures along the bottom, each gap at the
 // departure that ends it, the interval in force and each constraint, windows shaded, violations marked.
 // The x axis is seconds since t0. No text from the trail is drawn: the caller titles the chart.
-func (h *Host) Chart(t0 time.Time, vs []Violation) ([]byte, error) {
-	p, err := h.chartPlot(t0, vs)
+func chart(h *auditreport.Host, t0 time.Time, vs []auditreport.Violation) ([]byte, error) {
+	p, err := chartPlot(h, t0, vs)
 	if err != nil {
 		return nil, err
 	}
@@ -54,7 +55,7 @@ func (h *Host) Chart(t0 time.Time, vs []Violation) ([]byte, error) {
 	return []byte(s), nil
 }
 
-func (h *Host) chartPlot(t0 time.Time, vs []Violation) (*plot.Plot, error) {
+func chartPlot(h *auditreport.Host, t0 time.Time, vs []auditreport.Violation) (*plot.Plot, error) {
 	p := plot.New()
 	p.X.Label.Text = "seconds since the report's origin (first departure or window)"
 	p.Y.Label.Text = "seconds"
