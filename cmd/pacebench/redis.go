@@ -1,16 +1,15 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"time"
+
+	"github.com/collypace/ext/internal/redisproc"
 )
 
 // errNoRedis is returned when a fleet scenario needs redis-server and it is not on the PATH.
@@ -61,14 +60,14 @@ func startRedis(ctx context.Context) (*redisServer, error) {
 	}()
 	deadline := time.NewTimer(redisStartTimeout)
 	defer deadline.Stop()
-	for !ping(s.socket) {
+	for !redisproc.Ping(s.socket) {
 		select {
 		case <-s.exited:
 			s.Close()
-			return nil, fmt.Errorf("redis-server exited before answering: %s", readTail(logfile))
+			return nil, fmt.Errorf("redis-server exited before answering: %s", redisproc.LogTail(logfile))
 		case <-deadline.C:
 			s.Close()
-			return nil, fmt.Errorf("redis-server did not answer within %v: %s", redisStartTimeout, readTail(logfile))
+			return nil, fmt.Errorf("redis-server did not answer within %v: %s", redisStartTimeout, redisproc.LogTail(logfile))
 		case <-ctx.Done():
 			s.Close()
 			return nil, ctx.Err()
@@ -86,32 +85,4 @@ func (s *redisServer) Close() {
 	_ = s.cmd.Process.Kill()
 	<-s.exited
 	_ = os.RemoveAll(s.dir)
-}
-
-// ping reports whether a server answers PING on socket.
-func ping(socket string) bool {
-	conn, err := net.DialTimeout("unix", socket, time.Second)
-	if err != nil {
-		return false
-	}
-	defer conn.Close()
-	_ = conn.SetDeadline(time.Now().Add(time.Second))
-	if _, err := conn.Write([]byte("PING\r\n")); err != nil {
-		return false
-	}
-	line, err := bufio.NewReader(conn).ReadString('\n')
-	return err == nil && strings.HasPrefix(line, "+PONG")
-}
-
-// readTail returns the end of a log file, for an error message.
-func readTail(path string) string {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return err.Error()
-	}
-	s := strings.TrimSpace(string(b))
-	if len(s) > 500 {
-		s = s[len(s)-500:]
-	}
-	return s
 }

@@ -7,16 +7,13 @@
 package redistest
 
 import (
-	"bufio"
-	"context"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
+	"github.com/collypace/ext/internal/redisproc"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -114,44 +111,18 @@ func (s *Server) start() {
 
 	deadline := time.Now().Add(startTimeout)
 	for {
-		if ping(s.socket) {
+		if redisproc.Ping(s.socket) {
 			return
 		}
 		select {
 		case <-exited:
 			s.cmd = nil
-			s.tb.Fatalf("redistest: redis-server exited before answering: %s", readLog(logfile))
+			s.tb.Fatalf("redistest: redis-server exited before answering: %s", redisproc.LogTail(logfile))
 		case <-time.After(5 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
 			s.Stop()
-			s.tb.Fatalf("redistest: redis-server did not answer within %v: %s", startTimeout, readLog(logfile))
+			s.tb.Fatalf("redistest: redis-server did not answer within %v: %s", startTimeout, redisproc.LogTail(logfile))
 		}
 	}
-}
-
-// ping reports whether a server answers PING on socket.
-func ping(socket string) bool {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "unix", socket)
-	if err != nil {
-		return false
-	}
-	defer conn.Close()
-	_ = conn.SetDeadline(time.Now().Add(time.Second))
-	if _, err := conn.Write([]byte("PING\r\n")); err != nil {
-		return false
-	}
-	line, err := bufio.NewReader(conn).ReadString('\n')
-	return err == nil && strings.HasPrefix(line, "+PONG")
-}
-
-func readLog(path string) string {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return "(no log: " + err.Error() + ")"
-	}
-	return string(b)
 }
