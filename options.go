@@ -36,6 +36,12 @@ const (
 // ErrInvalidOption is wrapped by the errors NewPacerErr returns for option values it cannot use.
 var ErrInvalidOption = errors.New("ext: invalid option")
 
+// RobotsUnreachableLimit is how long the pages of a host whose robots.txt cannot be read (5xx, 429,
+// network error, timeout), and was never read, wait before its breaker opens (robots_unreachable)
+// and they are deferred; from then on the breaker's policy decides. Meanwhile robots.txt is asked
+// again after 1 s, doubling up to DefaultRobotsRetryDelay.
+const RobotsUnreachableLimit = 30 * time.Minute
+
 // Option configures a Pacer, in the style of colly.CollectorOption.
 //
 // Invalid values follow one rule, for every option (and the Queue's): an option never panics and
