@@ -80,7 +80,7 @@ const (
 type breaker struct {
 	state     BreakerState
 	changed   time.Time     // when it entered state
-	until     time.Time     // open: no probe before then either (a Retry-After or Crawl-delay above its cap); zero when none
+	until     int64         // open: no probe before then either (a Retry-After or Crawl-delay above its cap), unix nanos (a host stays within a size class); 0 when none
 	reason    string        // why it last opened
 	highSince time.Time     // since when the interval is at or above the threshold; zero when below
 	failures  int           // consecutive refusals
@@ -109,8 +109,11 @@ func (b *breaker) tripLocked(now time.Time, reason string) *breakerChange {
 // until (it stays open longer when already open until later). It reports the transition, if any.
 func (b *breaker) parkLocked(now time.Time, reason string, until time.Time) *breakerChange {
 	ch := b.tripLocked(now, reason)
-	if until.After(b.until) {
-		b.until = until
+	if until.IsZero() {
+		return ch
+	}
+	if t := earlier(until, maxInstant).UnixNano(); t > b.until {
+		b.until = t
 	}
 	return ch
 }
@@ -131,7 +134,11 @@ func holdEnd(now time.Time, wait time.Duration, buffer float64) time.Time {
 // reopensAt returns when an open breaker lets its probe through: at the end of the cool-down that
 // began when it opened, or later when it was parked until a given time.
 func (b *breaker) reopensAt(cooldown time.Duration) time.Time {
-	return later(b.changed.Add(cooldown), b.until)
+	end := b.changed.Add(cooldown)
+	if b.until == 0 {
+		return end
+	}
+	return later(end, time.Unix(0, b.until))
 }
 
 // closeLocked closes the breaker after a successful probe.
@@ -141,7 +148,7 @@ func (b *breaker) closeLocked(now time.Time) *breakerChange {
 	}
 	ch := &breakerChange{from: b.state, to: BreakerClosed, reason: "probe_succeeded"}
 	b.settleProbe()
-	b.state, b.changed, b.failures, b.highSince, b.until = BreakerClosed, now, 0, time.Time{}, time.Time{}
+	b.state, b.changed, b.failures, b.highSince, b.until = BreakerClosed, now, 0, time.Time{}, 0
 	return ch
 }
 

@@ -704,15 +704,15 @@ func TestUserinfoNeverLogged(t *testing.T) {
 		ctx, cancel := context.WithTimeout(t.Context(), time.Hour)
 		defer cancel()
 		c.Context = ctx
-		// robots.txt is unreachable until its redirect target comes up: its pages wait, then go.
+		// robots.txt is unreachable until its redirect target comes up: its pages wait, then go, in
+		// order (synchronous: the breaker opens on /p/fail's retry and /p/fail2 is deferred).
 		go func() {
 			time.Sleep(5 * time.Second)
 			n.host("nowhere.test", http.NotFound)
 		}()
+		c.Async = false
 		for _, path := range []string{"/p/ok", "/p/redir", "/p/fail", "/p/fail2"} {
-			if err := c.Visit("http://alice:s3cret@ui.test" + path); err != nil {
-				t.Fatal(err)
-			}
+			_ = c.Visit("http://alice:s3cret@ui.test" + path) // synchronous: Visit returns what OnError sees
 		}
 		c.Wait()
 		time.Sleep(time.Minute)

@@ -166,10 +166,15 @@ func TestIssue10Item6CrawlDelayAboveCapReadAgainOnTTL(t *testing.T) {
 			t.Errorf("Drain = %d, %v; want the 53 deferred pages", got, err)
 		}
 		c.Wait()
-		if got := len(pageArrivals(h)); got != 54 {
-			t.Errorf("%d pages fetched, want 54", got)
+		pages := pageArrivals(h)
+		if len(pages) != 54 {
+			t.Fatalf("%d pages fetched, want 54", len(pages))
 		}
-		assertGaps(t, h.gaps("/p/"), 2*time.Second)
+		var gaps []time.Duration
+		for i := 1; i < len(pages); i++ {
+			gaps = append(gaps, pages[i].at.Sub(pages[i-1].at))
+		}
+		assertGaps(t, gaps, 2*time.Second)
 	})
 }
 
@@ -656,6 +661,53 @@ func TestIssue10Item13CollyRobotsCheckWaits(t *testing.T) {
 		}
 		if got := robots.fetches.Load(); got != 3 {
 			t.Errorf("robots.txt asked %d times, want 3", got)
+		}
+	})
+}
+
+// Item 13: robots.txt read again while its host is held (here a Retry-After of 30 s, as a Crawl-delay
+// or the backoff would) waits for its turn: the wait is not taken for an unreachable robots.txt.
+func TestIssue10Item13RobotsReadWaitsItsTurn(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := newFakeNet(t)
+		var fetches atomic.Int32
+		var refuse atomic.Bool
+		h, base := n.host("held.test", func(w http.ResponseWriter, r *http.Request) {
+			switch {
+			case r.URL.Path == "/robots.txt":
+				fetches.Add(1)
+				fmt.Fprint(w, "User-agent: *\n")
+			case refuse.Swap(false):
+				w.Header().Set("Retry-After", "30")
+				w.WriteHeader(http.StatusTooManyRequests)
+			default:
+				fmt.Fprint(w, "ok")
+			}
+		})
+		var buf auditBuf
+		c, _ := pacedCollector(n, WithBaseDelay(time.Second), WithMaxRetries(0), WithLogger(zerolog.New(&buf)))
+		visitAll(t, c, base, 1)
+		time.Sleep(DefaultRobotsTTL - 5*time.Second)
+		refuse.Store(true)
+		if err := c.Visit(base + "/refused"); err != nil {
+			t.Fatal(err)
+		}
+		c.Wait()
+		refusedAt := time.Now()
+		time.Sleep(10 * time.Second) // robots.txt is due again, the host held for 23 s more
+		if err := c.Visit(base + "/after"); err != nil {
+			t.Fatal(err)
+		}
+		c.Wait()
+		if ev := findEvent(t, &buf, EventRobotsUnavailable); ev != nil {
+			t.Errorf("robots_unavailable although robots.txt only waited for its turn: %v", ev[FieldDetail])
+		}
+		if got := fetches.Load(); got != 2 {
+			t.Errorf("robots.txt read %d times, want 2", got)
+		}
+		tries := robotsArrivals(h)
+		if got := tries[len(tries)-1].Sub(refusedAt); got != 33*time.Second {
+			t.Errorf("robots.txt read again %v after the refusal, want 33s (the end of the hold)", got)
 		}
 	})
 }

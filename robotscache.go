@@ -13,6 +13,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"weak"
 
 	"github.com/rs/zerolog"
 )
@@ -68,7 +69,9 @@ type robotsEntry struct {
 	// entry it replaced is put back.
 	void bool
 
-	applied atomic.Pointer[host] // the host state its rules were last applied to (idle eviction makes a new one)
+	// applied is the host state its rules were last applied to: idle eviction makes a new one, which
+	// gets them again. Weak, so that an evicted host's state does not stay in memory for it.
+	applied atomic.Pointer[weak.Pointer[host]]
 }
 
 func (c *robotsCache) init() {
@@ -122,7 +125,7 @@ func (p *Pacer) robotsKnown(rawURL string, now time.Time) bool {
 		return false
 	}
 	h, ok := p.hosts.Load(key)
-	return ok && e.applied.Load() == h
+	return ok && e.appliedTo(h)
 }
 
 // ensureRobots makes sure the robots.txt of u's origin is known before a request to it departs,
@@ -192,7 +195,7 @@ func (p *Pacer) robotsFor(ctx context.Context, u *url.URL, agent string, wait bo
 		ne := &robotsEntry{key: key, done: make(chan struct{})}
 		p.robots.m[origin] = ne
 		p.robots.mu.Unlock()
-		p.readRobots(ctx, ne, e, h, u, origin, agent)
+		p.readRobots(ctx, ne, e, h, origin, agent)
 		close(ne.done)
 		if ne.void {
 			if err := ctx.Err(); err != nil {
@@ -227,7 +230,7 @@ func (p *Pacer) sleepUntil(ctx context.Context, t time.Time) error {
 
 // readRobots makes one attempt at the robots.txt of origin into e, which replaces prev (nil for the
 // first), and applies its outcome to h.
-func (p *Pacer) readRobots(ctx context.Context, e, prev *robotsEntry, h *host, u *url.URL, origin, agent string) {
+func (p *Pacer) readRobots(ctx context.Context, e, prev *robotsEntry, h *host, origin, agent string) {
 	// A Crawl-delay above the cap keeps the breaker open while it is known; the read that re-evaluates
 	// it must be able to go, as the breaker's probe. applyCrawlDelay sets it again from what is read.
 	clamped := false
@@ -281,10 +284,15 @@ func (p *Pacer) getRobots(ctx context.Context, origin, agent string) (int, []byt
 	defer cancel(nil)
 	clock := &robotsClock{cancel: cancel}
 	defer clock.stop()
+	var rt http.RoundTripper = p.rt
 	if _, ok := p.cfg.transport.(*http.Transport); ok {
-		// Time the network, not the wait for a departure slot: from each hop's connection to its
-		// end, and the body.
+		// Time the network, not the wait for a departure slot: each hop from its connection to its
+		// end (the body, for the last one). The countdown pauses when a hop goes to the pacer.
 		ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{GetConn: func(string) { clock.arm() }})
+		rt = robotsRoundTrip(func(r *http.Request) (*http.Response, error) {
+			clock.pause()
+			return p.rt.RoundTrip(r)
+		})
 	} else {
 		clock.arm()
 	}
@@ -296,12 +304,11 @@ func (p *Pacer) getRobots(ctx context.Context, origin, agent string) (int, []byt
 		req.Header.Set("User-Agent", agent)
 	}
 	client := &http.Client{
-		Transport: p.rt,
+		Transport: rt,
 		CheckRedirect: func(_ *http.Request, via []*http.Request) error {
 			if len(via) > robotsMaxRedirects {
 				return http.ErrUseLastResponse
 			}
-			clock.pause() // the hop waits for its departure slot, untimed
 			return nil
 		},
 	}
@@ -310,10 +317,13 @@ func (p *Pacer) getRobots(ctx context.Context, origin, agent string) (int, []byt
 		return 0, nil, err
 	}
 	defer resp.Body.Close()
-	clock.arm()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxRobotsBody+1))
 	return resp.StatusCode, body, err
 }
+
+type robotsRoundTrip func(*http.Request) (*http.Response, error)
+
+func (f robotsRoundTrip) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 // robotsClock cuts a robots.txt fetch off after robotsFetchTimeout of network time.
 type robotsClock struct {
@@ -373,10 +383,12 @@ func (p *Pacer) robotsFailed(e, prev *robotsEntry, h *host) {
 			e.tripped = true
 			e.retryAt = now // the breaker's probe, when it lets one through
 			brk = h.brk.tripLocked(now, TripRobotsUnreachable)
+			h.changedLocked()
 		}
 		e.retryAt = later(e.retryAt, h.holdUntil) // a Retry-After on robots.txt itself is obeyed
 		if e.retryAt.After(h.holdUntil) {
 			h.holdUntil, h.holdTrigger = e.retryAt, TriggerRobots
+			h.changedLocked()
 		}
 	}
 	parked := h.brk.state == BreakerOpen
@@ -422,11 +434,22 @@ func earlier(a, b time.Time) time.Time {
 	return b
 }
 
+// appliedTo reports whether e's rules were last applied to h.
+func (e *robotsEntry) appliedTo(h *host) bool {
+	w := e.applied.Load()
+	return w != nil && w.Value() == h
+}
+
+func weakHost(h *host) *weak.Pointer[host] {
+	w := weak.Make(h)
+	return &w
+}
+
 // reapplyRobots applies r (e's rules) to h when e was last applied to another host state: one made
 // anew after idle eviction forgets the Crawl-delay the robots cache still knows.
 func (p *Pacer) reapplyRobots(h *host, e, r *robotsEntry) {
 	old := e.applied.Load()
-	if old == h || !e.applied.CompareAndSwap(old, h) {
+	if old != nil && old.Value() == h || !e.applied.CompareAndSwap(old, weakHost(h)) {
 		return
 	}
 	now := p.now()
@@ -451,15 +474,12 @@ func (p *Pacer) applyRules(h *host, e, r *robotsEntry, now time.Time) bool {
 	clamped := published > delay
 	h.mu.Lock()
 	changed := delay != h.crawlDelay || clamped != h.crawlClamped
-	if delay != h.crawlDelay {
-		h.crawlDelay = delay
-		h.changedLocked()
-	}
-	h.crawlClamped = clamped
+	h.crawlDelay, h.crawlClamped = delay, clamped
 	var brk *breakerChange
 	if clamped && !p.cfg.breaker.IgnoreCaps {
 		brk = h.brk.parkLocked(now, TripCrawlDelay, r.fetchedAt.Add(p.cfg.robotsTTL))
 	}
+	h.changedLocked() // the head computes its time again: a new interval, or a breaker that opened
 	h.mu.Unlock()
 	h.markDirty(p)
 	p.reportBreaker(h, brk, now)
@@ -471,7 +491,7 @@ func (p *Pacer) applyRules(h *host, e, r *robotsEntry, now time.Time) bool {
 func (p *Pacer) applyCrawlDelay(h *host, e *robotsEntry) {
 	now := e.fetchedAt
 	info := e.info
-	e.applied.Store(h)
+	e.applied.Store(weakHost(h))
 	p.applyRules(h, e, e, now)
 
 	for _, problem := range info.Problems {
