@@ -3,6 +3,7 @@ package ext
 import (
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -48,13 +49,18 @@ const (
 
 // BreakerPolicy sets when a host's breaker trips and how long it stays open.
 type BreakerPolicy struct {
-	Threshold time.Duration // trip when the interval stays at or above it…
-	Sustain   time.Duration // …for this long
+	// Threshold and Sustain: trip when the host's adaptive delay (what its refusals drove it to, above
+	// the base delay) stays at or above Threshold for Sustain. A Crawl-delay or rate limit the host
+	// publishes is obeyed, never held against it. The adaptive delay never exceeds the ceiling
+	// (WithMaxDelay), so this rule only fires with a ceiling at or above Threshold.
+	Threshold time.Duration
+	Sustain   time.Duration
 	Failures  int           // trip after this many consecutive refusals
 	Cooldown  time.Duration // stay open this long, then let one probe through
 	// IgnoreCaps keeps crawling a host whose Retry-After or Crawl-delay is above its cap (clamped,
-	// audited with compliance_flag=false) instead of parking it. By default such a host is parked,
-	// and a Crawl-delay above the cap keeps it parked until its robots.txt asks for less.
+	// audited with compliance_flag=false) instead of parking it. By default such a host is parked:
+	// for a Retry-After, until the time it announced; for a Crawl-delay, until its robots.txt, read
+	// again when its cache entry expires, asks for less.
 	IgnoreCaps bool
 }
 
@@ -65,12 +71,16 @@ const (
 	TripRetryAfter     = "retry_after_above_cap"
 	TripCrawlDelay     = "crawl_delay_above_cap"
 	TripProbeFailed    = "probe_failed"
+	// TripRobotsUnreachable: robots.txt could not be read for RobotsUnreachableLimit (no rules known,
+	// so no page may go); the breaker's probe is the next robots.txt read.
+	TripRobotsUnreachable = "robots_unreachable"
 )
 
 // breaker is one host's circuit breaker. The host's mutex protects it.
 type breaker struct {
 	state     BreakerState
 	changed   time.Time     // when it entered state
+	until     int64         // open: no probe before then either (a Retry-After or Crawl-delay above its cap), unix nanos (a host stays within a size class); 0 when none
 	reason    string        // why it last opened
 	highSince time.Time     // since when the interval is at or above the threshold; zero when below
 	failures  int           // consecutive refusals
@@ -95,6 +105,42 @@ func (b *breaker) tripLocked(now time.Time, reason string) *breakerChange {
 	return ch
 }
 
+// parkLocked opens the breaker for reason at now, as tripLocked, and keeps it open until at least
+// until (it stays open longer when already open until later). It reports the transition, if any.
+func (b *breaker) parkLocked(now time.Time, reason string, until time.Time) *breakerChange {
+	ch := b.tripLocked(now, reason)
+	if until.IsZero() {
+		return ch
+	}
+	if t := earlier(until, maxInstant).UnixNano(); t > b.until {
+		b.until = t
+	}
+	return ch
+}
+
+// maxInstant is the latest instant a store can write (UnixNano saturates there, in 2262).
+var maxInstant = time.Unix(0, math.MaxInt64)
+
+// holdEnd returns when a Retry-After wait received at now ends, with its buffer (retryAfterHold),
+// saturating: an overflowing wait (a Retry-After of 20 digits or in year 9999) ends at maxInstant,
+// never wraps into the past.
+func holdEnd(now time.Time, wait time.Duration, buffer float64) time.Time {
+	if end := now.Add(retryAfterHold(max(wait, 0), buffer)); end.Before(maxInstant) {
+		return end
+	}
+	return maxInstant
+}
+
+// reopensAt returns when an open breaker lets its probe through: at the end of the cool-down that
+// began when it opened, or later when it was parked until a given time.
+func (b *breaker) reopensAt(cooldown time.Duration) time.Time {
+	end := b.changed.Add(cooldown)
+	if b.until == 0 {
+		return end
+	}
+	return later(end, time.Unix(0, b.until))
+}
+
 // closeLocked closes the breaker after a successful probe.
 func (b *breaker) closeLocked(now time.Time) *breakerChange {
 	if b.state == BreakerClosed {
@@ -102,7 +148,7 @@ func (b *breaker) closeLocked(now time.Time) *breakerChange {
 	}
 	ch := &breakerChange{from: b.state, to: BreakerClosed, reason: "probe_succeeded"}
 	b.settleProbe()
-	b.state, b.changed, b.failures, b.highSince = BreakerClosed, now, 0, time.Time{}
+	b.state, b.changed, b.failures, b.highSince, b.until = BreakerClosed, now, 0, time.Time{}, 0
 	return ch
 }
 
@@ -124,15 +170,16 @@ const (
 	waitProbe                      // half-open, probe in flight: wait for its outcome
 )
 
-// admitLocked decides whether a departure may go, moving an open breaker whose cool-down is over to
-// half-open. stillTripped reports whether the condition that tripped it persists (a Crawl-delay
-// above the cap), in which case it stays open.
+// admitLocked decides whether a departure may go, moving an open breaker whose cool-down (and park,
+// see parkLocked) is over to half-open. stillTripped reports whether the condition that tripped it
+// persists (a Crawl-delay above the cap, as last read), in which case it stays open; the robots.txt
+// read that re-evaluates it clears it first, so that read can be the probe.
 func (b *breaker) admitLocked(now time.Time, cooldown time.Duration, stillTripped bool) (admission, *breakerChange) {
 	switch b.state {
 	case BreakerClosed:
 		return admitted, nil
 	case BreakerOpen:
-		if now.Sub(b.changed) < cooldown || stillTripped {
+		if now.Before(b.reopensAt(cooldown)) || stillTripped {
 			return deferIt, nil
 		}
 		b.state, b.changed = BreakerHalfOpen, now
@@ -147,9 +194,19 @@ func (b *breaker) admitLocked(now time.Time, cooldown time.Duration, stillTrippe
 	}
 }
 
-// observeLocked updates the breaker with an outcome at now, given the host's interval after it.
-// probe says whether the outcome is the half-open probe's.
-func (b *breaker) observeLocked(v Verdict, probe bool, iv time.Duration, p BreakerPolicy, now time.Time) *breakerChange {
+// refusalDelay is what the sustained-delay rule watches: the host's adaptive delay when it is above
+// the base delay floor, 0 otherwise. The base delay is the user's; a Crawl-delay or rate-limit
+// interval is the host's own request, obeyed and not held against it.
+func refusalDelay(a *adaptive, floor time.Duration) time.Duration {
+	if a.delay <= floor {
+		return 0
+	}
+	return a.delay
+}
+
+// observeLocked updates the breaker with an outcome at now, given the host's refusal-driven delay
+// after it (refusalDelay). probe says whether the outcome is the half-open probe's.
+func (b *breaker) observeLocked(v Verdict, probe bool, adaptive time.Duration, p BreakerPolicy, now time.Time) *breakerChange {
 	if probe && b.state == BreakerHalfOpen {
 		if v.Refused {
 			return b.tripLocked(now, TripProbeFailed)
@@ -161,7 +218,7 @@ func (b *breaker) observeLocked(v Verdict, probe bool, iv time.Duration, p Break
 	} else if v.Trigger == TriggerClean {
 		b.failures = 0
 	}
-	if iv >= p.Threshold {
+	if adaptive >= p.Threshold && adaptive > 0 {
 		if b.highSince.IsZero() {
 			b.highSince = now
 		}

@@ -15,12 +15,12 @@ import (
 	"github.com/rs/zerolog"
 )
 
-// parked reports whether h's breaker is open and cooling down at now: its requests are deferred
-// without waiting.
+// parked reports whether h's breaker is open and cooling down (or parked until a later time) at now:
+// its requests are deferred without waiting.
 func (h *host) parked(now time.Time, b BreakerPolicy) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.brk.state == BreakerOpen && (now.Sub(h.brk.changed) < b.Cooldown || h.crawlClamped && !b.IgnoreCaps)
+	return h.brk.state == BreakerOpen && now.Before(h.brk.reopensAt(b.Cooldown))
 }
 
 // deferRequest stores r, with what is needed to send it again, instead of sending it, and aborts it.

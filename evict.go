@@ -16,7 +16,9 @@ const evictEvery = 64
 
 // WithIdleEviction sets how long a host goes unused (no request waiting or in flight, no hold, breaker
 // closed) before its state leaves memory (default 30 min; ≤ 0 keeps every host). With a store, the
-// state is written first and restored on the host's next use; without one, the host starts afresh.
+// state is written first and restored on the host's next use; without one, the host starts afresh,
+// except for its Crawl-delay (and clamp): the robots cache still knows them and applies them again
+// before its next request departs (robots.txt itself is read again on its own TTL).
 func WithIdleEviction(d time.Duration) Option {
 	return func(c *config) { c.idleEviction = d }
 }

@@ -95,11 +95,7 @@ func (b *binding) onRequestHeaders(r *colly.Request) {
 		return
 	}
 	h := p.host(p.cfg.hostKey(r.URL))
-	if h.parked(p.now(), p.cfg.breaker) {
-		b.deferRequest(r, h, ErrBreakerOpen)
-		return
-	}
-	if p.cfg.robots {
+	if p.cfg.robots { // first, whatever the breaker says: robots.txt is read again on its TTL
 		agent := r.Headers.Get("User-Agent")
 		if agent == "" {
 			agent = b.c.UserAgent
@@ -108,6 +104,10 @@ func (b *binding) onRequestHeaders(r *colly.Request) {
 			r.Abort()
 			return
 		}
+	}
+	if h.parked(p.now(), p.cfg.breaker) {
+		b.deferRequest(r, h, ErrBreakerOpen)
+		return
 	}
 	f, err := p.depart(ctx, h, true, false)
 	if errors.Is(err, ErrBreakerOpen) {

@@ -154,8 +154,9 @@ func TestHostileRetryAfter(t *testing.T) {
 					if d, _ := p.DeferredRequests(t.Context(), ""); len(d) != 2 {
 						t.Errorf("%d deferred requests, want 2 (the retry and /p/1)", len(d))
 					}
-					if ev := findEvent(t, &buf, EventRetryAfterTooLong); ev != nil && ev[FieldComplianceFlag] != false {
-						t.Errorf("retry_after_too_long has compliance_flag %v, want false", ev[FieldComplianceFlag])
+					// Parked until the time announced: honoured in full.
+					if ev := findEvent(t, &buf, EventRetryAfterTooLong); ev != nil && ev[FieldComplianceFlag] != true {
+						t.Errorf("retry_after_too_long has compliance_flag %v, want true", ev[FieldComplianceFlag])
 					}
 				} else {
 					if len(pages) < 2 {
@@ -310,17 +311,17 @@ func TestHostileRobots(t *testing.T) {
 			w.Header().Set("Content-Type", "text/html")
 			fmt.Fprint(w, "<!DOCTYPE html>\n<html><head><title>Welcome</title></head>\n<body><p>Note: a page</p>\n<a href=\"/x\">Disallow: /</a></body></html>\n")
 		}, gap: time.Second, quiet: true, complies: true, collyCheck: true},
-		// A 503 or a timeout doubles the delay (2 s); being an outage, not a speed limit, it comes back
-		// toward the 1 s floor: three quarters of the way after two clean responses.
-		{name: "503: a refusal like any 5xx", robots: body(503, ""), gaps: []time.Duration{2 * time.Second, 1250 * time.Millisecond},
-			events: []string{EventRobotsUnavailable}, complies: true},
+		// Unreachable means disallow (RFC 9309 §2.3.1.4): no page goes, robots.txt is asked again
+		// after 1 s, 2 s, 4 s…; each 503 or timeout is a refusal, and the tenth in a row opens the
+		// breaker: the pages are deferred, none lost.
+		{name: "503: pages held, then parked", robots: body(503, ""),
+			events: []string{EventRobotsUnavailable, EventBreakerOpened, EventRequestDeferred}, hops: DefaultBreakerFailures},
 		{name: "timeout", robots: func(_ http.ResponseWriter, r *http.Request) {
 			select {
 			case <-r.Context().Done():
 			case <-time.After(time.Minute):
 			}
-		}, gaps: []time.Duration{2 * time.Second, 1250 * time.Millisecond}, firstPage: robotsFetchTimeout,
-			events: []string{EventRobotsUnavailable}, complies: true},
+		}, events: []string{EventRobotsUnavailable, EventBreakerOpened, EventRequestDeferred}, hops: DefaultBreakerFailures},
 		{name: "redirect to another host", robots: func(w http.ResponseWriter, r *http.Request) {
 			http.Redirect(w, r, "http://other.test/robots.txt", http.StatusMovedPermanently)
 		}, setup: func(n *fakeNet) {
@@ -330,9 +331,10 @@ func TestHostileRobots(t *testing.T) {
 			hop, _ := strconv.Atoi(r.URL.Query().Get("hop"))
 			http.Redirect(w, r, "/robots.txt?hop="+strconv.Itoa(hop+1), http.StatusFound)
 		}, gap: time.Second, firstPage: time.Second, hops: robotsMaxRedirects + 1, quiet: true, complies: true},
+		// The redirect succeeds, the dead host fails: after RobotsUnreachableLimit the breaker opens.
 		{name: "redirect to a dead host", robots: func(w http.ResponseWriter, r *http.Request) {
 			http.Redirect(w, r, "http://nowhere.test/robots.txt", http.StatusFound)
-		}, gap: time.Second, events: []string{EventRobotsUnavailable}, complies: true},
+		}, events: []string{EventRobotsUnavailable, EventBreakerOpened, EventRequestDeferred}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -702,10 +704,15 @@ func TestUserinfoNeverLogged(t *testing.T) {
 		ctx, cancel := context.WithTimeout(t.Context(), time.Hour)
 		defer cancel()
 		c.Context = ctx
+		// robots.txt is unreachable until its redirect target comes up: its pages wait, then go, in
+		// order (synchronous: the breaker opens on /p/fail's retry and /p/fail2 is deferred).
+		go func() {
+			time.Sleep(5 * time.Second)
+			n.host("nowhere.test", http.NotFound)
+		}()
+		c.Async = false
 		for _, path := range []string{"/p/ok", "/p/redir", "/p/fail", "/p/fail2"} {
-			if err := c.Visit("http://alice:s3cret@ui.test" + path); err != nil {
-				t.Fatal(err)
-			}
+			_ = c.Visit("http://alice:s3cret@ui.test" + path) // synchronous: Visit returns what OnError sees
 		}
 		c.Wait()
 		time.Sleep(time.Minute)

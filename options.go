@@ -36,6 +36,12 @@ const (
 // ErrInvalidOption is wrapped by the errors NewPacerErr returns for option values it cannot use.
 var ErrInvalidOption = errors.New("ext: invalid option")
 
+// RobotsUnreachableLimit is how long the pages of a host whose robots.txt cannot be read (5xx, 429,
+// network error, timeout), and was never read, wait before its breaker opens (robots_unreachable)
+// and they are deferred; from then on the breaker's policy decides. Meanwhile robots.txt is asked
+// again after 1 s, doubling up to DefaultRobotsRetryDelay.
+const RobotsUnreachableLimit = 30 * time.Minute
+
 // Option configures a Pacer, in the style of colly.CollectorOption.
 //
 // Invalid values follow one rule, for every option (and the Queue's): an option never panics and
@@ -228,9 +234,10 @@ func WithRetryAfterBuffer(f float64) Option {
 	}
 }
 
-// WithMaxRetryAfter sets the longest Retry-After obeyed as sent (default 10 min). A longer one is audited
-// as not fully honoured and the algorithmic backoff applies instead, capped by the maximum delay.
-// It must be positive.
+// WithMaxRetryAfter sets the longest Retry-After obeyed as a hold (default 10 min). A longer one parks
+// the host (its breaker open, its requests deferred) until the time it announced, with the buffer:
+// a longer value never gets a shorter wait. With BreakerPolicy.IgnoreCaps it is held for this maximum
+// instead, audited as not fully honoured. It must be positive.
 func WithMaxRetryAfter(d time.Duration) Option {
 	return func(c *config) {
 		if d <= 0 {
@@ -361,9 +368,9 @@ func WithFlushInterval(d time.Duration) Option {
 }
 
 // WithBreaker sets when a host's circuit breaker trips and how long it stays open. Zero fields keep
-// the defaults (45 s for 2 min, 10 consecutive refusals, 5 min cool-down); Failures < 0 disables
-// the failure count. A negative Threshold, Sustain or Cooldown is invalid (see Option): the whole
-// policy is set aside.
+// the defaults (an adaptive delay of 45 s for 2 min, 10 consecutive refusals, 5 min cool-down);
+// Failures < 0 disables the failure count. A negative Threshold, Sustain or Cooldown is invalid (see
+// Option): the whole policy is set aside.
 func WithBreaker(b BreakerPolicy) Option {
 	return func(c *config) {
 		if b.Threshold < 0 || b.Sustain < 0 || b.Cooldown < 0 {

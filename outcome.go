@@ -87,6 +87,7 @@ type outcomeSignals struct {
 	hold              time.Time // the end of the Retry-After hold; zero when there is none
 	retryAfterValid   bool      // a Retry-After that parsed within the maximum (a 0 wait included)
 	retryAfterTooLong bool
+	capHold           time.Time // a Retry-After above the cap: parked until then (with IgnoreCaps, held to the cap)
 	rate              rateLimitSignal
 	rateFound         bool
 	events            []auditEvent
@@ -106,8 +107,20 @@ func (p *Pacer) readSignals(o Outcome, v Verdict, now time.Time) outcomeSignals 
 			s.retryAfterValid = true
 			s.events = append(s.events, auditEvent{event: EventRetryAfterNow, trigger: TriggerRetryAfter, compliant: true, detail: "Retry-After asks for no wait: no hold"})
 		case errors.Is(err, ErrRetryAfterTooLong):
+			// Never wait less for a longer value: parked (no probe, no departure) until the time
+			// announced, with the buffer; with IgnoreCaps, held as long as the cap allows.
 			s.retryAfterTooLong = true
-			s.events = append(s.events, auditEvent{event: EventRetryAfterTooLong, trigger: TriggerRetryAfter, computed: wait, detail: err.Error()})
+			ev := auditEvent{event: EventRetryAfterTooLong, trigger: TriggerRetryAfter, computed: wait, windowStart: now}
+			if p.cfg.breaker.IgnoreCaps {
+				s.capHold = holdEnd(now, p.cfg.maxRetryAfter, p.cfg.retryAfterBuffer)
+				ev.detail = err.Error() + "; held to the maximum only (IgnoreCaps)"
+			} else {
+				s.capHold = holdEnd(now, wait, p.cfg.retryAfterBuffer)
+				ev.compliant = true
+				ev.detail = err.Error() + "; host parked until then, its requests deferred"
+			}
+			ev.windowEnd = s.capHold
+			s.events = append(s.events, ev)
 		case present:
 			s.events = append(s.events, auditEvent{event: EventHeaderInvalid, trigger: TriggerRetryAfter, compliant: true, detail: err.Error()})
 		}
@@ -143,9 +156,11 @@ func (p *Pacer) applySignals(h *host, res Reservation, s outcomeSignals, now tim
 	if moved {
 		events = append(events, auditEvent{event: event, trigger: trigger, computed: after, compliant: true})
 	}
-	brk := h.brk.observeLocked(s.v, res.probe, after, p.cfg.breaker, now)
-	if s.retryAfterTooLong && brk == nil && !p.cfg.breaker.IgnoreCaps {
-		brk = h.brk.tripLocked(now, TripRetryAfter)
+	brk := h.brk.observeLocked(s.v, res.probe, refusalDelay(&h.delay, h.policy.BaseDelay), p.cfg.breaker, now)
+	if s.retryAfterTooLong && !p.cfg.breaker.IgnoreCaps {
+		if ch := h.brk.parkLocked(now, TripRetryAfter, s.capHold); brk == nil {
+			brk = ch
+		}
 	}
 	return outcomeEffects{base: h.policy.BaseDelay, events: events, brk: brk, held: now.Before(h.holdUntil), compliant: !h.crawlClamped}
 }
@@ -159,6 +174,9 @@ func (h *host) applyLimitsLocked(s outcomeSignals, now time.Time) []auditEvent {
 		h.holdUntil, h.holdTrigger = s.hold, TriggerRetryAfter
 		events = append(events, auditEvent{event: EventRetryAfterHonoured, trigger: TriggerRetryAfter, computed: s.hold.Sub(now), compliant: true,
 			windowStart: now, windowEnd: s.hold})
+	}
+	if s.capHold.After(h.holdUntil) {
+		h.holdUntil, h.holdTrigger = s.capHold, TriggerRetryAfter
 	}
 	if !s.rateFound {
 		return events
@@ -210,7 +228,7 @@ func (h *host) applyVerdictLocked(res Reservation, s outcomeSignals, now time.Ti
 func (p *Pacer) reportOutcome(h *host, res Reservation, s outcomeSignals, eff outcomeEffects, now time.Time) {
 	h.markDirty(p)
 	p.reportBreaker(h, eff.brk, now)
-	if eff.brk == nil && eff.held && !s.hold.IsZero() {
+	if eff.brk == nil && eff.held && (!s.hold.IsZero() || !s.capHold.IsZero()) {
 		p.persistNow(h) // a Retry-After window is written before the next departure
 	}
 

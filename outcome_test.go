@@ -60,12 +60,16 @@ func TestRetryAfterDateCorrectsServerSkew(t *testing.T) {
 }
 
 // Garbage and absurd Retry-After values never crash: an audit event, and the algorithmic backoff.
+// One above the maximum holds the host (parked) until the time it announced, saturating.
 func TestRetryAfterInvalidFallsBackToBackoff(t *testing.T) {
-	for _, tc := range []struct{ value, event string }{
-		{"soon", EventHeaderInvalid},
-		{"-5", EventHeaderInvalid},
-		{"99999999999999999999", EventRetryAfterTooLong},
-		{"86400", EventRetryAfterTooLong},
+	for _, tc := range []struct {
+		value, event string
+		hold         time.Time // zero: none
+	}{
+		{"soon", EventHeaderInvalid, time.Time{}},
+		{"-5", EventHeaderInvalid, time.Time{}},
+		{"99999999999999999999", EventRetryAfterTooLong, maxInstant},
+		{"86400", EventRetryAfterTooLong, t0.Add(86400 * 1100 * time.Millisecond)},
 	} {
 		var buf auditBuf
 		p := NewPacer(WithBaseDelay(time.Second), WithMaxDelay(30*time.Second), WithJitter(0), WithLogger(zerolog.New(&buf)))
@@ -74,8 +78,8 @@ func TestRetryAfterInvalidFallsBackToBackoff(t *testing.T) {
 		if st.AdaptiveDelay != 2*time.Second {
 			t.Errorf("%q: adaptive delay %v, want the 2s backoff", tc.value, st.AdaptiveDelay)
 		}
-		if !st.RetryAfterUntil.IsZero() {
-			t.Errorf("%q: held until %v, want no hold", tc.value, st.RetryAfterUntil)
+		if !st.RetryAfterUntil.Equal(tc.hold) {
+			t.Errorf("%q: held until %v, want %v", tc.value, st.RetryAfterUntil, tc.hold)
 		}
 		if ev := findEvent(t, &buf, tc.event); ev == nil {
 			t.Errorf("%q: no %s event in %s", tc.value, tc.event, buf.String())
@@ -83,14 +87,17 @@ func TestRetryAfterInvalidFallsBackToBackoff(t *testing.T) {
 	}
 }
 
-// A Retry-After above the maximum is not fully honoured: its event says so.
-func TestRetryAfterTooLongIsNotCompliant(t *testing.T) {
-	var buf auditBuf
-	p := NewPacer(WithLogger(zerolog.New(&buf)))
-	p.ObserveAt(p.ReserveAt("h", t0), Outcome{Status: 503, Header: header("Retry-After", "86400")}, t0)
-	ev := findEvent(t, &buf, EventRetryAfterTooLong)
-	if ev == nil || ev[FieldComplianceFlag] != false {
-		t.Errorf("event = %v, want compliance_flag false", ev)
+// A Retry-After above the maximum is honoured in full by parking the host until the time announced;
+// with IgnoreCaps it is held only up to the maximum, and its event says it was not fully honoured.
+func TestRetryAfterTooLongCompliance(t *testing.T) {
+	for _, ignoreCaps := range []bool{false, true} {
+		var buf auditBuf
+		p := NewPacer(WithLogger(zerolog.New(&buf)), WithBreaker(BreakerPolicy{IgnoreCaps: ignoreCaps}))
+		p.ObserveAt(p.ReserveAt("h", t0), Outcome{Status: 503, Header: header("Retry-After", "86400")}, t0)
+		ev := findEvent(t, &buf, EventRetryAfterTooLong)
+		if ev == nil || ev[FieldComplianceFlag] != !ignoreCaps {
+			t.Errorf("IgnoreCaps %v: event = %v, want compliance_flag %v", ignoreCaps, ev, !ignoreCaps)
+		}
 	}
 }
 

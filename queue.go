@@ -411,7 +411,7 @@ func (q *Queue) fetchRobots(c *colly.Collector, d DeferredRequest) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	_, _ = q.p.ensureRobots(ctx, u, agent)
+	_, _ = q.p.tryRobots(ctx, u, agent) // unreachable: the host is held until the next try, so this does not spin
 }
 
 // waitLocked releases the lock until something changes in the queue, until at (if not zero), or
@@ -564,10 +564,7 @@ func (p *Pacer) readyAt(h *host, now time.Time) (time.Time, bool, time.Duration)
 	iv, _ := h.intervalLocked(now)
 	switch h.brk.state {
 	case BreakerOpen:
-		if h.crawlClamped && !p.cfg.breaker.IgnoreCaps {
-			return now.Add(p.cfg.breaker.Cooldown), true, iv
-		}
-		if end := h.brk.changed.Add(p.cfg.breaker.Cooldown); end.After(now) {
+		if end := h.brk.reopensAt(p.cfg.breaker.Cooldown); end.After(now) {
 			return end, true, iv
 		}
 		return now, false, iv // the next request is the probe

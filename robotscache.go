@@ -3,38 +3,75 @@ package ext
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
+	"weak"
 
 	"github.com/rs/zerolog"
 )
 
-// robotsFetchTimeout bounds one robots.txt fetch, redirects included.
+// robotsFetchTimeout bounds the network part of one robots.txt fetch: each hop from when it reaches
+// the network to its response, and the body. The wait for its departure slot is not counted (a
+// Crawl-delay, a Retry-After window or the backoff below would otherwise read as an unreachable host),
+// except through a transport that is not an *http.Transport, where it bounds the whole fetch.
 const robotsFetchTimeout = 10 * time.Second
 
 // robotsMaxRedirects is how many redirects a robots.txt fetch follows (RFC 9309 §2.3.1.2: at least five).
 const robotsMaxRedirects = 5
 
-// robotsCache holds one robots.txt per origin, fetched once through the pacer and kept for the TTL
-// (24 h); an unavailable one (5xx, network error) is fetched again after the retry delay.
+// robotsRetryFirst is the wait before reading an unreachable robots.txt again; it doubles after each
+// failure, up to the retry delay (DefaultRobotsRetryDelay).
+const robotsRetryFirst = time.Second
+
+// errRobotsNoAnswer is why a robots.txt fetch is cut off: no answer within robotsFetchTimeout. It is a
+// deadline (a transport error, a refusal like any timeout), not the crawler cancelling.
+var errRobotsNoAnswer = fmt.Errorf("no answer within %v: %w", robotsFetchTimeout, context.DeadlineExceeded)
+
+// robotsCache holds one robots.txt per origin, read through the pacer and kept for the TTL (24 h).
+//
+// An unreachable one (5xx, 429, network error, timeout) means complete disallow for now (RFC 9309
+// §2.3.1.4): when no earlier copy applies, the host's pages wait (in ensureRobots, holding no
+// in-flight slot) while one of them reads it again after 1 s, 2 s, 4 s… up to the retry delay; after
+// RobotsUnreachableLimit the host's breaker opens (robots_unreachable), its pages are deferred, and the
+// breaker's probe is the next read. When a copy was read before, it still applies meanwhile (§2.4).
 type robotsCache struct {
 	mu    sync.Mutex // protects m and byKey
 	m     map[string]*robotsEntry
 	byKey map[string][]string // host key → the origins paced under it (WithHostKey can join several)
 }
 
+// robotsEntry is one attempt at reading an origin's robots.txt.
 type robotsEntry struct {
 	key       string        // the host key of the origin, set at creation
-	done      chan struct{} // closed when the fetch ends; the fields below are then read-only
+	done      chan struct{} // closed when the attempt ends; the fields below are then read-only
 	fetchedAt time.Time
-	retryAt   time.Time // set when robots.txt was unavailable
 	status    int
 	info      robotsInfo
 	err       error
+
+	// When robots.txt was unavailable:
+	unavailable bool
+	attempt     int          // failed attempts in a row, this one included
+	since       time.Time    // when the first of them ended
+	retryAt     time.Time    // when the next attempt is due (once the host's breaker lets it go)
+	cached      *robotsEntry // the last robots.txt read, which still applies; nil: none, pages wait
+	tripped     bool         // this failure opened the host's breaker (robots_unreachable)
+
+	// void: nothing was learned (the host's breaker refused the fetch, or its caller gave up); the
+	// entry it replaced is put back.
+	void bool
+
+	// applied is the host state its rules were last applied to: idle eviction makes a new one, which
+	// gets them again. Weak, so that an evicted host's state does not stay in memory for it.
+	applied atomic.Pointer[weak.Pointer[host]]
 }
 
 func (c *robotsCache) init() {
@@ -42,83 +79,232 @@ func (c *robotsCache) init() {
 	c.byKey = make(map[string][]string)
 }
 
-// fresh reports whether e can be used at now (or is still being fetched).
-func (e *robotsEntry) fresh(now time.Time, ttl time.Duration) bool {
+// pending reports whether e's attempt is still under way.
+func (e *robotsEntry) pending() bool {
 	select {
 	case <-e.done:
+		return false
 	default:
 		return true
 	}
-	if !e.retryAt.IsZero() {
-		return now.Before(e.retryAt)
-	}
-	return now.Before(e.fetchedAt.Add(ttl))
 }
 
-// robotsKnown reports whether the robots.txt of rawURL's origin is known and fresh at now.
+// rules returns the entry whose robots.txt applies: e when it was read, the earlier copy when it was
+// unavailable, nil when none applies (the host's pages wait).
+func (e *robotsEntry) rules() *robotsEntry {
+	switch {
+	case e.void:
+		return nil
+	case e.unavailable:
+		return e.cached
+	}
+	return e
+}
+
+// due reports whether robots.txt must be read again at now: its TTL is over, or, unavailable, its next
+// try has come. e must be done.
+func (e *robotsEntry) due(now time.Time, ttl time.Duration) bool {
+	if e.unavailable {
+		return !now.Before(e.retryAt)
+	}
+	return !now.Before(e.fetchedAt.Add(ttl))
+}
+
+// robotsKnown reports whether the robots.txt of rawURL's origin is known, fresh at now and applied to
+// the host's current state: a Queue reads it first otherwise (tryRobots).
 func (p *Pacer) robotsKnown(rawURL string, now time.Time) bool {
 	u, err := url.Parse(rawURL)
 	if err != nil {
 		return true // nothing to fetch: the request will fail on its own
 	}
+	key := p.cfg.hostKey(u) // before the lock: a key function may look the name up (ByIP)
 	p.robots.mu.Lock()
 	e := p.robots.m[u.Scheme+"://"+u.Host]
 	p.robots.mu.Unlock()
-	if e == nil {
+	if e == nil || e.pending() || e.rules() == nil || e.due(now, p.cfg.robotsTTL) {
 		return false
 	}
-	select {
-	case <-e.done:
-		return e.fresh(now, p.cfg.robotsTTL)
-	default:
-		return false
-	}
+	h, ok := p.hosts.Load(key)
+	return ok && e.appliedTo(h)
 }
 
-// ensureRobots makes sure the robots.txt of u's origin is known (fetching it once, through the pacer)
-// and returns its entry. agent is the User-Agent the fetch sends.
+// ensureRobots makes sure the robots.txt of u's origin is known before a request to it departs,
+// reading it (once, through the pacer) when needed, and returns its entry; agent is the User-Agent
+// the read sends. While it is unreachable and no earlier copy applies, it waits, until it is read, the
+// host is parked (returned at once: the caller's breaker check defers the request), or ctx ends.
 func (p *Pacer) ensureRobots(ctx context.Context, u *url.URL, agent string) (*robotsEntry, error) {
+	return p.robotsFor(ctx, u, agent, true)
+}
+
+// tryRobots is ensureRobots without the wait for a later try: it reads robots.txt when a read is
+// due and returns. A Queue calls it; while robots.txt is unreachable, the host is held until the next
+// try, so the queue does not hand it out before.
+func (p *Pacer) tryRobots(ctx context.Context, u *url.URL, agent string) (*robotsEntry, error) {
+	return p.robotsFor(ctx, u, agent, false)
+}
+
+func (p *Pacer) robotsFor(ctx context.Context, u *url.URL, agent string, wait bool) (*robotsEntry, error) {
 	origin := u.Scheme + "://" + u.Host
 	key := p.cfg.hostKey(u) // before the lock: a key function may look the name up (ByIP)
-	now := p.now()
-	p.robots.mu.Lock()
-	e := p.robots.m[origin]
-	if e != nil && e.fresh(now, p.cfg.robotsTTL) {
+	for {
+		h := p.host(key)
+		now := p.now()
+		p.robots.mu.Lock()
+		e := p.robots.m[origin]
+		if e != nil && e.pending() { // another request reads it: wait for its outcome
+			p.robots.mu.Unlock()
+			select {
+			case <-e.done:
+				continue
+			case <-ctx.Done():
+				return nil, fmt.Errorf("ext: waiting for robots.txt of %s: %w", origin, context.Cause(ctx))
+			}
+		}
+		if e != nil && !e.due(now, p.cfg.robotsTTL) {
+			p.robots.mu.Unlock()
+			if r := e.rules(); r != nil {
+				p.reapplyRobots(h, e, r)
+				return e, nil
+			}
+			if !wait || h.parked(now, p.cfg.breaker) {
+				return e, nil
+			}
+			if err := p.sleepUntil(ctx, e.retryAt); err != nil { // held until the next try
+				return nil, fmt.Errorf("ext: waiting for robots.txt of %s: %w", origin, err)
+			}
+			continue
+		}
 		p.robots.mu.Unlock()
-		select {
-		case <-e.done:
-			return e, nil
-		case <-ctx.Done():
-			return nil, fmt.Errorf("ext: waiting for robots.txt of %s: %w", origin, context.Cause(ctx))
+		// A read is due. A parked host is not asked (its breaker's probe will be the read): an
+		// earlier copy still applies meanwhile, or its requests are deferred.
+		if h.parked(now, p.cfg.breaker) {
+			if e != nil && e.rules() != nil {
+				p.reapplyRobots(h, e, e.rules())
+				return e, nil
+			}
+			return &robotsEntry{done: alreadyReady, void: true, err: ErrBreakerOpen}, nil
+		}
+		p.robots.mu.Lock()
+		if p.robots.m[origin] != e { // another request started a read meanwhile
+			p.robots.mu.Unlock()
+			continue
+		}
+		if !slices.Contains(p.robots.byKey[key], origin) {
+			p.robots.byKey[key] = append(p.robots.byKey[key], origin)
+		}
+		ne := &robotsEntry{key: key, done: make(chan struct{})}
+		p.robots.m[origin] = ne
+		p.robots.mu.Unlock()
+		p.readRobots(ctx, ne, e, h, origin, agent)
+		close(ne.done)
+		if ne.void {
+			if err := ctx.Err(); err != nil {
+				return nil, fmt.Errorf("ext: reading robots.txt of %s: %w", origin, context.Cause(ctx))
+			}
+			if errors.Is(ne.err, ErrWaitBeyondDeadline) {
+				return nil, fmt.Errorf("ext: reading robots.txt of %s: %w", origin, ne.err)
+			}
+			if e != nil && e.rules() != nil {
+				return e, nil
+			}
+			return ne, nil // refused by the host's breaker: the caller's breaker check defers the request
 		}
 	}
-	if p.robots.m[origin] == nil {
-		p.robots.byKey[key] = append(p.robots.byKey[key], origin)
-	}
-	e = &robotsEntry{key: key, done: make(chan struct{})}
-	p.robots.m[origin] = e
-	p.robots.mu.Unlock()
-
-	p.fetchRobots(ctx, e, u, origin, agent)
-	close(e.done)
-	return e, nil
 }
 
-// fetchRobots fills e with the robots.txt of origin and applies its Crawl-delay to the host.
-func (p *Pacer) fetchRobots(ctx context.Context, e *robotsEntry, u *url.URL, origin, agent string) {
-	h := p.host(e.key)
-	ctx, cancel := context.WithTimeout(context.WithValue(ctx, robotsFetchKey{}, true), robotsFetchTimeout)
-	defer cancel()
+// sleepUntil waits until t or until ctx ends.
+func (p *Pacer) sleepUntil(ctx context.Context, t time.Time) error {
+	d := t.Sub(p.now())
+	if d <= 0 {
+		return nil
+	}
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}
+
+// readRobots makes one attempt at the robots.txt of origin into e, which replaces prev (nil for the
+// first), and applies its outcome to h.
+func (p *Pacer) readRobots(ctx context.Context, e, prev *robotsEntry, h *host, origin, agent string) {
+	// A Crawl-delay above the cap keeps the breaker open while it is known; the read that re-evaluates
+	// it must be able to go, as the breaker's probe. applyCrawlDelay sets it again from what is read.
+	clamped := false
+	if !p.cfg.breaker.IgnoreCaps {
+		h.mu.Lock()
+		clamped, h.crawlClamped = h.crawlClamped, false
+		h.mu.Unlock()
+	}
+	status, body, err := p.getRobots(ctx, origin, agent)
+	e.fetchedAt, e.status, e.err = p.now(), status, err
+	token := p.cfg.robotsAgent
+	if token == "" {
+		token = productToken(agent)
+	}
+	switch {
+	case ctx.Err() != nil || errors.Is(err, ErrWaitBeyondDeadline) || errors.Is(err, ErrBreakerOpen) && p.hostParkedOrProbing(h):
+		// Nothing learned of the host: its breaker kept the read from leaving, or the caller gave up
+		// (or its deadline comes before the read could leave). A redirect to a parked host is a failure.
+		e.void = true
+		if clamped {
+			h.mu.Lock()
+			h.crawlClamped = true
+			h.mu.Unlock()
+		}
+		p.robots.mu.Lock()
+		if p.robots.m[origin] == e {
+			if prev != nil {
+				p.robots.m[origin] = prev
+			} else {
+				delete(p.robots.m, origin)
+			}
+		}
+		p.robots.mu.Unlock()
+		return
+	case err != nil || status >= 500 || status == http.StatusTooManyRequests:
+		p.robotsFailed(e, prev, h)
+		return
+	case status >= 300 && status < 400:
+		// Too many redirects: RFC 9309 lets us treat robots.txt as unavailable, that is, no rules.
+		e.info = parseRobots(http.StatusNotFound, nil, token, p.cfg.maxCrawlDelay)
+	default:
+		e.info = parseRobots(status, body, token, p.cfg.maxCrawlDelay)
+	}
+	p.applyCrawlDelay(h, e)
+}
+
+// getRobots fetches origin's robots.txt through the pacer (a departure like any other) and returns
+// its status and (size-limited) body.
+func (p *Pacer) getRobots(ctx context.Context, origin, agent string) (int, []byte, error) {
+	ctx, cancel := context.WithCancelCause(context.WithValue(ctx, robotsFetchKey{}, true))
+	defer cancel(nil)
+	clock := &robotsClock{cancel: cancel}
+	defer clock.stop()
+	var rt http.RoundTripper = p.rt
+	if _, ok := p.cfg.transport.(*http.Transport); ok {
+		// Time the network, not the wait for a departure slot: each hop from its connection to its
+		// end (the body, for the last one). The countdown pauses when a hop goes to the pacer.
+		ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{GetConn: func(string) { clock.arm() }})
+		rt = robotsRoundTrip(func(r *http.Request) (*http.Response, error) {
+			clock.pause()
+			return p.rt.RoundTrip(r)
+		})
+	} else {
+		clock.arm()
+	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, origin+"/robots.txt", nil)
 	if err != nil {
-		e.err = err
-		return
+		return 0, nil, err
 	}
 	if agent != "" {
 		req.Header.Set("User-Agent", agent)
 	}
 	client := &http.Client{
-		Transport: p.rt,
+		Transport: rt,
 		CheckRedirect: func(_ *http.Request, via []*http.Request) error {
 			if len(via) > robotsMaxRedirects {
 				return http.ErrUseLastResponse
@@ -126,37 +312,178 @@ func (p *Pacer) fetchRobots(ctx context.Context, e *robotsEntry, u *url.URL, ori
 			return nil
 		},
 	}
-	var body []byte
 	resp, err := client.Do(req)
-	if err == nil {
-		body, err = io.ReadAll(io.LimitReader(resp.Body, maxRobotsBody+1))
-		resp.Body.Close()
-		e.status = resp.StatusCode
+	if err != nil {
+		return 0, nil, err
 	}
-	e.fetchedAt = p.now()
-	token := p.cfg.robotsAgent
-	if token == "" {
-		token = productToken(agent)
-	}
-	switch {
-	case err != nil || e.status >= 500 || e.status == http.StatusTooManyRequests:
-		e.err = err
-		e.retryAt = e.fetchedAt.Add(p.cfg.robotsRetry)
-		detail := fmt.Sprintf("robots.txt unavailable (status %d", e.status)
-		if err != nil {
-			detail += ", " + err.Error() // the audit log strips URL userinfo
-		}
-		p.audit.emit(zerolog.WarnLevel, auditEvent{at: e.fetchedAt, host: h.key, event: EventRobotsUnavailable,
-			trigger: TriggerRobots, base: h.policy.BaseDelay, compliant: true, status: e.status,
-			detail: detail + "): Crawl-delay unknown, fetched again after " + p.cfg.robotsRetry.String()})
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxRobotsBody+1))
+	return resp.StatusCode, body, err
+}
+
+type robotsRoundTrip func(*http.Request) (*http.Response, error)
+
+func (f robotsRoundTrip) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// robotsClock cuts a robots.txt fetch off after robotsFetchTimeout of network time.
+type robotsClock struct {
+	mu     sync.Mutex // protects timer
+	timer  *time.Timer
+	cancel context.CancelCauseFunc
+}
+
+// arm starts (or restarts) the countdown.
+func (c *robotsClock) arm() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.timer == nil {
+		c.timer = time.AfterFunc(robotsFetchTimeout, func() { c.cancel(errRobotsNoAnswer) })
 		return
-	case e.status >= 300 && e.status < 400:
-		// Too many redirects: RFC 9309 lets us treat robots.txt as unavailable, that is, no rules.
-		e.info = parseRobots(http.StatusNotFound, nil, token, p.cfg.maxCrawlDelay)
-	default:
-		e.info = parseRobots(e.status, body, token, p.cfg.maxCrawlDelay)
 	}
-	p.applyCrawlDelay(h, e)
+	c.timer.Reset(robotsFetchTimeout)
+}
+
+// pause stops the countdown until the next arm.
+func (c *robotsClock) pause() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.timer != nil {
+		c.timer.Stop()
+	}
+}
+
+func (c *robotsClock) stop() { c.pause() }
+
+// robotsFailed records an unavailable robots.txt in e: the next try, and what applies until then.
+// With an earlier copy, it still applies (RFC 9309 §2.4). Without, the host is held until the next
+// try (RFC 9309 §2.3.1.4: unreachable means disallow), so nothing departs to it meanwhile (a Queue
+// does not hand it out), and after RobotsUnreachableLimit its breaker opens.
+func (p *Pacer) robotsFailed(e, prev *robotsEntry, h *host) {
+	now := e.fetchedAt
+	e.unavailable, e.attempt, e.since = true, 1, now
+	if prev != nil {
+		e.cached = prev.rules()
+		if prev.unavailable {
+			e.attempt, e.since = prev.attempt+1, prev.since
+		}
+	}
+	backoff := p.cfg.robotsRetry
+	if e.attempt <= 30 {
+		backoff = min(robotsRetryFirst<<(e.attempt-1), backoff)
+	}
+	e.retryAt = now.Add(backoff)
+	limit := e.since.Add(RobotsUnreachableLimit)
+
+	var brk *breakerChange
+	h.mu.Lock()
+	if e.cached == nil {
+		if now.Before(limit) {
+			e.retryAt = later(now, earlier(e.retryAt, limit)) // the last try at the limit
+		} else {
+			e.tripped = true
+			e.retryAt = now // the breaker's probe, when it lets one through
+			brk = h.brk.tripLocked(now, TripRobotsUnreachable)
+			h.changedLocked()
+		}
+		e.retryAt = later(e.retryAt, h.holdUntil) // a Retry-After on robots.txt itself is obeyed
+		if e.retryAt.After(h.holdUntil) {
+			h.holdUntil, h.holdTrigger = e.retryAt, TriggerRobots
+			h.changedLocked()
+		}
+	}
+	parked := h.brk.state == BreakerOpen
+	h.mu.Unlock()
+	h.markDirty(p)
+	p.reportBreaker(h, brk, now)
+	if e.cached != nil {
+		p.reapplyRobots(h, e, e.cached) // its Crawl-delay (and clamp) stay in force
+	}
+
+	detail := fmt.Sprintf("robots.txt unavailable (status %d", e.status)
+	if e.err != nil {
+		detail += ", " + e.err.Error() // the audit log strips URL userinfo
+	}
+	detail += fmt.Sprintf("): attempt %d", e.attempt)
+	if e.attempt > 1 {
+		detail += " since " + e.since.UTC().Format(time.RFC3339)
+	}
+	next := "next try at " + e.retryAt.UTC().Format(time.RFC3339Nano)
+	if parked {
+		next = "next try when the breaker lets its probe through"
+	}
+	ev := auditEvent{at: now, host: h.key, event: EventRobotsUnavailable, trigger: TriggerRobots,
+		base: h.policy.BaseDelay, computed: max(e.retryAt.Sub(now), 0), compliant: true, status: e.status}
+	switch {
+	case e.cached != nil:
+		ev.detail = fmt.Sprintf("%s; the robots.txt read at %s still applies; %s", detail, e.cached.fetchedAt.UTC().Format(time.RFC3339), next)
+	case e.tripped:
+		ev.detail = fmt.Sprintf("%s; unreachable for %v: host parked (%s), its requests deferred; %s",
+			detail, now.Sub(e.since).Round(time.Second), TripRobotsUnreachable, next)
+	default:
+		ev.windowStart, ev.windowEnd = now, e.retryAt
+		ev.detail = fmt.Sprintf("%s; no rules known: the host's requests wait, %s; parked after %v unreachable",
+			detail, next, RobotsUnreachableLimit)
+	}
+	p.audit.emit(zerolog.WarnLevel, ev)
+}
+
+func earlier(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
+
+// appliedTo reports whether e's rules were last applied to h.
+func (e *robotsEntry) appliedTo(h *host) bool {
+	w := e.applied.Load()
+	return w != nil && w.Value() == h
+}
+
+func weakHost(h *host) *weak.Pointer[host] {
+	w := weak.Make(h)
+	return &w
+}
+
+// reapplyRobots applies r (e's rules) to h when e was last applied to another host state: one made
+// anew after idle eviction forgets the Crawl-delay the robots cache still knows.
+func (p *Pacer) reapplyRobots(h *host, e, r *robotsEntry) {
+	old := e.applied.Load()
+	if old != nil && old.Value() == h || !e.applied.CompareAndSwap(old, weakHost(h)) {
+		return
+	}
+	now := p.now()
+	if !p.applyRules(h, e, r, now) || r.info.CrawlDelay == 0 {
+		return
+	}
+	compliant := r.info.Published <= r.info.CrawlDelay
+	level := zerolog.InfoLevel
+	if !compliant {
+		level = zerolog.WarnLevel
+	}
+	p.audit.emit(level, auditEvent{at: now, host: h.key, event: EventCrawlDelayApplied, trigger: TriggerCrawlDelay,
+		base: h.policy.BaseDelay, computed: r.info.CrawlDelay, compliant: compliant, status: r.status,
+		detail: "restored from the robots.txt read at " + r.fetchedAt.UTC().Format(time.RFC3339)})
+}
+
+// applyRules makes the Crawl-delay of r, the rules read for e's origin, part of h's interval at now
+// (the largest among the origins sharing h's key) and parks h while it is above the cap (until
+// robots.txt is due to be read again). It reports whether h's Crawl-delay or clamp changed.
+func (p *Pacer) applyRules(h *host, e, r *robotsEntry, now time.Time) bool {
+	delay, published := p.keyCrawlDelay(e, r)
+	clamped := published > delay
+	h.mu.Lock()
+	changed := delay != h.crawlDelay || clamped != h.crawlClamped
+	h.crawlDelay, h.crawlClamped = delay, clamped
+	var brk *breakerChange
+	if clamped && !p.cfg.breaker.IgnoreCaps {
+		brk = h.brk.parkLocked(now, TripCrawlDelay, r.fetchedAt.Add(p.cfg.robotsTTL))
+	}
+	h.changedLocked() // the head computes its time again: a new interval, or a breaker that opened
+	h.mu.Unlock()
+	h.markDirty(p)
+	p.reportBreaker(h, brk, now)
+	return changed
 }
 
 // applyCrawlDelay makes a robots.txt's Crawl-delay part of the host's interval and audits what was
@@ -164,21 +491,8 @@ func (p *Pacer) fetchRobots(ctx context.Context, e *robotsEntry, u *url.URL, ori
 func (p *Pacer) applyCrawlDelay(h *host, e *robotsEntry) {
 	now := e.fetchedAt
 	info := e.info
-	delay, published := p.keyCrawlDelay(e)
-	h.mu.Lock()
-	changed := delay != h.crawlDelay
-	h.crawlDelay = delay
-	h.crawlClamped = published > delay
-	if changed {
-		h.changedLocked()
-	}
-	var brk *breakerChange
-	if h.crawlClamped && !p.cfg.breaker.IgnoreCaps {
-		brk = h.brk.tripLocked(now, TripCrawlDelay)
-	}
-	h.mu.Unlock()
-	h.markDirty(p)
-	p.reportBreaker(h, brk, now)
+	e.applied.Store(weakHost(h))
+	p.applyRules(h, e, e, now)
 
 	for _, problem := range info.Problems {
 		p.audit.emit(zerolog.WarnLevel, auditEvent{at: now, host: h.key, event: EventRobotsInvalid, trigger: TriggerRobots,
@@ -201,25 +515,31 @@ func (p *Pacer) applyCrawlDelay(h *host, e *robotsEntry) {
 }
 
 // keyCrawlDelay returns the largest Crawl-delay, as honoured and as published, among the robots.txt
-// of the origins sharing e's host key: e's, and the others' already fetched. With the default host key
-// that is e's alone; a key joining several origins (ByRegistrableDomain, ByIP) paces them by the
-// strictest.
-func (p *Pacer) keyCrawlDelay(e *robotsEntry) (delay, published time.Duration) {
-	delay, published = e.info.CrawlDelay, e.info.Published
+// of the origins sharing e's host key: r's (the rules that apply for e's origin), and the others' that
+// apply. With the default host key that is r's alone; a key joining several origins
+// (ByRegistrableDomain, ByIP) paces them by the strictest.
+func (p *Pacer) keyCrawlDelay(e, r *robotsEntry) (delay, published time.Duration) {
+	delay, published = r.info.CrawlDelay, r.info.Published
 	p.robots.mu.Lock()
 	defer p.robots.mu.Unlock()
 	for _, origin := range p.robots.byKey[e.key] {
 		o := p.robots.m[origin]
-		if o == nil || o == e {
+		if o == nil || o == e || o.pending() {
 			continue
 		}
-		select {
-		case <-o.done:
-			delay, published = max(delay, o.info.CrawlDelay), max(published, o.info.Published)
-		default:
+		if or := o.rules(); or != nil {
+			delay, published = max(delay, or.info.CrawlDelay), max(published, or.info.Published)
 		}
 	}
 	return delay, published
+}
+
+// hostParkedOrProbing reports whether h's breaker is not closed: a robots.txt read it refused says
+// nothing of robots.txt.
+func (p *Pacer) hostParkedOrProbing(h *host) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.brk.state != BreakerClosed
 }
 
 // serveRobots answers Colly's own robots.txt request from the cache, so robots.txt is fetched once
@@ -229,9 +549,17 @@ func (p *Pacer) serveRobots(req *http.Request) (*http.Response, error) {
 	if err != nil {
 		return nil, err
 	}
-	if e.err != nil {
-		return nil, e.err
+	r := e.rules()
+	if r == nil {
+		// Unreachable and the host parked. An error, which Colly does not cache: a 5xx would be read as
+		// disallow-all for the collector's whole life.
+		cause := e.err
+		if cause == nil {
+			cause = fmt.Errorf("status %d", e.status)
+		}
+		return nil, fmt.Errorf("%w: robots.txt of %s://%s not read (%v)", ErrBreakerOpen, req.URL.Scheme, req.URL.Host, cause)
 	}
+	e = r
 	var body []byte
 	if e.status >= 200 && e.status < 300 {
 		body = e.info.Body

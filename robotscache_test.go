@@ -91,24 +91,26 @@ func TestRobots404NoDelay(t *testing.T) {
 	})
 }
 
-// A 5xx robots.txt is fetched again after the retry delay, not on every request.
+// A 5xx robots.txt is read again by one request at a time, not by every request waiting for it: three
+// pages waiting make one read per try.
 func TestRobots5xxRetriedLater(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		n := newFakeNet(t)
-		var fetches atomic.Int32
-		_, base := n.host("down.test", robotsSite(503, "", &fetches))
+		robots := newMutableRobots("User-agent: *\n")
+		robots.status = func(n int) int {
+			if n <= 2 {
+				return http.StatusServiceUnavailable
+			}
+			return 0
+		}
+		h, base := n.host("down.test", robots.handler)
 		c, _ := pacedCollector(n, WithBaseDelay(time.Second), WithMaxRetries(0))
 		visitAll(t, c, base, 3)
-		if got := fetches.Load(); got != 1 {
-			t.Errorf("robots.txt fetched %d times within the retry delay, want 1", got)
+		if got := robots.fetches.Load(); got != 3 {
+			t.Errorf("robots.txt fetched %d times, want 3 (two failures, then read)", got)
 		}
-		time.Sleep(DefaultRobotsRetryDelay)
-		if err := c.Visit(base + "/later"); err != nil {
-			t.Fatal(err)
-		}
-		c.Wait()
-		if got := fetches.Load(); got != 2 {
-			t.Errorf("robots.txt fetched %d times after the retry delay, want 2", got)
+		if got := len(pageArrivals(h)); got != 3 {
+			t.Errorf("%d pages, want 3", got)
 		}
 	})
 }
