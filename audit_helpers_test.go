@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"sync"
 	"testing"
+
+	"github.com/collypace/ext/audit"
 )
 
 // auditBuf collects audit lines from concurrent goroutines.
@@ -42,10 +44,10 @@ func events(t *testing.T, buf *auditBuf) []map[string]any {
 }
 
 // findEvent returns the first audit event named name, or nil.
-func findEvent(t *testing.T, buf *auditBuf, name string) map[string]any {
+func findEvent(t *testing.T, buf *auditBuf, name audit.Event) map[string]any {
 	t.Helper()
 	for _, e := range events(t, buf) {
-		if e[FieldEvent] == name {
+		if e[audit.FieldEvent] == string(name) {
 			return e
 		}
 	}
@@ -53,11 +55,11 @@ func findEvent(t *testing.T, buf *auditBuf, name string) map[string]any {
 }
 
 // lastEvent returns the last audit event named name, or nil.
-func lastEvent(t *testing.T, buf *auditBuf, name string) map[string]any {
+func lastEvent(t *testing.T, buf *auditBuf, name audit.Event) map[string]any {
 	t.Helper()
 	var last map[string]any
 	for _, e := range events(t, buf) {
-		if e[FieldEvent] == name {
+		if e[audit.FieldEvent] == string(name) {
 			last = e
 		}
 	}

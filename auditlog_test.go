@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/collypace/ext/audit"
 	"github.com/rs/zerolog"
 )
 
@@ -19,28 +20,28 @@ func TestAuditSchema(t *testing.T) {
 		t.Fatalf("got %d events, want delay_applied, retry_after_honoured, delay_increased", len(evs))
 	}
 	for _, e := range evs {
-		for _, k := range []string{FieldTimestamp, FieldPipelineID, FieldTargetDomain, FieldEvent, FieldTrigger} {
+		for _, k := range []string{audit.FieldTimestamp, audit.FieldPipelineID, audit.FieldTargetDomain, audit.FieldEvent, audit.FieldTrigger} {
 			if _, ok := e[k].(string); !ok {
-				t.Errorf("%v: field %s missing or not a string", e[FieldEvent], k)
+				t.Errorf("%v: field %s missing or not a string", e[audit.FieldEvent], k)
 			}
 		}
-		for _, k := range []string{FieldBaseDelayMS, FieldComputedDelay, FieldJitterMS, FieldStatusCode} {
+		for _, k := range []string{audit.FieldBaseDelayMS, audit.FieldComputedDelay, audit.FieldJitterMS, audit.FieldStatusCode} {
 			if _, ok := e[k].(float64); !ok {
-				t.Errorf("%v: field %s missing or not a number", e[FieldEvent], k)
+				t.Errorf("%v: field %s missing or not a number", e[audit.FieldEvent], k)
 			}
 		}
-		if _, ok := e[FieldComplianceFlag].(bool); !ok {
-			t.Errorf("%v: compliance_flag missing or not a bool", e[FieldEvent])
+		if _, ok := e[audit.FieldComplianceFlag].(bool); !ok {
+			t.Errorf("%v: compliance_flag missing or not a bool", e[audit.FieldEvent])
 		}
-		if e[FieldPipelineID] != "nightly" || e[FieldTargetDomain] != "shop.example:8443" {
-			t.Errorf("%v: pipeline/domain = %v/%v", e[FieldEvent], e[FieldPipelineID], e[FieldTargetDomain])
+		if e[audit.FieldPipelineID] != "nightly" || e[audit.FieldTargetDomain] != "shop.example:8443" {
+			t.Errorf("%v: pipeline/domain = %v/%v", e[audit.FieldEvent], e[audit.FieldPipelineID], e[audit.FieldTargetDomain])
 		}
 	}
-	ra := findEvent(t, &buf, EventRetryAfterHonoured)
-	if ra == nil || ra[FieldComputedDelay] != 7700.0 || ra[FieldStatusCode] != 429.0 {
+	ra := findEvent(t, &buf, audit.EventRetryAfterHonoured)
+	if ra == nil || ra[audit.FieldComputedDelay] != 7700.0 || ra[audit.FieldStatusCode] != 429.0 {
 		t.Errorf("retry_after_honoured = %v, want computed_delay_ms 7700 and status_code 429", ra)
 	}
-	if ts, _ := ra[FieldTimestamp].(string); ts != "2026-12-02T12:00:00Z" {
+	if ts, _ := ra[audit.FieldTimestamp].(string); ts != "2026-12-02T12:00:00Z" {
 		t.Errorf("timestamp = %q, want the event's time in RFC 3339 UTC", ts)
 	}
 }

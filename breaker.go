@@ -6,6 +6,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/collypace/ext/audit"
 	"github.com/rs/zerolog"
 )
 
@@ -41,10 +42,10 @@ func (s BreakerState) valid() bool { return s >= BreakerClosed && s <= BreakerHa
 
 // Breaker defaults, documented in the README.
 const (
-	DefaultBreakerThreshold = 45 * time.Second // an interval at or above it…
-	DefaultBreakerSustain   = 2 * time.Minute  // …for this long trips the breaker
-	DefaultBreakerFailures  = 10               // consecutive refusals that trip it
-	DefaultBreakerCooldown  = 5 * time.Minute  // open this long before a probe
+	defaultBreakerThreshold = 45 * time.Second // an interval at or above it…
+	defaultBreakerSustain   = 2 * time.Minute  // …for this long trips the breaker
+	defaultBreakerFailures  = 10               // consecutive refusals that trip it
+	defaultBreakerCooldown  = 5 * time.Minute  // open this long before a probe
 )
 
 // BreakerPolicy sets when a host's breaker trips and how long it stays open.
@@ -64,24 +65,12 @@ type BreakerPolicy struct {
 	IgnoreCaps bool
 }
 
-// Breaker trip reasons, in audit details and alerts.
-const (
-	TripSustainedDelay = "sustained_delay"
-	TripFailures       = "consecutive_failures"
-	TripRetryAfter     = "retry_after_above_cap"
-	TripCrawlDelay     = "crawl_delay_above_cap"
-	TripProbeFailed    = "probe_failed"
-	// TripRobotsUnreachable: robots.txt could not be read for RobotsUnreachableLimit (no rules known,
-	// so no page may go); the breaker's probe is the next robots.txt read.
-	TripRobotsUnreachable = "robots_unreachable"
-)
-
 // breaker is one host's circuit breaker. The host's mutex protects it.
 type breaker struct {
 	state     BreakerState
 	changed   time.Time     // when it entered state
 	until     int64         // open: no probe before then either (a Retry-After or Crawl-delay above its cap), unix nanos (a host stays within a size class); 0 when none
-	reason    string        // why it last opened
+	reason    audit.Trip    // why it last opened
 	highSince time.Time     // since when the interval is at or above the threshold; zero when below
 	failures  int           // consecutive refusals
 	probing   bool          // half-open: the probe is in flight
@@ -95,11 +84,11 @@ type breakerChange struct {
 }
 
 // tripLocked opens the breaker (from closed or half-open) for reason at now.
-func (b *breaker) tripLocked(now time.Time, reason string) *breakerChange {
+func (b *breaker) tripLocked(now time.Time, reason audit.Trip) *breakerChange {
 	if b.state == BreakerOpen {
 		return nil
 	}
-	ch := &breakerChange{from: b.state, to: BreakerOpen, reason: reason}
+	ch := &breakerChange{from: b.state, to: BreakerOpen, reason: string(reason)}
 	b.settleProbe()
 	b.state, b.changed, b.reason = BreakerOpen, now, reason
 	return ch
@@ -107,7 +96,7 @@ func (b *breaker) tripLocked(now time.Time, reason string) *breakerChange {
 
 // parkLocked opens the breaker for reason at now, as tripLocked, and keeps it open until at least
 // until (it stays open longer when already open until later). It reports the transition, if any.
-func (b *breaker) parkLocked(now time.Time, reason string, until time.Time) *breakerChange {
+func (b *breaker) parkLocked(now time.Time, reason audit.Trip, until time.Time) *breakerChange {
 	ch := b.tripLocked(now, reason)
 	if until.IsZero() {
 		return ch
@@ -209,13 +198,13 @@ func refusalDelay(a *adaptive, floor time.Duration) time.Duration {
 func (b *breaker) observeLocked(v Verdict, probe bool, adaptive time.Duration, p BreakerPolicy, now time.Time) *breakerChange {
 	if probe && b.state == BreakerHalfOpen {
 		if v.Refused {
-			return b.tripLocked(now, TripProbeFailed)
+			return b.tripLocked(now, audit.TripProbeFailed)
 		}
 		return b.closeLocked(now)
 	}
 	if v.Refused {
 		b.failures++
-	} else if v.Trigger == TriggerClean {
+	} else if v.Trigger == audit.TriggerClean {
 		b.failures = 0
 	}
 	if adaptive >= p.Threshold && adaptive > 0 {
@@ -230,9 +219,9 @@ func (b *breaker) observeLocked(v Verdict, probe bool, adaptive time.Duration, p
 	}
 	switch {
 	case p.Failures > 0 && b.failures >= p.Failures:
-		return b.tripLocked(now, TripFailures)
+		return b.tripLocked(now, audit.TripFailures)
 	case !b.highSince.IsZero() && now.Sub(b.highSince) >= p.Sustain:
-		return b.tripLocked(now, TripSustainedDelay)
+		return b.tripLocked(now, audit.TripSustainedDelay)
 	}
 	return nil
 }
@@ -241,7 +230,7 @@ func (b *breaker) observeLocked(v Verdict, probe bool, adaptive time.Duration, p
 type Alert struct {
 	At     time.Time
 	Host   string
-	Event  string // EventBreakerOpened, EventStoreUnavailable or EventOptionInvalid
+	Event  audit.Event // audit.EventBreakerOpened, audit.EventStoreUnavailable or audit.EventOptionInvalid
 	Detail string
 }
 
@@ -256,16 +245,16 @@ func (p *Pacer) reportBreaker(h *host, ch *breakerChange, now time.Time) {
 	if ch == nil {
 		return
 	}
-	event, level := EventBreakerClosed, zerolog.InfoLevel
+	event, level := audit.EventBreakerClosed, zerolog.InfoLevel
 	switch ch.to {
 	case BreakerOpen:
-		event, level = EventBreakerOpened, zerolog.ErrorLevel
+		event, level = audit.EventBreakerOpened, zerolog.ErrorLevel
 	case BreakerHalfOpen:
-		event = EventBreakerHalfOpen
+		event = audit.EventBreakerHalfOpen
 	}
 	p.cfg.observer.BreakerChanged(h.key, ch.to)
 	detail := fmt.Sprintf("%s → %s: %s", ch.from, ch.to, ch.reason)
-	p.audit.emit(level, auditEvent{at: now, host: h.key, event: event, trigger: TriggerBreaker,
+	p.audit.emit(level, auditEvent{at: now, host: h.key, event: event, trigger: audit.TriggerBreaker,
 		base: h.policy.BaseDelay, compliant: true, detail: detail})
 	if ch.to == BreakerOpen {
 		p.alert(Alert{At: now, Host: h.key, Event: event, Detail: detail})

@@ -10,6 +10,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/collypace/ext/audit"
 	"github.com/gocolly/colly/v2"
 	"github.com/rs/zerolog"
 )
@@ -34,10 +35,10 @@ type alerts struct {
 }
 
 func (a *alerts) add(x Alert) { a.mu.Lock(); a.list = append(a.list, x); a.mu.Unlock() }
-func (a *alerts) events() []string {
+func (a *alerts) events() []audit.Event {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	var out []string
+	var out []audit.Event
 	for _, x := range a.list {
 		out = append(out, x.Event)
 	}
@@ -70,7 +71,7 @@ func TestBreakerTripDeferProbeCloseDrain(t *testing.T) {
 		if got := deferred.Load(); got != 3 {
 			t.Errorf("OnError saw %d deferred requests, want 3", got)
 		}
-		if fmt.Sprint(al.events()) != "["+EventBreakerOpened+"]" {
+		if fmt.Sprint(al.events()) != "["+string(audit.EventBreakerOpened)+"]" {
 			t.Errorf("alerts = %v, want one breaker_opened", al.events())
 		}
 		if st, _ := p.Host("flaky.test"); st.Breaker != BreakerOpen {
@@ -100,7 +101,7 @@ func TestBreakerTripDeferProbeCloseDrain(t *testing.T) {
 		if left, _ := p.DeferredRequests(t.Context(), ""); len(left) != 0 {
 			t.Errorf("%d deferred requests left after draining", len(left))
 		}
-		for _, ev := range []string{EventBreakerOpened, EventRequestDeferred, EventBreakerHalfOpen, EventBreakerClosed, EventDeferredDrained} {
+		for _, ev := range []audit.Event{audit.EventBreakerOpened, audit.EventRequestDeferred, audit.EventBreakerHalfOpen, audit.EventBreakerClosed, audit.EventDeferredDrained} {
 			if findEvent(t, &buf, ev) == nil {
 				t.Errorf("no %s event in the audit trail", ev)
 			}
@@ -137,7 +138,7 @@ func TestBreakerProbeFailureReopens(t *testing.T) {
 func TestBreakerTripsOnSustainedDelay(t *testing.T) {
 	var b breaker
 	pol := BreakerPolicy{Threshold: 45 * time.Second, Sustain: 2 * time.Minute, Failures: 10}
-	clean := Verdict{Trigger: TriggerClean}
+	clean := Verdict{Trigger: audit.TriggerClean}
 	if ch := b.observeLocked(clean, false, 50*time.Second, pol, t0); ch != nil {
 		t.Fatal("tripped at once")
 	}
@@ -145,7 +146,7 @@ func TestBreakerTripsOnSustainedDelay(t *testing.T) {
 		t.Fatal("tripped before the sustained time")
 	}
 	ch := b.observeLocked(clean, false, 50*time.Second, pol, t0.Add(2*time.Minute))
-	if ch == nil || ch.reason != TripSustainedDelay || b.state != BreakerOpen {
+	if ch == nil || ch.reason != string(audit.TripSustainedDelay) || b.state != BreakerOpen {
 		t.Errorf("after 2 min at 50s: change %+v, state %v; want open for sustained_delay", ch, b.state)
 	}
 }
@@ -154,7 +155,7 @@ func TestBreakerTripsOnSustainedDelay(t *testing.T) {
 func TestBreakerSustainRestartsBelowThreshold(t *testing.T) {
 	var b breaker
 	pol := BreakerPolicy{Threshold: 45 * time.Second, Sustain: 2 * time.Minute}
-	clean := Verdict{Trigger: TriggerClean}
+	clean := Verdict{Trigger: audit.TriggerClean}
 	b.observeLocked(clean, false, 50*time.Second, pol, t0)
 	b.observeLocked(clean, false, 10*time.Second, pol, t0.Add(time.Minute))
 	if ch := b.observeLocked(clean, false, 50*time.Second, pol, t0.Add(2*time.Minute)); ch != nil {

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/collypace/ext/audit"
 	"github.com/gocolly/colly/v2"
 	"github.com/rs/zerolog"
 )
@@ -35,10 +36,10 @@ func (b *binding) deferRequest(r *colly.Request, h *host, cause error) {
 	d.DeferredAt, d.Reason = now, cause.Error()
 	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
 	defer cancel()
-	id, err := p.queue.AddDeferred(ctx, p.storable(d))
-	if err != nil && p.queue != Store(p.fallback) {
+	id, err := p.deferStore.AddDeferred(ctx, p.storable(d))
+	if err != nil && p.deferStore != Store(p.fallback) {
 		// Never lose a URL: keep it in memory and say so.
-		p.audit.emit(zerolog.ErrorLevel, auditEvent{at: now, host: h.key, event: EventStoreUnavailable, trigger: TriggerStore,
+		p.audit.emit(zerolog.ErrorLevel, auditEvent{at: now, host: h.key, event: audit.EventStoreUnavailable, trigger: audit.TriggerStore,
 			compliant: true, detail: "deferring to memory: " + err.Error()})
 		id, err = p.fallback.AddDeferred(ctx, d) // memory: nothing leaves the process
 	}
@@ -49,7 +50,7 @@ func (b *binding) deferRequest(r *colly.Request, h *host, cause error) {
 	if err != nil {
 		detail = "deferral failed: " + err.Error()
 	}
-	p.audit.emit(zerolog.WarnLevel, auditEvent{at: now, host: h.key, event: EventRequestDeferred, trigger: TriggerBreaker, url: p.auditURL(r.URL),
+	p.audit.emit(zerolog.WarnLevel, auditEvent{at: now, host: h.key, event: audit.EventRequestDeferred, trigger: audit.TriggerBreaker, url: p.auditURL(r.URL),
 		base: h.policy.BaseDelay, compliant: true, detail: detail})
 	p.deferred.mark(r, now)
 	r.Abort()
@@ -64,8 +65,8 @@ func (p *Pacer) Deferred(resp *colly.Response) bool {
 // DeferredRequests returns the requests deferred so far, oldest first; host "" means every host.
 // With a store that holds rows it cannot decode, it returns the others with the error.
 func (p *Pacer) DeferredRequests(ctx context.Context, host string) ([]DeferredRequest, error) {
-	out, err := listDeferred(ctx, p.queue, host)
-	if p.queue != Store(p.fallback) {
+	out, err := listDeferred(ctx, p.deferStore, host)
+	if p.deferStore != Store(p.fallback) {
 		more, _ := listDeferred(ctx, p.fallback, host)
 		out = append(out, more...)
 	}
@@ -87,7 +88,7 @@ func listDeferred(ctx context.Context, q Store, host string) ([]DeferredRequest,
 func (p *Pacer) takeDeferred(host string) ([]DeferredRequest, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
 	defer cancel()
-	got, err := listDeferred(ctx, p.queue, host)
+	got, err := listDeferred(ctx, p.deferStore, host)
 	if len(got) == 0 {
 		return nil, err
 	}
@@ -95,7 +96,7 @@ func (p *Pacer) takeDeferred(host string) ([]DeferredRequest, error) {
 	for i, d := range got {
 		ids[i] = d.ID
 	}
-	if err := p.queue.DeleteDeferred(ctx, ids); err != nil {
+	if err := p.deferStore.DeleteDeferred(ctx, ids); err != nil {
 		return nil, err
 	}
 	return got, nil
@@ -111,15 +112,15 @@ func (p *Pacer) Drain(ctx context.Context, c *colly.Collector, hosts ...string) 
 	}
 	now := p.now()
 	drained := 0
-	queues := []Store{p.queue}
-	if p.queue != Store(p.fallback) {
+	queues := []Store{p.deferStore}
+	if p.deferStore != Store(p.fallback) {
 		queues = append(queues, p.fallback)
 	}
 	for _, q := range queues {
 		for _, host := range hosts {
 			reqs, err := listDeferred(ctx, q, host)
 			if errors.Is(err, ErrCorruptState) {
-				p.audit.emit(zerolog.ErrorLevel, auditEvent{at: now, host: host, event: EventStateCorrupt, trigger: TriggerStore,
+				p.audit.emit(zerolog.ErrorLevel, auditEvent{at: now, host: host, event: audit.EventStateCorrupt, trigger: audit.TriggerStore,
 					compliant: true, detail: "deferred requests that cannot be decoded are left in the store: " + err.Error()})
 			} else if err != nil {
 				return drained, fmt.Errorf("ext: listing deferred requests: %w", err)
@@ -130,7 +131,7 @@ func (p *Pacer) Drain(ctx context.Context, c *colly.Collector, hosts ...string) 
 					continue
 				}
 				if err := resend(c, d); err != nil {
-					p.audit.emit(zerolog.WarnLevel, auditEvent{at: now, host: d.Host, event: EventDeferredDrained, trigger: TriggerBreaker,
+					p.audit.emit(zerolog.WarnLevel, auditEvent{at: now, host: d.Host, event: audit.EventDeferredDrained, trigger: audit.TriggerBreaker,
 						compliant: true, detail: fmt.Sprintf("could not resend %s: %v (kept)", redactURL(d.URL), err)})
 					continue
 				}
@@ -141,7 +142,7 @@ func (p *Pacer) Drain(ctx context.Context, c *colly.Collector, hosts ...string) 
 					return drained, fmt.Errorf("ext: removing drained requests: %w", err)
 				}
 				drained += len(done)
-				p.audit.emit(zerolog.InfoLevel, auditEvent{at: now, host: host, event: EventDeferredDrained, trigger: TriggerBreaker,
+				p.audit.emit(zerolog.InfoLevel, auditEvent{at: now, host: host, event: audit.EventDeferredDrained, trigger: audit.TriggerBreaker,
 					compliant: true, detail: fmt.Sprintf("%d deferred requests handed back", len(done))})
 			}
 		}

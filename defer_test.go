@@ -46,7 +46,7 @@ func TestStoredRequestsLeaveCredentialsOut(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				n := newFakeNet(t)
 				_, base := n.host("down.test", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusServiceUnavailable) })
-				store := NewMemoryStore()
+				store := newMemoryStore()
 				c, p := pacedCollector(n, WithoutRobots(), WithMaxRetries(0), WithStore(store), WithStoredCredentials(keep),
 					WithBreaker(BreakerPolicy{Failures: 1, Cooldown: time.Minute}))
 				defer p.Close()
@@ -67,7 +67,7 @@ func TestStoredRequestsLeaveCredentialsOut(t *testing.T) {
 		})
 		t.Run(fmt.Sprintf("spilled keep=%v", keep), func(t *testing.T) {
 			n := newFakeNet(t)
-			store := NewMemoryStore()
+			store := newMemoryStore()
 			c := colly.NewCollector()
 			p := AdaptivePacing(c, WithTransport(n.tr), WithStore(store), WithStoredCredentials(keep))
 			defer p.Close()

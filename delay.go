@@ -5,6 +5,8 @@ import (
 	"math"
 	"slices"
 	"time"
+
+	"github.com/collypace/ext/audit"
 )
 
 // The adaptive delay policy (AIMD on the delay). The numbers are documented in the README.
@@ -267,27 +269,18 @@ func (w *latencyWindow) p95() (time.Duration, bool) {
 	return time.Duration(s[(n*95+99)/100-1]) * time.Microsecond, true
 }
 
-// Interval triggers: what sets a host's interval (or holds it).
-const (
-	TriggerBase       = "base"
-	TriggerCrawlDelay = "crawl_delay"
-	TriggerRateLimit  = "rate_limit"
-	TriggerAdaptive   = "adaptive"
-	TriggerRetryAfter = "retry_after"
-)
-
 // interval is the maximum of the base delay, the Crawl-delay, the rate-limit interval and the adaptive
 // delay, with the trigger that set it (ties go to the published constraint).
-func interval(base, crawl, rate, adaptive time.Duration) (time.Duration, string) {
-	d, why := base, TriggerBase
+func interval(base, crawl, rate, adaptive time.Duration) (time.Duration, audit.Trigger) {
+	d, why := base, audit.TriggerBase
 	if adaptive > d {
-		d, why = adaptive, TriggerAdaptive
+		d, why = adaptive, audit.TriggerAdaptive
 	}
 	if rate > 0 && rate >= d {
-		d, why = rate, TriggerRateLimit
+		d, why = rate, audit.TriggerRateLimit
 	}
 	if crawl > 0 && crawl >= d {
-		d, why = crawl, TriggerCrawlDelay
+		d, why = crawl, audit.TriggerCrawlDelay
 	}
 	return d, why
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/collypace/ext/audit"
 	"github.com/rs/zerolog"
 )
 
@@ -15,14 +16,14 @@ func TestIntervalIsTheMaximum(t *testing.T) {
 	for _, tc := range []struct {
 		base, crawl, rate, adaptive time.Duration
 		want                        time.Duration
-		why                         string
+		why                         audit.Trigger
 	}{
-		{1000 * ms, 0, 0, 1000 * ms, 1000 * ms, TriggerBase},
-		{1000 * ms, 2000 * ms, 0, 1000 * ms, 2000 * ms, TriggerCrawlDelay},
-		{1000 * ms, 0, 1500 * ms, 1000 * ms, 1500 * ms, TriggerRateLimit},
-		{1000 * ms, 2000 * ms, 1500 * ms, 4000 * ms, 4000 * ms, TriggerAdaptive},
-		{1000 * ms, 2000 * ms, 2000 * ms, 2000 * ms, 2000 * ms, TriggerCrawlDelay},
-		{5000 * ms, 2000 * ms, 0, 100 * ms, 5000 * ms, TriggerBase},
+		{1000 * ms, 0, 0, 1000 * ms, 1000 * ms, audit.TriggerBase},
+		{1000 * ms, 2000 * ms, 0, 1000 * ms, 2000 * ms, audit.TriggerCrawlDelay},
+		{1000 * ms, 0, 1500 * ms, 1000 * ms, 1500 * ms, audit.TriggerRateLimit},
+		{1000 * ms, 2000 * ms, 1500 * ms, 4000 * ms, 4000 * ms, audit.TriggerAdaptive},
+		{1000 * ms, 2000 * ms, 2000 * ms, 2000 * ms, 2000 * ms, audit.TriggerCrawlDelay},
+		{5000 * ms, 2000 * ms, 0, 100 * ms, 5000 * ms, audit.TriggerBase},
 	} {
 		got, why := interval(tc.base, tc.crawl, tc.rate, tc.adaptive)
 		if got != tc.want || why != tc.why {
@@ -310,12 +311,12 @@ func TestAdaptiveDelayNeverExceedsCeiling(t *testing.T) {
 					t.Fatalf("adaptive delay %v above the 30s ceiling", after.AdaptiveDelay)
 				}
 				for _, e := range events(t, &buf)[seen:] {
-					switch e[FieldEvent] {
-					case EventDelayDecreased:
+					switch e[audit.FieldEvent] {
+					case audit.EventDelayDecreased:
 						if after.AdaptiveDelay >= before.AdaptiveDelay {
 							t.Fatalf("delay_decreased logged for %v → %v", before.AdaptiveDelay, after.AdaptiveDelay)
 						}
-					case EventDelayIncreased:
+					case audit.EventDelayIncreased:
 						if after.AdaptiveDelay <= before.AdaptiveDelay {
 							t.Fatalf("delay_increased logged for %v → %v", before.AdaptiveDelay, after.AdaptiveDelay)
 						}

@@ -62,7 +62,8 @@
 //   - queue.go: the host-aware Queue;
 //   - store.go, persist.go, memstore.go: the Store contract, write-behind and write-through of state;
 //   - hostkey.go: what counts as one host ([DefaultHostKey], [ByRegistrableDomain], [ByIP]);
-//   - auditlog.go: the audit events and fields.
+//   - auditlog.go: writing audit events; their names, field keys and triggers are the
+//     vocabulary of package audit.
 //
 // # Time
 //

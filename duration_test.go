@@ -69,7 +69,7 @@ func TestHugeDurationsSaturate(t *testing.T) {
 	})
 	t.Run("store repair", func(t *testing.T) {
 		next := t0.Add(time.Hour)
-		st, fixes := HostState{Version: StateVersion, AdaptiveDelay: time.Second, NextDeparture: next, HoldUntil: next}.
+		st, fixes := StoredHost{Version: StateVersion, AdaptiveDelay: time.Second, NextDeparture: next, HoldUntil: next}.
 			repair(repairLimits{floor: time.Second, ceiling: maxDuration, maxHold: maxDuration, maxCrawlDelay: time.Minute}, t0)
 		if len(fixes) != 0 || !st.NextDeparture.Equal(next) || !st.HoldUntil.Equal(next) {
 			t.Errorf("repair with the largest limits changed a state an hour ahead: %q, next %v, hold %v", fixes, st.NextDeparture, st.HoldUntil)

@@ -7,8 +7,8 @@ import (
 	"github.com/collypace/ext/internal/shardmap"
 )
 
-// DefaultIdleEviction is how long a host goes unused before its state leaves memory.
-const DefaultIdleEviction = 30 * time.Minute
+// defaultIdleEviction is how long a host goes unused before its state leaves memory.
+const defaultIdleEviction = 30 * time.Minute
 
 // evictEvery is how many new hosts make one eviction sweep of one shard: crawls of many hosts
 // sweep as they grow, and a crawl of a few hosts never pays for it.
@@ -35,9 +35,9 @@ func (p *Pacer) maybeEvict(now time.Time) {
 	p.evictShard(int(n/evictEvery), now)
 }
 
-// EvictIdleAt removes from memory every host idle at now (see WithIdleEviction), writing its state to
+// evictIdleAt removes from memory every host idle at now (see WithIdleEviction), writing its state to
 // the store first. It returns how many hosts were evicted.
-func (p *Pacer) EvictIdleAt(now time.Time) int {
+func (p *Pacer) evictIdleAt(now time.Time) int {
 	n := 0
 	for i := range shardmap.Shards {
 		n += p.evictShard(i, now)
@@ -56,7 +56,7 @@ func (p *Pacer) evictShard(shard int, now time.Time) int {
 		return 0
 	}
 	if p.persist != nil { // write before forgetting, so the next use restores it
-		states := make([]HostState, len(idle))
+		states := make([]StoredHost, len(idle))
 		for i, h := range idle {
 			states[i] = h.snapshot(now)
 		}

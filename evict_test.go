@@ -9,13 +9,13 @@ import (
 // Idle hosts leave memory after the idle time; their state goes to the store first and comes back
 // on the next use.
 func TestIdleHostsEvictedAndRestored(t *testing.T) {
-	store := NewMemoryStore()
+	store := newMemoryStore()
 	p := NewPacer(WithStore(store), WithIdleEviction(10*time.Minute), WithBaseDelay(time.Second))
 	defer p.Close()
 	p.ObserveAt(p.ReserveAt("idle.test", t0), Outcome{Status: 503}, t0) // adaptive delay 2s
 	p.ReserveAt("busy.test", t0.Add(9*time.Minute))
 
-	if got := p.EvictIdleAt(t0.Add(10 * time.Minute)); got != 1 {
+	if got := p.evictIdleAt(t0.Add(10 * time.Minute)); got != 1 {
 		t.Fatalf("evicted %d hosts, want 1 (idle.test)", got)
 	}
 	if _, ok := p.HostAt("idle.test", t0); ok {
@@ -34,7 +34,7 @@ func TestIdleHostsEvictedAndRestored(t *testing.T) {
 func TestHeldHostNotEvicted(t *testing.T) {
 	p := NewPacer(WithIdleEviction(time.Minute), WithMaxRetryAfter(time.Hour))
 	p.ObserveAt(p.ReserveAt("held.test", t0), Outcome{Status: 429, Header: header("Retry-After", "1800")}, t0)
-	if got := p.EvictIdleAt(t0.Add(10 * time.Minute)); got != 0 {
+	if got := p.evictIdleAt(t0.Add(10 * time.Minute)); got != 0 {
 		t.Errorf("evicted %d hosts during a Retry-After window, want 0", got)
 	}
 }

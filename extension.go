@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/collypace/ext/audit"
 	"github.com/gocolly/colly/v2"
 	"github.com/rs/zerolog"
 )
@@ -74,7 +75,7 @@ func (b *binding) dropDuplicate(r *colly.Request) {
 	now := p.now()
 	p.retrying.mark(r, now)
 	if p.warn.first("retry_duplicate") {
-		p.audit.emit(zerolog.WarnLevel, auditEvent{at: now, host: p.cfg.hostKey(r.URL), event: EventRetryDuplicate, trigger: TriggerRefusal,
+		p.audit.emit(zerolog.WarnLevel, auditEvent{at: now, host: p.cfg.hostKey(r.URL), event: audit.EventRetryDuplicate, trigger: audit.TriggerRefusal,
 			url: p.auditURL(r.URL), compliant: true,
 			detail: "a refused request the pacer retries was retried by an OnError callback too: the second copy is dropped; " +
 				"call Retry only when !pacer.Retrying(resp), or turn the pacer's retries off with WithMaxRetries(0)"})
@@ -228,7 +229,7 @@ func (b *binding) bypassed(f *flight, resp *colly.Response, now time.Time) {
 	o := Outcome{Status: resp.StatusCode, Header: responseHeader(resp), Latency: now.Sub(f.departed)}
 	f.verdict.Store(&flightVerdict{v: p.ObserveAt(f.res, o, now), status: o.Status})
 	if p.warn.first("bypass") {
-		p.audit.emit(zerolog.ErrorLevel, auditEvent{at: now, host: f.h.key, event: EventPacingBypassed, trigger: TriggerTransport,
+		p.audit.emit(zerolog.ErrorLevel, auditEvent{at: now, host: f.h.key, event: audit.EventPacingBypassed, trigger: audit.TriggerTransport,
 			base: f.h.policy.BaseDelay, status: resp.StatusCode, compliant: true,
 			detail: "the collector's transport was replaced after AdaptivePacing (SetProxy, SetProxyFunc, SetClient or WithTransport): " +
 				"redirect hops and robots.txt are no longer paced; pass your transport with ext.WithTransport instead"})
@@ -246,12 +247,12 @@ func (b *binding) checkStacked(resp *colly.Response, now time.Time) {
 		return
 	}
 	gap := now.Sub(time.Unix(0, h.lastBodyDone.Load()))
-	if gap < DefaultStackedDelayAlarm {
+	if gap < defaultStackedDelayAlarm {
 		b.stacked.Store(0)
 		return
 	}
 	if b.stacked.Add(1) >= 2 && b.p.warn.first("limit_rule:"+h.key) {
-		b.p.audit.emit(zerolog.WarnLevel, auditEvent{at: now, host: h.key, event: EventLimitRuleStacked, trigger: TriggerLimitRule,
+		b.p.audit.emit(zerolog.WarnLevel, auditEvent{at: now, host: h.key, event: audit.EventLimitRuleStacked, trigger: audit.TriggerLimitRule,
 			base: h.policy.BaseDelay, computed: gap, compliant: true, status: resp.StatusCode,
 			detail: "responses reach callbacks late, as after a LimitRule Delay: it adds latency + delay on top of pacing; remove Delay from the LimitRule"})
 	}
@@ -267,7 +268,7 @@ func (b *binding) retry(resp *colly.Response, v Verdict) {
 	now := p.now()
 	ev := auditEvent{at: now, host: h.key, trigger: v.Trigger, base: h.policy.BaseDelay, compliant: true, status: resp.StatusCode, url: p.auditURL(r.URL)}
 	if attempts >= p.cfg.maxRetries {
-		ev.event, ev.detail = EventRetriesExhausted, fmt.Sprintf("gave up after %d retries", attempts)
+		ev.event, ev.detail = audit.EventRetriesExhausted, fmt.Sprintf("gave up after %d retries", attempts)
 		p.audit.emit(zerolog.WarnLevel, ev)
 		return
 	}
@@ -276,7 +277,7 @@ func (b *binding) retry(resp *colly.Response, v Verdict) {
 	h.retries++
 	ev.computed = max(h.holdUntil.Sub(now), 0)
 	h.mu.Unlock()
-	ev.event, ev.detail = EventRetryScheduled, fmt.Sprintf("retry %d of %d", attempts+1, p.cfg.maxRetries)
+	ev.event, ev.detail = audit.EventRetryScheduled, fmt.Sprintf("retry %d of %d", attempts+1, p.cfg.maxRetries)
 	p.audit.emit(zerolog.InfoLevel, ev)
 	p.retrying.mark(r, now)
 	if q, ok := r.Ctx.GetAny(queueCtxKey).(*Queue); ok {
@@ -285,7 +286,7 @@ func (b *binding) retry(resp *colly.Response, v Verdict) {
 	}
 	if err := retryWithOwnHeaders(r); err != nil {
 		p.retrying.unmark(r)
-		ev.event, ev.detail = EventRetriesExhausted, "retry not sent: "+err.Error()
+		ev.event, ev.detail = audit.EventRetriesExhausted, "retry not sent: "+err.Error()
 		p.audit.emit(zerolog.WarnLevel, ev)
 	}
 }

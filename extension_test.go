@@ -11,6 +11,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/collypace/ext/audit"
 	"github.com/gocolly/colly/v2"
 	"github.com/rs/zerolog"
 )
@@ -228,7 +229,7 @@ func TestBypassedTransportDetected(t *testing.T) {
 		c, _ := pacedCollector(n, WithBaseDelay(time.Second), WithoutRobots(), WithLogger(zerolog.New(&buf)))
 		c.WithTransport(n.tr) // the user's own transport, set after AdaptivePacing
 		visitAll(t, c, base, 3)
-		ev := findEvent(t, &buf, EventPacingBypassed)
+		ev := findEvent(t, &buf, audit.EventPacingBypassed)
 		if ev == nil || ev["level"] != "error" {
 			t.Errorf("pacing_bypassed event = %v, want one at error level", ev)
 		}
@@ -247,7 +248,7 @@ func TestStackedLimitRuleDelayWarned(t *testing.T) {
 			t.Fatal(err)
 		}
 		visitAll(t, c, base, 3)
-		if ev := findEvent(t, &buf, EventLimitRuleStacked); ev == nil || ev["level"] != "warn" {
+		if ev := findEvent(t, &buf, audit.EventLimitRuleStacked); ev == nil || ev["level"] != "warn" {
 			t.Errorf("limit_rule_stacked event = %v, want one at warn level", ev)
 		}
 	})
@@ -261,7 +262,7 @@ func TestNoStackedWarningWithoutDelay(t *testing.T) {
 		var buf auditBuf
 		c, _ := pacedCollector(n, WithBaseDelay(time.Second), WithoutRobots(), WithLogger(zerolog.New(&buf)))
 		visitAll(t, c, base, 3)
-		if ev := findEvent(t, &buf, EventLimitRuleStacked); ev != nil {
+		if ev := findEvent(t, &buf, audit.EventLimitRuleStacked); ev != nil {
 			t.Errorf("unexpected limit_rule_stacked event %v", ev)
 		}
 	})
@@ -476,23 +477,23 @@ func TestDepartureEventTellsThisRequest(t *testing.T) {
 		c.Wait()
 		var deps []map[string]any
 		for _, e := range events(t, &buf) {
-			if e[FieldEvent] == EventDelayApplied {
+			if e[audit.FieldEvent] == string(audit.EventDelayApplied) {
 				deps = append(deps, e)
 			}
 		}
 		if len(deps) != 2 {
 			t.Fatalf("%d departure events, want 2", len(deps))
 		}
-		if deps[0][FieldURL] != base+"/a" || deps[1][FieldURL] != base+"/b" {
-			t.Errorf("urls %v, %v; want %s/a (query and userinfo dropped) and %s/b", deps[0][FieldURL], deps[1][FieldURL], base, base)
+		if deps[0][audit.FieldURL] != base+"/a" || deps[1][audit.FieldURL] != base+"/b" {
+			t.Errorf("urls %v, %v; want %s/a (query and userinfo dropped) and %s/b", deps[0][audit.FieldURL], deps[1][audit.FieldURL], base, base)
 		}
 		// The second waited 1s + its jitter of 0.5 × 0.5 × 1s after the first.
 		second := deps[1]
-		if second[FieldComputedDelay] != 1250.0 || second[FieldWaitMS] != 1250.0 || second[FieldJitterMS] != 250.0 || second[FieldIntervalMS] != 1000.0 {
+		if second[audit.FieldComputedDelay] != 1250.0 || second[audit.FieldWaitMS] != 1250.0 || second[audit.FieldJitterMS] != 250.0 || second[audit.FieldIntervalMS] != 1000.0 {
 			t.Errorf("second departure: computed %v wait %v jitter %v interval %v; want 1250, 1250, 250, 1000",
-				second[FieldComputedDelay], second[FieldWaitMS], second[FieldJitterMS], second[FieldIntervalMS])
+				second[audit.FieldComputedDelay], second[audit.FieldWaitMS], second[audit.FieldJitterMS], second[audit.FieldIntervalMS])
 		}
-		if ts, _ := second[FieldTimestamp].(string); ts != start.Add(1250*time.Millisecond).UTC().Format(time.RFC3339Nano) {
+		if ts, _ := second[audit.FieldTimestamp].(string); ts != start.Add(1250*time.Millisecond).UTC().Format(time.RFC3339Nano) {
 			t.Errorf("second departure at %s, want +1.25s", ts)
 		}
 	})

@@ -12,6 +12,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/collypace/ext/audit"
 	"github.com/gocolly/colly/v2"
 	"github.com/rs/zerolog"
 	"go.uber.org/goleak"
@@ -150,10 +151,10 @@ func (fc *faultCrawl) account() map[string]int {
 }
 
 // increases returns the delay_increased events with the given trigger.
-func (fc *faultCrawl) increases(trigger string) []map[string]any {
+func (fc *faultCrawl) increases(trigger audit.Trigger) []map[string]any {
 	var out []map[string]any
 	for _, e := range events(fc.t, &fc.buf) {
-		if e[FieldEvent] == EventDelayIncreased && e[FieldTrigger] == trigger {
+		if e[audit.FieldEvent] == string(audit.EventDelayIncreased) && e[audit.FieldTrigger] == string(trigger) {
 			out = append(out, e)
 		}
 	}
@@ -186,10 +187,10 @@ func (fc *faultCrawl) recovers() {
 	fc.t.Errorf("adaptive delay %v after 60 clean responses, want back at its recovery target %v", d, target)
 }
 
-func (fc *faultCrawl) events(name string) int {
+func (fc *faultCrawl) events(name audit.Event) int {
 	n := 0
 	for _, e := range events(fc.t, &fc.buf) {
-		if e[FieldEvent] == name {
+		if e[audit.FieldEvent] == string(name) {
 			n++
 		}
 	}
@@ -212,7 +213,7 @@ func TestFaultsBackOffAndRecover(t *testing.T) {
 			if st, _ := fc.p.Host(fc.srv.host()); st.Refusals == 0 {
 				t.Errorf("host counted no refusal after 3 %s faults", f)
 			}
-			if len(fc.increases(TriggerTransportError)) == 0 {
+			if len(fc.increases(audit.TriggerTransportError)) == 0 {
 				t.Errorf("no delay_increased event with trigger transport_error after 3 %s faults", f)
 			}
 			fc.recovers()
@@ -235,7 +236,7 @@ func TestFaultPersistentParksHost(t *testing.T) {
 			if counts[fateDeferred] == 0 {
 				t.Errorf("fates %v, want the requests left deferred", counts)
 			}
-			if fmt.Sprint(fc.al.events()) != "["+EventBreakerOpened+"]" {
+			if fmt.Sprint(fc.al.events()) != "["+string(audit.EventBreakerOpened)+"]" {
 				t.Errorf("alerts %v, want one breaker_opened", fc.al.events())
 			}
 			// Before the trip at most MaxInFlight requests were under way; after it nothing departs.
@@ -258,7 +259,7 @@ func TestFaultRetriesExhaustedAreFinalFailures(t *testing.T) {
 	if got := fc.srv.count(faultReset); got != 9 {
 		t.Errorf("server saw %d attempts, want 9 (3 URLs × (1 + 2 retries))", got)
 	}
-	if got := fc.events(EventRetriesExhausted); got != 3 {
+	if got := fc.events(audit.EventRetriesExhausted); got != 3 {
 		t.Errorf("%d retries_exhausted events, want 3", got)
 	}
 	if st, _ := fc.p.Host(fc.srv.host()); st.Retries != 6 || st.InFlight != 0 {
@@ -283,16 +284,16 @@ func TestFaultFlapping(t *testing.T) {
 	if got := fc.srv.count(fault503); got != 6 {
 		t.Errorf("server sent %d 503s, want 6", got)
 	}
-	incs := fc.increases(TriggerRefusal)
+	incs := fc.increases(audit.TriggerRefusal)
 	if len(incs) == 0 {
 		t.Error("no delay_increased event with trigger refusal")
 	}
 	for _, e := range incs {
-		if ms := e[FieldComputedDelay].(float64); ms > float64(faultCeiling.Milliseconds()) {
+		if ms := e[audit.FieldComputedDelay].(float64); ms > float64(faultCeiling.Milliseconds()) {
 			t.Errorf("delay increased to %v ms, above the %v ceiling", ms, faultCeiling)
 		}
 	}
-	if fc.events(EventBreakerOpened) != 0 {
+	if fc.events(audit.EventBreakerOpened) != 0 {
 		t.Error("breaker opened on a host answering every other request")
 	}
 	fc.recovers()
@@ -310,7 +311,7 @@ func TestFault429StormTripsAndClosesBreaker(t *testing.T) {
 	if counts[fateDeferred] == 0 {
 		t.Fatalf("fates %v, want requests deferred while the breaker is open", counts)
 	}
-	if fc.events(EventBreakerHalfOpen) == 0 { // no probe yet (the crawl ended within the cool-down)
+	if fc.events(audit.EventBreakerHalfOpen) == 0 { // no probe yet (the crawl ended within the cool-down)
 		if st, _ := fc.p.Host(fc.srv.host()); st.Breaker != BreakerOpen {
 			t.Errorf("breaker %v, want open", st.Breaker)
 		}
@@ -341,16 +342,16 @@ func TestFault429StormTripsAndClosesBreaker(t *testing.T) {
 	if st, _ := fc.p.Host(fc.srv.host()); st.Breaker != BreakerClosed || st.InFlight != 0 {
 		t.Errorf("breaker %v, in flight %d; want closed and 0", st.Breaker, st.InFlight)
 	}
-	var order []string
+	var order []audit.Event
 	for _, e := range events(t, &fc.buf) {
-		if ev := e[FieldEvent].(string); slices.Contains([]string{EventBreakerOpened, EventBreakerHalfOpen, EventBreakerClosed}, ev) {
+		if ev := audit.Event(e[audit.FieldEvent].(string)); slices.Contains([]audit.Event{audit.EventBreakerOpened, audit.EventBreakerHalfOpen, audit.EventBreakerClosed}, ev) {
 			order = append(order, ev)
 		}
 	}
-	if len(order) < 3 || order[0] != EventBreakerOpened || order[len(order)-1] != EventBreakerClosed {
+	if len(order) < 3 || order[0] != audit.EventBreakerOpened || order[len(order)-1] != audit.EventBreakerClosed {
 		t.Errorf("breaker events %v, want opened … half-open … closed", order)
 	}
-	if al := fc.al.events(); len(al) == 0 || al[0] != EventBreakerOpened {
+	if al := fc.al.events(); len(al) == 0 || al[0] != audit.EventBreakerOpened {
 		t.Errorf("alerts %v, want breaker_opened", al)
 	}
 }
@@ -373,8 +374,8 @@ func TestUserinfoRequestDepartsOnce(t *testing.T) {
 		if waited := time.Since(start); waited != 2*time.Second {
 			t.Errorf("3 requests took %v, want 2s (two intervals)", waited)
 		}
-		if ev := findEvent(t, &buf, EventPacingBypassed); ev != nil {
-			t.Errorf("pacing_bypassed although the transport is the pacer's: %v", ev[FieldDetail])
+		if ev := findEvent(t, &buf, audit.EventPacingBypassed); ev != nil {
+			t.Errorf("pacing_bypassed although the transport is the pacer's: %v", ev[audit.FieldDetail])
 		}
 	})
 }

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -15,6 +16,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/collypace/ext/audit"
 	"github.com/gocolly/colly/v2"
 	"github.com/rs/zerolog"
 )
@@ -43,11 +45,11 @@ func pageArrivals(h *fakeHost) []arrival {
 }
 
 // countEvents returns how many audit events are named name.
-func countEvents(t *testing.T, buf *auditBuf, name string) int {
+func countEvents(t *testing.T, buf *auditBuf, name audit.Event) int {
 	t.Helper()
 	n := 0
 	for _, e := range events(t, buf) {
-		if e[FieldEvent] == name {
+		if e[audit.FieldEvent] == string(name) {
 			n++
 		}
 	}
@@ -77,46 +79,46 @@ func TestHostileRetryAfter(t *testing.T) {
 		status int
 		header func(now time.Time) http.Header
 		gap    time.Duration // 0: the host is parked, nothing more is sent
-		events []string      // must be present; header_invalid and retry_after_too_long must be absent unless listed
+		events []audit.Event // must be present; header_invalid and retry_after_too_long must be absent unless listed
 	}{
-		{"empty", 429, fixed("Retry-After", ""), 2 * time.Second, []string{EventHeaderInvalid}},
-		{"spaces only", 429, fixed("Retry-After", "    "), 2 * time.Second, []string{EventHeaderInvalid}},
-		{"spaces around seconds", 429, fixed("Retry-After", "  5  "), s5, []string{EventRetryAfterHonoured}},
-		{"negative", 429, fixed("Retry-After", "-5"), 2 * time.Second, []string{EventHeaderInvalid}},
-		{"fractional", 429, fixed("Retry-After", "1.5"), 2 * time.Second, []string{EventHeaderInvalid}},
-		{"exponent 1e9", 429, fixed("Retry-After", "1e9"), 2 * time.Second, []string{EventHeaderInvalid}},
-		{"20 digits", 429, fixed("Retry-After", "99999999999999999999"), 0, []string{EventRetryAfterTooLong, EventBreakerOpened}},
-		{"one day, above the 10 min maximum", 503, fixed("Retry-After", "86400"), 0, []string{EventRetryAfterTooLong, EventBreakerOpened}},
-		{"seconds", 503, fixed("Retry-After", "5"), s5, []string{EventRetryAfterHonoured}},
-		{"just under the maximum", 429, fixed("Retry-After", "599"), withRetryAfterBuffer(599 * time.Second), []string{EventRetryAfterHonoured}},
-		{"zero", 429, fixed("Retry-After", "0"), 2 * time.Second, []string{EventRetryAfterNow}},
-		{"IMF-fixdate", 429, in(http.TimeFormat, 5*time.Second), s5, []string{EventRetryAfterHonoured}},
-		{"RFC 850 date", 429, in(rfc850, 5*time.Second), s5, []string{EventRetryAfterHonoured}},
-		{"asctime date", 429, in(time.ANSIC, 5*time.Second), s5, []string{EventRetryAfterHonoured}},
+		{"empty", 429, fixed("Retry-After", ""), 2 * time.Second, []audit.Event{audit.EventHeaderInvalid}},
+		{"spaces only", 429, fixed("Retry-After", "    "), 2 * time.Second, []audit.Event{audit.EventHeaderInvalid}},
+		{"spaces around seconds", 429, fixed("Retry-After", "  5  "), s5, []audit.Event{audit.EventRetryAfterHonoured}},
+		{"negative", 429, fixed("Retry-After", "-5"), 2 * time.Second, []audit.Event{audit.EventHeaderInvalid}},
+		{"fractional", 429, fixed("Retry-After", "1.5"), 2 * time.Second, []audit.Event{audit.EventHeaderInvalid}},
+		{"exponent 1e9", 429, fixed("Retry-After", "1e9"), 2 * time.Second, []audit.Event{audit.EventHeaderInvalid}},
+		{"20 digits", 429, fixed("Retry-After", "99999999999999999999"), 0, []audit.Event{audit.EventRetryAfterTooLong, audit.EventBreakerOpened}},
+		{"one day, above the 10 min maximum", 503, fixed("Retry-After", "86400"), 0, []audit.Event{audit.EventRetryAfterTooLong, audit.EventBreakerOpened}},
+		{"seconds", 503, fixed("Retry-After", "5"), s5, []audit.Event{audit.EventRetryAfterHonoured}},
+		{"just under the maximum", 429, fixed("Retry-After", "599"), withRetryAfterBuffer(599 * time.Second), []audit.Event{audit.EventRetryAfterHonoured}},
+		{"zero", 429, fixed("Retry-After", "0"), 2 * time.Second, []audit.Event{audit.EventRetryAfterNow}},
+		{"IMF-fixdate", 429, in(http.TimeFormat, 5*time.Second), s5, []audit.Event{audit.EventRetryAfterHonoured}},
+		{"RFC 850 date", 429, in(rfc850, 5*time.Second), s5, []audit.Event{audit.EventRetryAfterHonoured}},
+		{"asctime date", 429, in(time.ANSIC, 5*time.Second), s5, []audit.Event{audit.EventRetryAfterHonoured}},
 		{"wrong weekday", 429, func(now time.Time) http.Header {
 			d := now.Add(5 * time.Second)
 			wrong := (d.Weekday() + 3) % 7
 			return header("Retry-After", wrong.String()[:3]+d.Format(http.TimeFormat)[3:])
-		}, s5, []string{EventRetryAfterHonoured}},
-		{"far past date", 429, fixed("Retry-After", "Thu, 01 Jan 1970 00:00:00 GMT"), 2 * time.Second, []string{EventRetryAfterNow}},
-		{"far future date", 429, fixed("Retry-After", "Fri, 31 Dec 9999 23:59:59 GMT"), 0, []string{EventRetryAfterTooLong, EventBreakerOpened}},
+		}, s5, []audit.Event{audit.EventRetryAfterHonoured}},
+		{"far past date", 429, fixed("Retry-After", "Thu, 01 Jan 1970 00:00:00 GMT"), 2 * time.Second, []audit.Event{audit.EventRetryAfterNow}},
+		{"far future date", 429, fixed("Retry-After", "Fri, 31 Dec 9999 23:59:59 GMT"), 0, []audit.Event{audit.EventRetryAfterTooLong, audit.EventBreakerOpened}},
 		{"server clock 1 h ahead", 429, func(now time.Time) http.Header {
 			return header("Date", now.Add(time.Hour).Format(http.TimeFormat), "Retry-After", now.Add(time.Hour+5*time.Second).Format(http.TimeFormat))
-		}, s5, []string{EventRetryAfterHonoured}},
+		}, s5, []audit.Event{audit.EventRetryAfterHonoured}},
 		{"no Date: local clock", 429, func(now time.Time) http.Header {
 			h := header("Retry-After", now.Add(5*time.Second).Format(http.TimeFormat))
 			h["Date"] = nil // suppresses the server's automatic Date
 			return h
-		}, s5, []string{EventRetryAfterHonoured}},
-		{"two headers: the largest", 429, fixed("Retry-After", "5", "Retry-After", "8"), withRetryAfterBuffer(8 * time.Second), []string{EventRetryAfterHonoured}},
-		{"list in one header", 429, fixed("Retry-After", "5, 8"), withRetryAfterBuffer(8 * time.Second), []string{EventRetryAfterHonoured}},
-		{"garbage beside a valid one", 429, fixed("Retry-After", "soon", "Retry-After", "5"), s5, []string{EventRetryAfterHonoured}},
-		{"too long beside a valid one", 429, fixed("Retry-After", "5", "Retry-After", "86400"), s5, []string{EventRetryAfterHonoured}},
-		{"non-ASCII digits", 429, fixed("Retry-After", "５"), 2 * time.Second, []string{EventHeaderInvalid}},
-		{"non-ASCII text", 429, fixed("Retry-After", "in 5 Sekunden – bitte 🙏"), 2 * time.Second, []string{EventHeaderInvalid}},
-		{"on a 403", 403, fixed("Retry-After", "5"), s5, []string{EventRetryAfterHonoured}},
-		{"on a 302: the hop waits", 302, fixed("Retry-After", "5", "Location", "/b"), s5, []string{EventRetryAfterHonoured}},
-		{"invalid on a 301: the hop backs off", 301, fixed("Retry-After", "soon", "Location", "/b"), 2 * time.Second, []string{EventHeaderInvalid}},
+		}, s5, []audit.Event{audit.EventRetryAfterHonoured}},
+		{"two headers: the largest", 429, fixed("Retry-After", "5", "Retry-After", "8"), withRetryAfterBuffer(8 * time.Second), []audit.Event{audit.EventRetryAfterHonoured}},
+		{"list in one header", 429, fixed("Retry-After", "5, 8"), withRetryAfterBuffer(8 * time.Second), []audit.Event{audit.EventRetryAfterHonoured}},
+		{"garbage beside a valid one", 429, fixed("Retry-After", "soon", "Retry-After", "5"), s5, []audit.Event{audit.EventRetryAfterHonoured}},
+		{"too long beside a valid one", 429, fixed("Retry-After", "5", "Retry-After", "86400"), s5, []audit.Event{audit.EventRetryAfterHonoured}},
+		{"non-ASCII digits", 429, fixed("Retry-After", "５"), 2 * time.Second, []audit.Event{audit.EventHeaderInvalid}},
+		{"non-ASCII text", 429, fixed("Retry-After", "in 5 Sekunden – bitte 🙏"), 2 * time.Second, []audit.Event{audit.EventHeaderInvalid}},
+		{"on a 403", 403, fixed("Retry-After", "5"), s5, []audit.Event{audit.EventRetryAfterHonoured}},
+		{"on a 302: the hop waits", 302, fixed("Retry-After", "5", "Location", "/b"), s5, []audit.Event{audit.EventRetryAfterHonoured}},
+		{"invalid on a 301: the hop backs off", 301, fixed("Retry-After", "soon", "Location", "/b"), 2 * time.Second, []audit.Event{audit.EventHeaderInvalid}},
 		{"on a 200: ignored", 200, fixed("Retry-After", "5"), time.Second, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -155,8 +157,8 @@ func TestHostileRetryAfter(t *testing.T) {
 						t.Errorf("%d deferred requests, want 2 (the retry and /p/1)", len(d))
 					}
 					// Parked until the time announced: honoured in full.
-					if ev := findEvent(t, &buf, EventRetryAfterTooLong); ev != nil && ev[FieldComplianceFlag] != true {
-						t.Errorf("retry_after_too_long has compliance_flag %v, want true", ev[FieldComplianceFlag])
+					if ev := findEvent(t, &buf, audit.EventRetryAfterTooLong); ev != nil && ev[audit.FieldComplianceFlag] != true {
+						t.Errorf("retry_after_too_long has compliance_flag %v, want true", ev[audit.FieldComplianceFlag])
 					}
 				} else {
 					if len(pages) < 2 {
@@ -171,8 +173,8 @@ func TestHostileRetryAfter(t *testing.T) {
 						t.Errorf("no %s event", ev)
 					}
 				}
-				for _, ev := range []string{EventHeaderInvalid, EventRetryAfterTooLong} {
-					if findEvent(t, &buf, ev) != nil && !strings.Contains(fmt.Sprint(tc.events), ev) {
+				for _, ev := range []audit.Event{audit.EventHeaderInvalid, audit.EventRetryAfterTooLong} {
+					if findEvent(t, &buf, ev) != nil && !slices.Contains(tc.events, ev) {
 						t.Errorf("unexpected %s event", ev)
 					}
 				}
@@ -192,43 +194,43 @@ func TestHostileRateLimitHeaders(t *testing.T) {
 		status  int // 0: 200
 		header  http.Header
 		next    time.Duration // the next departure, from t0
-		trigger string        // what the host status says sets the pace at t0
+		trigger audit.Trigger // what the host status says sets the pace at t0
 		invalid int           // header_invalid events
 		applied bool          // a rate_limit_applied event
 	}{
-		{"delta reset: quota spread", 0, header("X-RateLimit-Limit", "100", "X-RateLimit-Remaining", "2", "X-RateLimit-Reset", "10"), 5 * time.Second, TriggerRateLimit, 0, true},
-		{"exhausted: held until reset", 0, header("X-RateLimit-Remaining", "0", "X-RateLimit-Reset", "7"), 7 * time.Second, TriggerRateLimit, 0, true},
-		{"epoch seconds", 0, header("X-RateLimit-Remaining", "2", "X-RateLimit-Reset", epoch(10*time.Second)), 5 * time.Second, TriggerRateLimit, 0, true},
-		{"epoch milliseconds", 0, header("X-RateLimit-Remaining", "2", "X-RateLimit-Reset", epochMS(10*time.Second)), 5 * time.Second, TriggerRateLimit, 0, true},
-		{"epoch from a server clock 10 min ahead: measured against Date", 0, header("Date", t0.Add(10*time.Minute).Format(http.TimeFormat), "X-RateLimit-Remaining", "2", "X-RateLimit-Reset", epoch(10*time.Minute+10*time.Second)), 5 * time.Second, TriggerRateLimit, 0, true},
-		{"epoch in the past", 0, header("X-RateLimit-Remaining", "0", "X-RateLimit-Reset", epoch(-time.Minute)), time.Second, TriggerBase, 0, false},
-		{"delta of 31 years (just under the epoch cut-off)", 0, header("X-RateLimit-Remaining", "0", "X-RateLimit-Reset", "999999999"), time.Second, TriggerBase, 1, false},
-		{"epoch beyond the 1 h maximum", 0, header("X-RateLimit-Remaining", "0", "X-RateLimit-Reset", epoch(2*time.Hour)), time.Second, TriggerBase, 1, false},
-		{"epoch where delta is expected", 0, header("RateLimit-Remaining", "0", "RateLimit-Reset", epoch(10*time.Second)), time.Second, TriggerBase, 1, false},
-		{"remaining above limit", 0, header("X-RateLimit-Limit", "10", "X-RateLimit-Remaining", "50", "X-RateLimit-Reset", "10"), time.Second, TriggerBase, 1, false},
-		{"zero window", 0, header("X-RateLimit-Remaining", "5", "X-RateLimit-Reset", "0"), time.Second, TriggerBase, 0, false},
-		{"exhausted, zero window", 0, header("X-RateLimit-Remaining", "0", "X-RateLimit-Reset", "0"), time.Second, TriggerBase, 0, false},
-		{"limit 0", 0, header("X-RateLimit-Limit", "0", "X-RateLimit-Remaining", "2", "X-RateLimit-Reset", "10"), 5 * time.Second, TriggerRateLimit, 1, true},
-		{"negative remaining", 0, header("X-RateLimit-Remaining", "-1", "X-RateLimit-Reset", "10"), time.Second, TriggerBase, 1, false},
-		{"20-digit remaining", 0, header("X-RateLimit-Remaining", "99999999999999999999", "X-RateLimit-Reset", "10"), time.Second, TriggerBase, 1, false},
-		{"reset not a number", 0, header("X-RateLimit-Remaining", "0", "X-RateLimit-Reset", "soon"), time.Second, TriggerBase, 1, false},
-		{"fractional reset", 0, header("X-RateLimit-Remaining", "0", "X-RateLimit-Reset", "1.5"), 1500 * time.Millisecond, TriggerRateLimit, 0, true},
-		{"reset with an exponent", 0, header("X-RateLimit-Remaining", "0", "X-RateLimit-Reset", "1e3"), time.Second, TriggerBase, 1, false},
-		{"non-ASCII digits", 0, header("X-RateLimit-Remaining", "２", "X-RateLimit-Reset", "10"), time.Second, TriggerBase, 1, false},
-		{"duplicates that agree", 0, header("X-RateLimit-Remaining", "2", "X-RateLimit-Remaining", "2", "X-RateLimit-Reset", "10"), 5 * time.Second, TriggerRateLimit, 0, true},
-		{"duplicates that conflict", 0, header("X-RateLimit-Remaining", "2", "X-RateLimit-Remaining", "3", "X-RateLimit-Reset", "10"), time.Second, TriggerBase, 1, false},
-		{"conflicting list in one field", 0, header("X-RateLimit-Remaining", "2, 3", "X-RateLimit-Reset", "10"), time.Second, TriggerBase, 1, false},
-		{"families disagree: the stricter wins", 0, header("X-RateLimit-Remaining", "10", "X-RateLimit-Reset", "10", "RateLimit-Remaining", "1", "RateLimit-Reset", "10"), 10 * time.Second, TriggerRateLimit, 0, true},
-		{"only a limit", 0, header("X-RateLimit-Limit", "100"), time.Second, TriggerBase, 0, false},
-		{"structured, exhausted", 0, header("RateLimit", `"default";r=0;t=4`), 4 * time.Second, TriggerRateLimit, 0, true},
-		{"structured, window from the policy", 0, header("RateLimit", `"default";r=2`, "RateLimit-Policy", `"default";q=100;w=10`), 5 * time.Second, TriggerRateLimit, 0, true},
-		{"structured, r above the policy quota", 0, header("RateLimit", `"default";r=5;t=10`, "RateLimit-Policy", `"default";q=3;w=10`), time.Second, TriggerBase, 1, false},
-		{"structured, syntax error", 0, header("RateLimit", `default;;r=1`), time.Second, TriggerBase, 1, false},
-		{"structured, zero window", 0, header("RateLimit", `"default";r=0;t=0`), time.Second, TriggerBase, 0, false},
-		{"structured, 1000 bad items: one event", 0, header("RateLimit", manyBad), time.Second, TriggerBase, 1, false},
-		{"Retry-After wins over them", 429, header("Retry-After", "3", "X-RateLimit-Remaining", "0", "X-RateLimit-Reset", "30"), withRetryAfterBuffer(3 * time.Second), TriggerRetryAfter, 0, false},
-		{"bad Retry-After: they apply", 429, header("Retry-After", "soon", "X-RateLimit-Remaining", "0", "X-RateLimit-Reset", "6"), 6 * time.Second, TriggerRateLimit, 1, true},
-		{"on a 429: the longer of them and the backoff", 429, header("X-RateLimit-Remaining", "1", "X-RateLimit-Reset", "3"), 3 * time.Second, TriggerRateLimit, 0, true},
+		{"delta reset: quota spread", 0, header("X-RateLimit-Limit", "100", "X-RateLimit-Remaining", "2", "X-RateLimit-Reset", "10"), 5 * time.Second, audit.TriggerRateLimit, 0, true},
+		{"exhausted: held until reset", 0, header("X-RateLimit-Remaining", "0", "X-RateLimit-Reset", "7"), 7 * time.Second, audit.TriggerRateLimit, 0, true},
+		{"epoch seconds", 0, header("X-RateLimit-Remaining", "2", "X-RateLimit-Reset", epoch(10*time.Second)), 5 * time.Second, audit.TriggerRateLimit, 0, true},
+		{"epoch milliseconds", 0, header("X-RateLimit-Remaining", "2", "X-RateLimit-Reset", epochMS(10*time.Second)), 5 * time.Second, audit.TriggerRateLimit, 0, true},
+		{"epoch from a server clock 10 min ahead: measured against Date", 0, header("Date", t0.Add(10*time.Minute).Format(http.TimeFormat), "X-RateLimit-Remaining", "2", "X-RateLimit-Reset", epoch(10*time.Minute+10*time.Second)), 5 * time.Second, audit.TriggerRateLimit, 0, true},
+		{"epoch in the past", 0, header("X-RateLimit-Remaining", "0", "X-RateLimit-Reset", epoch(-time.Minute)), time.Second, audit.TriggerBase, 0, false},
+		{"delta of 31 years (just under the epoch cut-off)", 0, header("X-RateLimit-Remaining", "0", "X-RateLimit-Reset", "999999999"), time.Second, audit.TriggerBase, 1, false},
+		{"epoch beyond the 1 h maximum", 0, header("X-RateLimit-Remaining", "0", "X-RateLimit-Reset", epoch(2*time.Hour)), time.Second, audit.TriggerBase, 1, false},
+		{"epoch where delta is expected", 0, header("RateLimit-Remaining", "0", "RateLimit-Reset", epoch(10*time.Second)), time.Second, audit.TriggerBase, 1, false},
+		{"remaining above limit", 0, header("X-RateLimit-Limit", "10", "X-RateLimit-Remaining", "50", "X-RateLimit-Reset", "10"), time.Second, audit.TriggerBase, 1, false},
+		{"zero window", 0, header("X-RateLimit-Remaining", "5", "X-RateLimit-Reset", "0"), time.Second, audit.TriggerBase, 0, false},
+		{"exhausted, zero window", 0, header("X-RateLimit-Remaining", "0", "X-RateLimit-Reset", "0"), time.Second, audit.TriggerBase, 0, false},
+		{"limit 0", 0, header("X-RateLimit-Limit", "0", "X-RateLimit-Remaining", "2", "X-RateLimit-Reset", "10"), 5 * time.Second, audit.TriggerRateLimit, 1, true},
+		{"negative remaining", 0, header("X-RateLimit-Remaining", "-1", "X-RateLimit-Reset", "10"), time.Second, audit.TriggerBase, 1, false},
+		{"20-digit remaining", 0, header("X-RateLimit-Remaining", "99999999999999999999", "X-RateLimit-Reset", "10"), time.Second, audit.TriggerBase, 1, false},
+		{"reset not a number", 0, header("X-RateLimit-Remaining", "0", "X-RateLimit-Reset", "soon"), time.Second, audit.TriggerBase, 1, false},
+		{"fractional reset", 0, header("X-RateLimit-Remaining", "0", "X-RateLimit-Reset", "1.5"), 1500 * time.Millisecond, audit.TriggerRateLimit, 0, true},
+		{"reset with an exponent", 0, header("X-RateLimit-Remaining", "0", "X-RateLimit-Reset", "1e3"), time.Second, audit.TriggerBase, 1, false},
+		{"non-ASCII digits", 0, header("X-RateLimit-Remaining", "２", "X-RateLimit-Reset", "10"), time.Second, audit.TriggerBase, 1, false},
+		{"duplicates that agree", 0, header("X-RateLimit-Remaining", "2", "X-RateLimit-Remaining", "2", "X-RateLimit-Reset", "10"), 5 * time.Second, audit.TriggerRateLimit, 0, true},
+		{"duplicates that conflict", 0, header("X-RateLimit-Remaining", "2", "X-RateLimit-Remaining", "3", "X-RateLimit-Reset", "10"), time.Second, audit.TriggerBase, 1, false},
+		{"conflicting list in one field", 0, header("X-RateLimit-Remaining", "2, 3", "X-RateLimit-Reset", "10"), time.Second, audit.TriggerBase, 1, false},
+		{"families disagree: the stricter wins", 0, header("X-RateLimit-Remaining", "10", "X-RateLimit-Reset", "10", "RateLimit-Remaining", "1", "RateLimit-Reset", "10"), 10 * time.Second, audit.TriggerRateLimit, 0, true},
+		{"only a limit", 0, header("X-RateLimit-Limit", "100"), time.Second, audit.TriggerBase, 0, false},
+		{"structured, exhausted", 0, header("RateLimit", `"default";r=0;t=4`), 4 * time.Second, audit.TriggerRateLimit, 0, true},
+		{"structured, window from the policy", 0, header("RateLimit", `"default";r=2`, "RateLimit-Policy", `"default";q=100;w=10`), 5 * time.Second, audit.TriggerRateLimit, 0, true},
+		{"structured, r above the policy quota", 0, header("RateLimit", `"default";r=5;t=10`, "RateLimit-Policy", `"default";q=3;w=10`), time.Second, audit.TriggerBase, 1, false},
+		{"structured, syntax error", 0, header("RateLimit", `default;;r=1`), time.Second, audit.TriggerBase, 1, false},
+		{"structured, zero window", 0, header("RateLimit", `"default";r=0;t=0`), time.Second, audit.TriggerBase, 0, false},
+		{"structured, 1000 bad items: one event", 0, header("RateLimit", manyBad), time.Second, audit.TriggerBase, 1, false},
+		{"Retry-After wins over them", 429, header("Retry-After", "3", "X-RateLimit-Remaining", "0", "X-RateLimit-Reset", "30"), withRetryAfterBuffer(3 * time.Second), audit.TriggerRetryAfter, 0, false},
+		{"bad Retry-After: they apply", 429, header("Retry-After", "soon", "X-RateLimit-Remaining", "0", "X-RateLimit-Reset", "6"), 6 * time.Second, audit.TriggerRateLimit, 1, true},
+		{"on a 429: the longer of them and the backoff", 429, header("X-RateLimit-Remaining", "1", "X-RateLimit-Reset", "3"), 3 * time.Second, audit.TriggerRateLimit, 0, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var buf auditBuf
@@ -245,10 +247,10 @@ func TestHostileRateLimitHeaders(t *testing.T) {
 			if got := p.ReserveAt("h", t0).At.Sub(t0); got != tc.next {
 				t.Errorf("next departure at t0+%v, want t0+%v", got, tc.next)
 			}
-			if got := countEvents(t, &buf, EventHeaderInvalid); got != tc.invalid {
+			if got := countEvents(t, &buf, audit.EventHeaderInvalid); got != tc.invalid {
 				t.Errorf("%d header_invalid events, want %d", got, tc.invalid)
 			}
-			if got := findEvent(t, &buf, EventRateLimitApplied) != nil; got != tc.applied {
+			if got := findEvent(t, &buf, audit.EventRateLimitApplied) != nil; got != tc.applied {
 				t.Errorf("rate_limit_applied event: %v, want %v", got, tc.applied)
 			}
 		})
@@ -279,32 +281,32 @@ func TestHostileRobots(t *testing.T) {
 		gaps       []time.Duration // exact gaps instead, when the pace changes
 		firstPage  time.Duration   // from the last robots.txt request to the first page; 0: not checked
 		hops       int             // robots.txt requests the host sees; 0: not checked
-		events     []string        // must be present
+		events     []audit.Event   // must be present
 		quiet      bool            // no robots_invalid or robots_unavailable event
 		complies   bool            // the last delay_applied has compliance_flag true
 		collyCheck bool            // Colly's own robots check is on (IgnoreRobotsTxt = false)
 	}{
 		{name: "10 MiB, Crawl-delay first", robots: body(200, "User-agent: *\nCrawl-delay: 2\n"+filler),
-			crawlDelay: 2 * time.Second, gap: 2 * time.Second, events: []string{EventRobotsInvalid, EventCrawlDelayApplied}, complies: true},
+			crawlDelay: 2 * time.Second, gap: 2 * time.Second, events: []audit.Event{audit.EventRobotsInvalid, audit.EventCrawlDelayApplied}, complies: true},
 		{name: "10 MiB, Crawl-delay past 500 KiB", robots: body(200, filler+"User-agent: *\nCrawl-delay: 2\n"),
-			gap: time.Second, events: []string{EventRobotsInvalid}, complies: true},
+			gap: time.Second, events: []audit.Event{audit.EventRobotsInvalid}, complies: true},
 		{name: "one 1 MiB line", robots: body(200, strings.Repeat("x", 1<<20)),
-			gap: time.Second, events: []string{EventRobotsInvalid}, complies: true},
+			gap: time.Second, events: []audit.Event{audit.EventRobotsInvalid}, complies: true},
 		{name: "binary", robots: body(200, string(binary)), gap: time.Second, complies: true},
 		{name: "UTF-8 BOM", robots: body(200, "\xef\xbb\xbfUser-agent: *\nCrawl-delay: 2\n"),
 			crawlDelay: 2 * time.Second, gap: 2 * time.Second, quiet: true, complies: true},
 		{name: "CR line endings", robots: body(200, "User-agent: *\rCrawl-delay: 2\r"),
 			crawlDelay: 2 * time.Second, gap: 2 * time.Second, quiet: true, complies: true},
 		{name: "bad Crawl-delay among good lines", robots: body(200, "User-agent: *\nCrawl-delay: soon\nCrawl-delay: 2\nDisallow: /private\n"),
-			crawlDelay: 2 * time.Second, gap: 2 * time.Second, events: []string{EventRobotsInvalid}, complies: true},
+			crawlDelay: 2 * time.Second, gap: 2 * time.Second, events: []audit.Event{audit.EventRobotsInvalid}, complies: true},
 		{name: "Crawl-delay 1e20: parked", robots: body(200, "User-agent: *\nCrawl-delay: 1e20\n"),
-			crawlDelay: DefaultMaxCrawlDelay, events: []string{EventCrawlDelayClamped, EventBreakerOpened, EventRequestDeferred}},
+			crawlDelay: defaultMaxCrawlDelay, events: []audit.Event{audit.EventCrawlDelayClamped, audit.EventBreakerOpened, audit.EventRequestDeferred}},
 		{name: "Crawl-delay 1e20, IgnoreCaps: clamped", robots: body(200, "User-agent: *\nCrawl-delay: 1e20\n"), opts: []Option{WithBreaker(BreakerPolicy{IgnoreCaps: true})},
-			crawlDelay: DefaultMaxCrawlDelay, gap: DefaultMaxCrawlDelay, events: []string{EventCrawlDelayClamped}},
-		{name: "Crawl-delay negative", robots: body(200, "User-agent: *\nCrawl-delay: -5\n"), gap: time.Second, events: []string{EventRobotsInvalid}, complies: true},
-		{name: "Crawl-delay NaN", robots: body(200, "User-agent: *\nCrawl-delay: NaN\n"), gap: time.Second, events: []string{EventRobotsInvalid}, complies: true},
-		{name: "Crawl-delay hex", robots: body(200, "User-agent: *\nCrawl-delay: 0x10\n"), gap: time.Second, events: []string{EventRobotsInvalid}, complies: true},
-		{name: "Crawl-delay with a NUL", robots: body(200, "User-agent: *\nCrawl-delay: 2\x00\n"), gap: time.Second, events: []string{EventRobotsInvalid}, complies: true},
+			crawlDelay: defaultMaxCrawlDelay, gap: defaultMaxCrawlDelay, events: []audit.Event{audit.EventCrawlDelayClamped}},
+		{name: "Crawl-delay negative", robots: body(200, "User-agent: *\nCrawl-delay: -5\n"), gap: time.Second, events: []audit.Event{audit.EventRobotsInvalid}, complies: true},
+		{name: "Crawl-delay NaN", robots: body(200, "User-agent: *\nCrawl-delay: NaN\n"), gap: time.Second, events: []audit.Event{audit.EventRobotsInvalid}, complies: true},
+		{name: "Crawl-delay hex", robots: body(200, "User-agent: *\nCrawl-delay: 0x10\n"), gap: time.Second, events: []audit.Event{audit.EventRobotsInvalid}, complies: true},
+		{name: "Crawl-delay with a NUL", robots: body(200, "User-agent: *\nCrawl-delay: 2\x00\n"), gap: time.Second, events: []audit.Event{audit.EventRobotsInvalid}, complies: true},
 		{name: "Crawl-delay fractional", robots: body(200, "User-agent: *\nCrawl-delay: 1.5\n"),
 			crawlDelay: 1500 * time.Millisecond, gap: 1500 * time.Millisecond, quiet: true, complies: true},
 		{name: "HTML page served as robots.txt", robots: func(w http.ResponseWriter, _ *http.Request) {
@@ -315,13 +317,13 @@ func TestHostileRobots(t *testing.T) {
 		// after 1 s, 2 s, 4 s…; each 503 or timeout is a refusal, and the tenth in a row opens the
 		// breaker: the pages are deferred, none lost.
 		{name: "503: pages held, then parked", robots: body(503, ""),
-			events: []string{EventRobotsUnavailable, EventBreakerOpened, EventRequestDeferred}, hops: DefaultBreakerFailures},
+			events: []audit.Event{audit.EventRobotsUnavailable, audit.EventBreakerOpened, audit.EventRequestDeferred}, hops: defaultBreakerFailures},
 		{name: "timeout", robots: func(_ http.ResponseWriter, r *http.Request) {
 			select {
 			case <-r.Context().Done():
 			case <-time.After(time.Minute):
 			}
-		}, events: []string{EventRobotsUnavailable, EventBreakerOpened, EventRequestDeferred}, hops: DefaultBreakerFailures},
+		}, events: []audit.Event{audit.EventRobotsUnavailable, audit.EventBreakerOpened, audit.EventRequestDeferred}, hops: defaultBreakerFailures},
 		{name: "redirect to another host", robots: func(w http.ResponseWriter, r *http.Request) {
 			http.Redirect(w, r, "http://other.test/robots.txt", http.StatusMovedPermanently)
 		}, setup: func(n *fakeNet) {
@@ -331,10 +333,10 @@ func TestHostileRobots(t *testing.T) {
 			hop, _ := strconv.Atoi(r.URL.Query().Get("hop"))
 			http.Redirect(w, r, "/robots.txt?hop="+strconv.Itoa(hop+1), http.StatusFound)
 		}, gap: time.Second, firstPage: time.Second, hops: robotsMaxRedirects + 1, quiet: true, complies: true},
-		// The redirect succeeds, the dead host fails: after RobotsUnreachableLimit the breaker opens.
+		// The redirect succeeds, the dead host fails: after robotsUnreachableLimit the breaker opens.
 		{name: "redirect to a dead host", robots: func(w http.ResponseWriter, r *http.Request) {
 			http.Redirect(w, r, "http://nowhere.test/robots.txt", http.StatusFound)
-		}, events: []string{EventRobotsUnavailable, EventBreakerOpened, EventRequestDeferred}},
+		}, events: []audit.Event{audit.EventRobotsUnavailable, audit.EventBreakerOpened, audit.EventRequestDeferred}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -393,14 +395,14 @@ func TestHostileRobots(t *testing.T) {
 					}
 				}
 				if tc.quiet {
-					for _, ev := range []string{EventRobotsInvalid, EventRobotsUnavailable} {
+					for _, ev := range []audit.Event{audit.EventRobotsInvalid, audit.EventRobotsUnavailable} {
 						if e := findEvent(t, &buf, ev); e != nil {
-							t.Errorf("unexpected %s event: %v", ev, e[FieldDetail])
+							t.Errorf("unexpected %s event: %v", ev, e[audit.FieldDetail])
 						}
 					}
 				}
-				if ev := lastEvent(t, &buf, EventDelayApplied); len(pages) > 0 && ev[FieldComplianceFlag] != tc.complies {
-					t.Errorf("delay_applied compliance_flag %v, want %v", ev[FieldComplianceFlag], tc.complies)
+				if ev := lastEvent(t, &buf, audit.EventDelayApplied); len(pages) > 0 && ev[audit.FieldComplianceFlag] != tc.complies {
+					t.Errorf("delay_applied compliance_flag %v, want %v", ev[audit.FieldComplianceFlag], tc.complies)
 				}
 			})
 		})
@@ -414,7 +416,7 @@ func TestHostileStoredState(t *testing.T) {
 	far := time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC)
 	for _, tc := range []struct {
 		name     string
-		state    HostState
+		state    StoredHost
 		delay    time.Duration // the adaptive delay restored
 		interval time.Duration
 		next     time.Duration // the next departure, from t0
@@ -422,20 +424,20 @@ func TestHostileStoredState(t *testing.T) {
 		parked   bool
 		repaired bool // a state_repaired event
 	}{
-		{"future schema", HostState{Version: 99, AdaptiveDelay: time.Hour, HoldUntil: t0.Add(time.Hour)}, time.Second, time.Second, 0, BreakerClosed, false, true},
-		{"schema 0", HostState{Version: 0, AdaptiveDelay: 20 * time.Second}, time.Second, time.Second, 0, BreakerClosed, false, true},
-		{"negative adaptive delay", HostState{AdaptiveDelay: -5 * time.Second}, time.Second, time.Second, 0, BreakerClosed, false, true},
-		{"adaptive delay of 146 years", HostState{AdaptiveDelay: 1 << 62}, DefaultMaxDelay, DefaultMaxDelay, 0, BreakerClosed, false, true},
-		{"hold until year 9999", HostState{HoldUntil: far}, time.Second, time.Second, MaxRateLimitReset, BreakerClosed, false, true},
-		{"next departure in year 9999", HostState{NextDeparture: far}, time.Second, time.Second, 0, BreakerClosed, false, true},
-		{"Crawl-delay of 11 days", HostState{CrawlDelay: 1e6 * time.Second}, time.Second, DefaultMaxCrawlDelay, 0, BreakerClosed, false, true},
-		{"negative Crawl-delay", HostState{CrawlDelay: -time.Second}, time.Second, time.Second, 0, BreakerClosed, false, true},
-		{"negative known limit", HostState{KnownLimit: -time.Second}, time.Second, time.Second, 0, BreakerClosed, false, true},
-		{"unknown breaker state", HostState{Breaker: 7}, time.Second, time.Second, 0, BreakerClosed, false, true},
-		{"breaker opened in year 9999", HostState{Breaker: BreakerOpen, BreakerChanged: far}, time.Second, time.Second, 0, BreakerOpen, true, true},
-		{"half-open from a dead process", HostState{Breaker: BreakerHalfOpen, BreakerChanged: t0.Add(-time.Hour)}, time.Second, time.Second, 0, BreakerOpen, false, false},
-		{"negative failure count", HostState{Failures: -3}, time.Second, time.Second, 0, BreakerClosed, false, true},
-		{"unknown hold trigger", HostState{HoldUntil: t0.Add(10 * time.Second), HoldTrigger: "<script>"}, time.Second, time.Second, 10 * time.Second, BreakerClosed, false, false},
+		{"future schema", StoredHost{Version: 99, AdaptiveDelay: time.Hour, HoldUntil: t0.Add(time.Hour)}, time.Second, time.Second, 0, BreakerClosed, false, true},
+		{"schema 0", StoredHost{Version: 0, AdaptiveDelay: 20 * time.Second}, time.Second, time.Second, 0, BreakerClosed, false, true},
+		{"negative adaptive delay", StoredHost{AdaptiveDelay: -5 * time.Second}, time.Second, time.Second, 0, BreakerClosed, false, true},
+		{"adaptive delay of 146 years", StoredHost{AdaptiveDelay: 1 << 62}, DefaultMaxDelay, DefaultMaxDelay, 0, BreakerClosed, false, true},
+		{"hold until year 9999", StoredHost{HoldUntil: far}, time.Second, time.Second, maxRateLimitReset, BreakerClosed, false, true},
+		{"next departure in year 9999", StoredHost{NextDeparture: far}, time.Second, time.Second, 0, BreakerClosed, false, true},
+		{"Crawl-delay of 11 days", StoredHost{CrawlDelay: 1e6 * time.Second}, time.Second, defaultMaxCrawlDelay, 0, BreakerClosed, false, true},
+		{"negative Crawl-delay", StoredHost{CrawlDelay: -time.Second}, time.Second, time.Second, 0, BreakerClosed, false, true},
+		{"negative known limit", StoredHost{KnownLimit: -time.Second}, time.Second, time.Second, 0, BreakerClosed, false, true},
+		{"unknown breaker state", StoredHost{Breaker: 7}, time.Second, time.Second, 0, BreakerClosed, false, true},
+		{"breaker opened in year 9999", StoredHost{Breaker: BreakerOpen, BreakerChanged: far}, time.Second, time.Second, 0, BreakerOpen, true, true},
+		{"half-open from a dead process", StoredHost{Breaker: BreakerHalfOpen, BreakerChanged: t0.Add(-time.Hour)}, time.Second, time.Second, 0, BreakerOpen, false, false},
+		{"negative failure count", StoredHost{Failures: -3}, time.Second, time.Second, 0, BreakerClosed, false, true},
+		{"unknown hold trigger", StoredHost{HoldUntil: t0.Add(10 * time.Second), HoldTrigger: "<script>"}, time.Second, time.Second, 10 * time.Second, BreakerClosed, false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			st := tc.state
@@ -446,8 +448,8 @@ func TestHostileStoredState(t *testing.T) {
 			if st.AdaptiveDelay == 0 && tc.name != "schema 0" {
 				st.AdaptiveDelay = time.Second
 			}
-			store := NewMemoryStore()
-			if err := store.SaveHosts(t.Context(), []HostState{st}); err != nil {
+			store := newMemoryStore()
+			if err := store.SaveHosts(t.Context(), []StoredHost{st}); err != nil {
 				t.Fatal(err)
 			}
 			var buf auditBuf
@@ -469,10 +471,10 @@ func TestHostileStoredState(t *testing.T) {
 				got := !tc.parked
 				t.Errorf("parked %v, want %v", got, tc.parked)
 			}
-			if got := findEvent(t, &buf, EventStateRepaired) != nil; got != tc.repaired {
+			if got := findEvent(t, &buf, audit.EventStateRepaired) != nil; got != tc.repaired {
 				t.Errorf("state_repaired event %v, want %v", got, tc.repaired)
 			}
-			if tc.name == "unknown hold trigger" && s.Trigger != TriggerRetryAfter {
+			if tc.name == "unknown hold trigger" && s.Trigger != audit.TriggerRetryAfter {
 				t.Errorf("trigger %q, want retry_after", s.Trigger)
 			}
 		})
@@ -481,17 +483,17 @@ func TestHostileStoredState(t *testing.T) {
 
 // loadFailStore is a Store whose LoadHost fails (err) or, with hang, waits for its context to end.
 type loadFailStore struct {
-	*MemoryStore
+	*memoryStore
 	err  error
 	hang bool
 }
 
-func (s loadFailStore) LoadHost(ctx context.Context, _ string) (HostState, bool, error) {
+func (s loadFailStore) LoadHost(ctx context.Context, _ string) (StoredHost, bool, error) {
 	if s.hang {
 		<-ctx.Done()
-		return HostState{}, false, ctx.Err()
+		return StoredHost{}, false, ctx.Err()
 	}
-	return HostState{}, false, s.err
+	return StoredHost{}, false, s.err
 }
 
 // A store that cannot decode a row, fails, or hangs: the host starts afresh and pacing goes on.
@@ -499,15 +501,15 @@ func TestHostileStoreLoads(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		store loadFailStore
-		event string
+		event audit.Event
 	}{
-		{"undecodable row", loadFailStore{err: fmt.Errorf("row h: %w", ErrCorruptState)}, EventStateCorrupt},
-		{"store down", loadFailStore{err: errors.New("dial tcp 10.0.0.1:6379: connection refused")}, EventStoreUnavailable},
-		{"store hangs", loadFailStore{hang: true}, EventStoreUnavailable},
+		{"undecodable row", loadFailStore{err: fmt.Errorf("row h: %w", ErrCorruptState)}, audit.EventStateCorrupt},
+		{"store down", loadFailStore{err: errors.New("dial tcp 10.0.0.1:6379: connection refused")}, audit.EventStoreUnavailable},
+		{"store hangs", loadFailStore{hang: true}, audit.EventStoreUnavailable},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				tc.store.MemoryStore = NewMemoryStore()
+				tc.store.memoryStore = newMemoryStore()
 				var buf auditBuf
 				p := NewPacer(WithStore(tc.store), WithBaseDelay(time.Second), WithJitter(0), WithLogger(zerolog.New(&buf)))
 				defer p.Close()
@@ -561,8 +563,8 @@ func TestHostileHostSpellings(t *testing.T) {
 					t.Errorf("hosts %v, want one: %s", hs, tc.key)
 				}
 				for _, e := range events(t, &buf) {
-					if e[FieldTargetDomain] != tc.key {
-						t.Errorf("target_domain %q, want %q", e[FieldTargetDomain], tc.key)
+					if e[audit.FieldTargetDomain] != tc.key {
+						t.Errorf("target_domain %q, want %q", e[audit.FieldTargetDomain], tc.key)
 					}
 				}
 			})
@@ -692,7 +694,7 @@ func TestUserinfoNeverLogged(t *testing.T) {
 				fmt.Fprint(w, "ok")
 			}
 		})
-		store := NewMemoryStore()
+		store := newMemoryStore()
 		if _, err := store.AddDeferred(t.Context(), DeferredRequest{Host: "ui.test", Method: "GET", URL: "http://carol:pw3@ui.test/%zz"}); err != nil {
 			t.Fatal(err)
 		}
@@ -729,13 +731,13 @@ func TestUserinfoNeverLogged(t *testing.T) {
 		if !kept {
 			t.Error("the deferred request with an unparseable URL was dropped by Drain, want it kept")
 		}
-		for _, ev := range []string{EventRobotsUnavailable, EventRequestDeferred, EventDeferredDrained} {
+		for _, ev := range []audit.Event{audit.EventRobotsUnavailable, audit.EventRequestDeferred, audit.EventDeferredDrained} {
 			if findEvent(t, &buf, ev) == nil {
 				t.Errorf("no %s event: the path that logs a URL was not exercised", ev)
 			}
 		}
-		if ev := findEvent(t, &buf, EventPacingBypassed); ev != nil {
-			t.Errorf("pacing_bypassed although the transport is the pacer's: %v", ev[FieldDetail])
+		if ev := findEvent(t, &buf, audit.EventPacingBypassed); ev != nil {
+			t.Errorf("pacing_bypassed although the transport is the pacer's: %v", ev[audit.FieldDetail])
 		}
 		if st, _ := p.Host("ui.test"); st.Breaker == BreakerHalfOpen {
 			t.Error("breaker left half-open: the probe never resolved")
@@ -767,8 +769,8 @@ func TestHostileHostKeysKeepAuditValid(t *testing.T) {
 	evs := events(t, &buf) // fails on any line that is not JSON
 	perKey := map[string]int{}
 	for _, e := range evs {
-		perKey[e[FieldTargetDomain].(string)]++
-		if e[FieldEvent] == "forged" {
+		perKey[e[audit.FieldTargetDomain].(string)]++
+		if e[audit.FieldEvent] == "forged" {
 			t.Error("a host key injected an audit line")
 		}
 	}

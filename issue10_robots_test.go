@@ -10,6 +10,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/collypace/ext/audit"
 	"github.com/gocolly/colly/v2"
 	"github.com/rs/zerolog"
 )
@@ -80,8 +81,8 @@ func TestIssue10Item5CrawlDelayDoesNotTripBreaker(t *testing.T) {
 		if st, _ := p.Host("slowbot.test"); st.Breaker != BreakerClosed {
 			t.Errorf("breaker %v, want closed: a published Crawl-delay is not a refusal", st.Breaker)
 		}
-		if ev := findEvent(t, &buf, EventBreakerOpened); ev != nil {
-			t.Errorf("breaker opened: %v", ev[FieldDetail])
+		if ev := findEvent(t, &buf, audit.EventBreakerOpened); ev != nil {
+			t.Errorf("breaker opened: %v", ev[audit.FieldDetail])
 		}
 		if d, _ := p.DeferredRequests(t.Context(), ""); len(d) != 0 {
 			t.Errorf("%d requests deferred, want 0", len(d))
@@ -121,8 +122,8 @@ func TestIssue10Item5OnlyRefusalDrivenDelayTrips(t *testing.T) {
 	if st, _ := p.HostAt("refuses", t0.Add(6*time.Minute)); st.Breaker != BreakerOpen {
 		t.Errorf("refusing host: breaker %v, want open", st.Breaker)
 	}
-	if ev := findEvent(t, &buf, EventBreakerOpened); ev == nil || !strings.Contains(ev[FieldDetail].(string), TripSustainedDelay) {
-		t.Errorf("breaker_opened = %v, want it for %s", ev, TripSustainedDelay)
+	if ev := findEvent(t, &buf, audit.EventBreakerOpened); ev == nil || !strings.Contains(ev[audit.FieldDetail].(string), string(audit.TripSustainedDelay)) {
+		t.Errorf("breaker_opened = %v, want it for %s", ev, audit.TripSustainedDelay)
 	}
 }
 
@@ -226,7 +227,7 @@ func TestIssue10Item7EvictionKeepsCrawlDelay(t *testing.T) {
 		c, p := pacedCollector(n, WithBaseDelay(time.Second))
 		visitAll(t, c, base, 2)
 		time.Sleep(31 * time.Minute)
-		if got := p.EvictIdleAt(time.Now()); got != 1 {
+		if got := p.evictIdleAt(time.Now()); got != 1 {
 			t.Fatalf("evicted %d hosts, want 1", got)
 		}
 		for i := range 3 {
@@ -261,7 +262,7 @@ func TestIssue10Item7QueueEvictionKeepsClampedCrawlDelay(t *testing.T) {
 			t.Fatal(err)
 		}
 		time.Sleep(31 * time.Minute)
-		if got := p.EvictIdleAt(time.Now()); got != 1 {
+		if got := p.evictIdleAt(time.Now()); got != 1 {
 			t.Fatalf("evicted %d hosts, want 1", got)
 		}
 		for i := range 3 {
@@ -271,7 +272,7 @@ func TestIssue10Item7QueueEvictionKeepsClampedCrawlDelay(t *testing.T) {
 			t.Fatal(err)
 		}
 		assertGaps(t, h.gaps("/again/"), 10*time.Second)
-		if ev := lastEvent(t, &buf, EventDelayApplied); ev == nil || ev[FieldComplianceFlag] != false {
+		if ev := lastEvent(t, &buf, audit.EventDelayApplied); ev == nil || ev[audit.FieldComplianceFlag] != false {
 			t.Errorf("last delay_applied = %v, want compliance_flag false: the Crawl-delay is still clamped", ev)
 		}
 	})
@@ -316,7 +317,7 @@ func TestIssue10Item8LongerRetryAfterNeverWaitsLess(t *testing.T) {
 			t.Errorf("Retry-After %s: earliest departure t0+%v, want t0+%v", v, earliest.Sub(t0), want.Sub(t0))
 		}
 		h, _ := p.hosts.Load("h")
-		afterCooldown := t0.Add(DefaultBreakerCooldown + time.Second)
+		afterCooldown := t0.Add(defaultBreakerCooldown + time.Second)
 		if parked := h.parked(afterCooldown, p.cfg.breaker); parked != (secs > 600 && afterCooldown.Before(earliest)) {
 			t.Errorf("Retry-After %s: parked %v after the cool-down", v, parked)
 		}
@@ -385,8 +386,8 @@ func TestIssue10Item8RetryAfterAboveCapParksUntilAnnounced(t *testing.T) {
 						t.Errorf("Drain at the announced time handed back %d, want 1", got)
 					}
 					c.Wait()
-					ev := findEvent(t, &buf, EventRetryAfterTooLong)
-					if ev == nil || ev[FieldComplianceFlag] != true || !strings.Contains(ev[FieldDetail].(string), "parked") {
+					ev := findEvent(t, &buf, audit.EventRetryAfterTooLong)
+					if ev == nil || ev[audit.FieldComplianceFlag] != true || !strings.Contains(ev[audit.FieldDetail].(string), "parked") {
 						t.Errorf("retry_after_too_long = %v, want it to say the host is parked, compliance_flag true", ev)
 					}
 				}
@@ -479,8 +480,8 @@ func TestIssue10Item13UnreachableRobotsHoldsPages(t *testing.T) {
 				}
 				var details []string
 				for _, e := range events(t, &buf) {
-					if e[FieldEvent] == EventRobotsUnavailable {
-						details = append(details, e[FieldDetail].(string))
+					if e[audit.FieldEvent] == string(audit.EventRobotsUnavailable) {
+						details = append(details, e[audit.FieldDetail].(string))
 					}
 				}
 				if len(details) != 3 {
@@ -499,7 +500,7 @@ func TestIssue10Item13UnreachableRobotsHoldsPages(t *testing.T) {
 	}
 }
 
-// Item 13: after RobotsUnreachableLimit of failures the host's breaker opens (robots_unreachable): its
+// Item 13: after robotsUnreachableLimit of failures the host's breaker opens (robots_unreachable): its
 // pages are deferred, nothing lost, the alert fires; after the cool-down the breaker's probe is the next
 // robots.txt read, and once it succeeds the deferred pages go.
 func TestIssue10Item13UnreachableRobotsParksAfterLimit(t *testing.T) {
@@ -521,8 +522,8 @@ func TestIssue10Item13UnreachableRobotsParksAfterLimit(t *testing.T) {
 			WithBreaker(BreakerPolicy{Failures: -1, Cooldown: time.Minute}))
 		start := time.Now()
 		visitAll(t, c, base, 3)
-		if took := time.Since(start); took < RobotsUnreachableLimit {
-			t.Errorf("pages deferred after %v, want them held %v", took, RobotsUnreachableLimit)
+		if took := time.Since(start); took < robotsUnreachableLimit {
+			t.Errorf("pages deferred after %v, want them held %v", took, robotsUnreachableLimit)
 		}
 		if got := len(pageArrivals(h)); got != 0 {
 			t.Errorf("%d pages sent without robots.txt, want 0", got)
@@ -530,15 +531,15 @@ func TestIssue10Item13UnreachableRobotsParksAfterLimit(t *testing.T) {
 		if d, _ := p.DeferredRequests(t.Context(), ""); len(d) != 3 {
 			t.Errorf("%d deferred, want 3", len(d))
 		}
-		if a := fmt.Sprint(al.events()); a != "["+EventBreakerOpened+"]" {
+		if a := fmt.Sprint(al.events()); a != "["+string(audit.EventBreakerOpened)+"]" {
 			t.Errorf("alerts %s, want one breaker_opened", a)
 		}
-		if ev := findEvent(t, &buf, EventBreakerOpened); ev == nil || !strings.Contains(ev[FieldDetail].(string), TripRobotsUnreachable) {
-			t.Errorf("breaker_opened = %v, want it for %s", ev, TripRobotsUnreachable)
+		if ev := findEvent(t, &buf, audit.EventBreakerOpened); ev == nil || !strings.Contains(ev[audit.FieldDetail].(string), string(audit.TripRobotsUnreachable)) {
+			t.Errorf("breaker_opened = %v, want it for %s", ev, audit.TripRobotsUnreachable)
 		}
 		tries := len(robotsArrivals(h))
 		if tries < 10 || tries > 20 {
-			t.Errorf("robots.txt asked %d times in %v, want a backoff (1 s doubling to 5 min): 10 to 20", tries, RobotsUnreachableLimit)
+			t.Errorf("robots.txt asked %d times in %v, want a backoff (1 s doubling to 5 min): 10 to 20", tries, robotsUnreachableLimit)
 		}
 		up.Store(true)
 		time.Sleep(time.Minute)
@@ -617,7 +618,7 @@ func TestIssue10Item13EarlierCopyStillApplies(t *testing.T) {
 		c, p := pacedCollector(n, WithBaseDelay(time.Second), WithLogger(zerolog.New(&buf)))
 		visitAll(t, c, base, 2)
 		down.Store(true)
-		time.Sleep(DefaultRobotsTTL)
+		time.Sleep(defaultRobotsTTL)
 		for i := range 3 {
 			if err := c.Visit(fmt.Sprintf("%s/later/%d", base, i)); err != nil {
 				t.Fatal(err)
@@ -630,8 +631,8 @@ func TestIssue10Item13EarlierCopyStillApplies(t *testing.T) {
 		if st, _ := p.Host("cd.test"); st.CrawlDelay != 2*time.Second {
 			t.Errorf("Crawl-delay %v, want the earlier copy's 2s", st.CrawlDelay)
 		}
-		ev := findEvent(t, &buf, EventRobotsUnavailable)
-		if ev == nil || !strings.Contains(ev[FieldDetail].(string), "still applies") {
+		ev := findEvent(t, &buf, audit.EventRobotsUnavailable)
+		if ev == nil || !strings.Contains(ev[audit.FieldDetail].(string), "still applies") {
 			t.Errorf("robots_unavailable = %v, want it to say the earlier copy still applies", ev)
 		}
 	})
@@ -687,7 +688,7 @@ func TestIssue10Item13RobotsReadWaitsItsTurn(t *testing.T) {
 		var buf auditBuf
 		c, _ := pacedCollector(n, WithBaseDelay(time.Second), WithMaxRetries(0), WithLogger(zerolog.New(&buf)))
 		visitAll(t, c, base, 1)
-		time.Sleep(DefaultRobotsTTL - 5*time.Second)
+		time.Sleep(defaultRobotsTTL - 5*time.Second)
 		refuse.Store(true)
 		if err := c.Visit(base + "/refused"); err != nil {
 			t.Fatal(err)
@@ -699,8 +700,8 @@ func TestIssue10Item13RobotsReadWaitsItsTurn(t *testing.T) {
 			t.Fatal(err)
 		}
 		c.Wait()
-		if ev := findEvent(t, &buf, EventRobotsUnavailable); ev != nil {
-			t.Errorf("robots_unavailable although robots.txt only waited for its turn: %v", ev[FieldDetail])
+		if ev := findEvent(t, &buf, audit.EventRobotsUnavailable); ev != nil {
+			t.Errorf("robots_unavailable although robots.txt only waited for its turn: %v", ev[audit.FieldDetail])
 		}
 		if got := fetches.Load(); got != 2 {
 			t.Errorf("robots.txt read %d times, want 2", got)

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/collypace/ext/audit"
 )
 
 // This file is the departure path, top to bottom: a request takes an in-flight slot, joins its host's
@@ -49,7 +51,7 @@ type host struct {
 	pendingWire   int       // departures admitted whose headers have not reached the wire yet
 	pendingSince  time.Time // when the oldest of them was admitted
 	holdUntil     time.Time // no departure before: Retry-After window or exhausted rate limit
-	holdTrigger   string
+	holdTrigger   audit.Trigger
 	crawlDelay    time.Duration
 	crawlClamped  bool // robots.txt asked for more than we honour
 	rate          rateLimitSignal
@@ -80,7 +82,7 @@ type Reservation struct {
 	At        time.Time     // when the request departed (or, from ReserveAt, departs)
 	Interval  time.Duration // the interval before it, jitter excluded
 	Jitter    time.Duration // the random extra added to Interval
-	Trigger   string        // what set Interval (or "retry_after"/"rate_limit" when a hold ended last)
+	Trigger   audit.Trigger // what set Interval (or "retry_after"/"rate_limit" when a hold ended last)
 	Wait      time.Duration // how long the request waited in the pacer
 	url       string        // the request, redacted for the audit trail ("" when unknown)
 	gen       uint64        // the adaptive generation at departure: one increase per burst
@@ -93,13 +95,8 @@ type Reservation struct {
 	h            *host
 }
 
-// DelayFrom returns how long from now the departure is.
-func (r Reservation) DelayFrom(now time.Time) time.Duration {
-	return max(r.At.Sub(now), 0)
-}
-
 // intervalLocked returns the host's interval at now and what sets it.
-func (h *host) intervalLocked(now time.Time) (time.Duration, string) {
+func (h *host) intervalLocked(now time.Time) (time.Duration, audit.Trigger) {
 	rate := time.Duration(0)
 	if now.Before(h.rate.Until) {
 		rate = h.rate.Interval

@@ -96,7 +96,7 @@ func TestLoadTenThousandHosts(t *testing.T) {
 			key := side[i%len(side)]
 			p.ObserveAt(p.ReserveAt(key, then), outcomes[i%len(outcomes)], then)
 			if i%500 == 0 {
-				p.EvictIdleAt(time.Now())
+				p.evictIdleAt(time.Now())
 			}
 		}
 	})
@@ -156,7 +156,7 @@ func TestMemoryPerTrackedHost(t *testing.T) {
 func TestEvictionRestoresStoredStateAtScale(t *testing.T) {
 	const hosts = 10_000
 	keys := loadKeys("evict-", hosts)
-	store := NewMemoryStore()
+	store := newMemoryStore()
 	p := NewPacer(WithStore(store), WithIdleEviction(10*time.Minute), WithBaseDelay(time.Second), WithJitter(0),
 		WithMaxRetryAfter(time.Hour), WithFlushInterval(time.Hour))
 	defer p.Close()
@@ -174,13 +174,13 @@ func TestEvictionRestoresStoredStateAtScale(t *testing.T) {
 		p.ObserveAt(p.ReserveAt(k, t0), o, t0)
 	}
 
-	if n := p.EvictIdleAt(t0.Add(15 * time.Minute)); n != hosts-hosts/100 {
+	if n := p.evictIdleAt(t0.Add(15 * time.Minute)); n != hosts-hosts/100 {
 		t.Errorf("evicted %d hosts idle for 15 min, want %d (all but the 1%% still held)", n, hosts-hosts/100)
 	}
 	if n := len(p.Hosts()); n != hosts/100 {
 		t.Errorf("%d hosts in memory, want the %d held ones", n, hosts/100)
 	}
-	if n := p.EvictIdleAt(t0.Add(hold + 10*time.Minute)); n != hosts/100 {
+	if n := p.evictIdleAt(t0.Add(hold + 10*time.Minute)); n != hosts/100 {
 		t.Errorf("evicted %d once the holds ended, want %d", n, hosts/100)
 	}
 	if n := len(p.Hosts()); n != 0 {
@@ -222,7 +222,7 @@ func TestEvictionSparesNewHosts(t *testing.T) {
 	var sweeper sync.WaitGroup
 	sweeper.Go(func() {
 		for !finished.Load() {
-			evicted.Add(int64(p.EvictIdleAt(time.Now())))
+			evicted.Add(int64(p.evictIdleAt(time.Now())))
 		}
 	})
 	wg.Wait()

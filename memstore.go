@@ -8,23 +8,23 @@ import (
 	"sync"
 )
 
-// MemoryStore is a Store that lives in the process: the default, for the deferred queue of a single
+// memoryStore is a Store that lives in the process: the default, for the deferred queue of a single
 // crawl. Nothing survives a restart; use sqlitestore for that.
-type MemoryStore struct {
+type memoryStore struct {
 	mu       sync.Mutex // protects the fields below
-	hosts    map[string]HostState
+	hosts    map[string]StoredHost
 	deferred []DeferredRequest // by ascending ID
 	nextID   int64
 	spilled  map[string][]DeferredRequest // a Queue's spilled requests by host, oldest first
 }
 
-// NewMemoryStore returns an empty MemoryStore.
-func NewMemoryStore() *MemoryStore {
-	return &MemoryStore{hosts: make(map[string]HostState), spilled: make(map[string][]DeferredRequest)}
+// newMemoryStore returns an empty memoryStore.
+func newMemoryStore() *memoryStore {
+	return &memoryStore{hosts: make(map[string]StoredHost), spilled: make(map[string][]DeferredRequest)}
 }
 
 // LoadHost implements Store.
-func (m *MemoryStore) LoadHost(_ context.Context, host string) (HostState, bool, error) {
+func (m *memoryStore) LoadHost(_ context.Context, host string) (StoredHost, bool, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	st, ok := m.hosts[host]
@@ -32,7 +32,7 @@ func (m *MemoryStore) LoadHost(_ context.Context, host string) (HostState, bool,
 }
 
 // SaveHosts implements Store.
-func (m *MemoryStore) SaveHosts(_ context.Context, states []HostState) error {
+func (m *memoryStore) SaveHosts(_ context.Context, states []StoredHost) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, st := range states {
@@ -46,7 +46,7 @@ func (m *MemoryStore) SaveHosts(_ context.Context, states []HostState) error {
 }
 
 // mergeState applies SaveHosts' merge rule: the later NextDeparture and HoldUntil win.
-func mergeState(old, st HostState) HostState {
+func mergeState(old, st StoredHost) StoredHost {
 	if old.NextDeparture.After(st.NextDeparture) {
 		st.NextDeparture = old.NextDeparture
 	}
@@ -57,7 +57,7 @@ func mergeState(old, st HostState) HostState {
 }
 
 // AddDeferred implements Store.
-func (m *MemoryStore) AddDeferred(_ context.Context, r DeferredRequest) (int64, error) {
+func (m *memoryStore) AddDeferred(_ context.Context, r DeferredRequest) (int64, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.nextID++
@@ -76,7 +76,7 @@ func cloneRequest(r DeferredRequest) DeferredRequest {
 }
 
 // ListDeferred implements Store.
-func (m *MemoryStore) ListDeferred(_ context.Context, host string, limit int) ([]DeferredRequest, error) {
+func (m *memoryStore) ListDeferred(_ context.Context, host string, limit int) ([]DeferredRequest, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var out []DeferredRequest
@@ -93,7 +93,7 @@ func (m *MemoryStore) ListDeferred(_ context.Context, host string, limit int) ([
 }
 
 // DeleteDeferred implements Store.
-func (m *MemoryStore) DeleteDeferred(_ context.Context, ids []int64) error {
+func (m *memoryStore) DeleteDeferred(_ context.Context, ids []int64) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.deferred = slices.DeleteFunc(m.deferred, func(r DeferredRequest) bool { return slices.Contains(ids, r.ID) })
@@ -101,7 +101,7 @@ func (m *MemoryStore) DeleteDeferred(_ context.Context, ids []int64) error {
 }
 
 // SpillRequests implements Store.
-func (m *MemoryStore) SpillRequests(_ context.Context, host string, reqs []DeferredRequest) error {
+func (m *memoryStore) SpillRequests(_ context.Context, host string, reqs []DeferredRequest) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, r := range reqs {
@@ -113,7 +113,7 @@ func (m *MemoryStore) SpillRequests(_ context.Context, host string, reqs []Defer
 }
 
 // TakeSpilled implements Store.
-func (m *MemoryStore) TakeSpilled(_ context.Context, host string, limit int) ([]DeferredRequest, error) {
+func (m *memoryStore) TakeSpilled(_ context.Context, host string, limit int) ([]DeferredRequest, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	all := m.spilled[host]
@@ -131,4 +131,4 @@ func (m *MemoryStore) TakeSpilled(_ context.Context, host string, limit int) ([]
 }
 
 // Close implements Store.
-func (m *MemoryStore) Close() error { return nil }
+func (m *memoryStore) Close() error { return nil }

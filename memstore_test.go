@@ -8,11 +8,13 @@ import (
 )
 
 func TestMemoryStoreConformance(t *testing.T) {
-	storetest.Run(t, func(t *testing.T) ext.Store { return ext.NewMemoryStore() })
+	storetest.Run(t, func(t *testing.T) ext.Store { return ext.NewMemoryStoreForTest() })
 }
 
 // BenchmarkDeparture is a departure with state in memory only, the baseline of the stores' own.
 func BenchmarkDeparture(b *testing.B) { storetest.BenchDeparture(b, nil) }
 
 // BenchmarkDepartureMemoryStore writes behind to the in-memory store.
-func BenchmarkDepartureMemoryStore(b *testing.B) { storetest.BenchDeparture(b, ext.NewMemoryStore()) }
+func BenchmarkDepartureMemoryStore(b *testing.B) {
+	storetest.BenchDeparture(b, ext.NewMemoryStoreForTest())
+}

@@ -1,6 +1,10 @@
 package ext
 
-import "time"
+import (
+	"time"
+
+	"github.com/collypace/ext/audit"
+)
 
 // Observer receives the pacer's events as they happen, for metrics (see the pacemetrics package).
 // Its methods are called on the goroutines that make the events, with no lock held: they must be
@@ -9,7 +13,7 @@ type Observer interface {
 	// Departed reports a departure to host after waiting waited for its slot (in-flight cap and schedule).
 	Departed(host string, waited time.Duration)
 	// Refused reports a refusal by host; trigger is refusal, server_error or transport_error.
-	Refused(host, trigger string)
+	Refused(host string, trigger audit.Trigger)
 	// RetryAfter reports a Retry-After window obeyed: no departure to host for wait.
 	RetryAfter(host string, wait time.Duration)
 	// BreakerChanged reports that host's circuit breaker entered state.
@@ -31,6 +35,6 @@ func WithObserver(o Observer) Option {
 type nopObserver struct{}
 
 func (nopObserver) Departed(string, time.Duration)      {}
-func (nopObserver) Refused(string, string)              {}
+func (nopObserver) Refused(string, audit.Trigger)       {}
 func (nopObserver) RetryAfter(string, time.Duration)    {}
 func (nopObserver) BreakerChanged(string, BreakerState) {}

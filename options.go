@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/collypace/ext/audit"
 	"github.com/rs/zerolog"
 )
 
@@ -23,24 +24,24 @@ const (
 	DefaultMaxInFlight       = 8 // Scrapy's CONCURRENT_REQUESTS_PER_DOMAIN: keeps a 4 s host on a 1 s interval
 	DefaultMaxRetries        = 3
 	DefaultRetryAfterBuffer  = 0.10
-	DefaultMaxRetryAfter     = 10 * time.Minute
-	DefaultMaxCrawlDelay     = 60 * time.Second
-	DefaultRobotsTTL         = 24 * time.Hour
-	DefaultRobotsRetryDelay  = 5 * time.Minute
-	DefaultStackedDelayAlarm = 100 * time.Millisecond
-	// MaxRateLimitReset is the longest rate-limit reset obeyed (GitHub's windows are an hour);
+	defaultMaxRetryAfter     = 10 * time.Minute
+	defaultMaxCrawlDelay     = 60 * time.Second
+	defaultRobotsTTL         = 24 * time.Hour
+	defaultRobotsRetryDelay  = 5 * time.Minute
+	defaultStackedDelayAlarm = 100 * time.Millisecond
+	// maxRateLimitReset is the longest rate-limit reset obeyed (GitHub's windows are an hour);
 	// a later one is ignored as invalid, or the Retry-After maximum if that is longer.
-	MaxRateLimitReset = time.Hour
+	maxRateLimitReset = time.Hour
 )
 
 // ErrInvalidOption is wrapped by the errors NewPacerErr returns for option values it cannot use.
 var ErrInvalidOption = errors.New("ext: invalid option")
 
-// RobotsUnreachableLimit is how long the pages of a host whose robots.txt cannot be read (5xx, 429,
+// robotsUnreachableLimit is how long the pages of a host whose robots.txt cannot be read (5xx, 429,
 // network error, timeout), and was never read, wait before its breaker opens (robots_unreachable)
 // and they are deferred; from then on the breaker's policy decides. Meanwhile robots.txt is asked
-// again after 1 s, doubling up to DefaultRobotsRetryDelay.
-const RobotsUnreachableLimit = 30 * time.Minute
+// again after 1 s, doubling up to defaultRobotsRetryDelay.
+const robotsUnreachableLimit = 30 * time.Minute
 
 // Option configures a Pacer, in the style of colly.CollectorOption.
 //
@@ -132,8 +133,8 @@ func (p *Pacer) reportInvalid(invalid []error) {
 	now := p.now()
 	for _, err := range invalid {
 		detail := err.Error() + "; the default is used"
-		p.audit.emit(zerolog.ErrorLevel, auditEvent{at: now, event: EventOptionInvalid, trigger: TriggerOption, compliant: true, detail: detail})
-		p.alert(Alert{At: now, Event: EventOptionInvalid, Detail: detail})
+		p.audit.emit(zerolog.ErrorLevel, auditEvent{at: now, event: audit.EventOptionInvalid, trigger: audit.TriggerOption, compliant: true, detail: detail})
+		p.alert(Alert{At: now, Event: audit.EventOptionInvalid, Detail: detail})
 	}
 }
 
@@ -145,21 +146,21 @@ func defaultConfig() config {
 		maxInFlight:      DefaultMaxInFlight,
 		maxRetries:       DefaultMaxRetries,
 		retryAfterBuffer: DefaultRetryAfterBuffer,
-		maxRetryAfter:    DefaultMaxRetryAfter,
-		maxCrawlDelay:    DefaultMaxCrawlDelay,
+		maxRetryAfter:    defaultMaxRetryAfter,
+		maxCrawlDelay:    defaultMaxCrawlDelay,
 		robots:           true,
-		robotsTTL:        DefaultRobotsTTL,
-		robotsRetry:      DefaultRobotsRetryDelay,
+		robotsTTL:        defaultRobotsTTL,
+		robotsRetry:      defaultRobotsRetryDelay,
 		logger:           zerolog.Nop(),
 		hostKey:          DefaultHostKey,
 		transport:        http.DefaultTransport,
 		random:           rand.Float64,
-		flushInterval:    DefaultFlushInterval,
-		idleEviction:     DefaultIdleEviction,
+		flushInterval:    defaultFlushInterval,
+		idleEviction:     defaultIdleEviction,
 		observer:         nopObserver{},
 		breaker: BreakerPolicy{
-			Threshold: DefaultBreakerThreshold, Sustain: DefaultBreakerSustain,
-			Failures: DefaultBreakerFailures, Cooldown: DefaultBreakerCooldown,
+			Threshold: defaultBreakerThreshold, Sustain: defaultBreakerSustain,
+			Failures: defaultBreakerFailures, Cooldown: defaultBreakerCooldown,
 		},
 	}
 }
@@ -407,7 +408,7 @@ func withRandom(f func() float64) Option {
 
 // maxRateLimitReset is the longest rate-limit reset obeyed.
 func (c *config) maxRateLimitReset() time.Duration {
-	return max(MaxRateLimitReset, c.maxRetryAfter)
+	return max(maxRateLimitReset, c.maxRetryAfter)
 }
 
 // maxHold is the longest hold any response can set: a Retry-After with its buffer, or a rate-limit

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/collypace/ext/audit"
 	"github.com/rs/zerolog"
 )
 
@@ -25,11 +26,11 @@ func TestInvalidHostPatternFailsLoudly(t *testing.T) {
 	var buf auditBuf
 	var got alerts
 	p := NewPacer(WithAlert(got.add), WithLogger(zerolog.New(&buf)), WithHostPolicy("[", HostPolicy{BaseDelay: 5 * time.Second}))
-	ev := findEvent(t, &buf, EventOptionInvalid)
-	if ev == nil || !strings.Contains(ev[FieldDetail].(string), `WithHostPolicy("[")`) || ev["level"] != "error" {
+	ev := findEvent(t, &buf, audit.EventOptionInvalid)
+	if ev == nil || !strings.Contains(ev[audit.FieldDetail].(string), `WithHostPolicy("[")`) || ev["level"] != "error" {
 		t.Errorf("option_invalid event %v, want one at error level naming the pattern", ev)
 	}
-	if a := got.events(); len(a) != 1 || a[0] != EventOptionInvalid {
+	if a := got.events(); len(a) != 1 || a[0] != audit.EventOptionInvalid {
 		t.Errorf("alerts %v, want one option_invalid", a)
 	}
 	if pol := p.cfg.policyFor("x.test"); pol.BaseDelay != DefaultBaseDelay {
@@ -66,22 +67,22 @@ func TestHostPolicyPatternMatchesHostAndPort(t *testing.T) {
 }
 
 // failingSaves is a store whose writes fail.
-type failingSaves struct{ *MemoryStore }
+type failingSaves struct{ *memoryStore }
 
 var errDiskFull = errors.New("disk full")
 
-func (failingSaves) SaveHosts(context.Context, []HostState) error { return errDiskFull }
+func (failingSaves) SaveHosts(context.Context, []StoredHost) error { return errDiskFull }
 
 // issue 10 item 18: Close returns the error of its final flush, every time it is called.
 func TestCloseReturnsFinalFlushError(t *testing.T) {
-	p := NewPacer(WithStore(failingSaves{NewMemoryStore()}), WithFlushInterval(time.Hour))
+	p := NewPacer(WithStore(failingSaves{newMemoryStore()}), WithFlushInterval(time.Hour))
 	p.ObserveAt(p.ReserveAt("h", t0), Outcome{Status: http.StatusServiceUnavailable}, t0)
 	for range 2 {
 		if err := p.Close(); !errors.Is(err, errDiskFull) || !strings.HasPrefix(err.Error(), "ext: ") {
 			t.Errorf("Close() = %v, want the final flush's error", err)
 		}
 	}
-	if err := NewPacer(WithStore(NewMemoryStore())).Close(); err != nil {
+	if err := NewPacer(WithStore(newMemoryStore())).Close(); err != nil {
 		t.Errorf("Close() = %v with a working store", err)
 	}
 }
@@ -124,7 +125,7 @@ func TestInvalidOptionValuesOneRule(t *testing.T) {
 		if got := scalars(p.cfg); got != defaults {
 			t.Errorf("%s: settings %s, want the defaults %s", name, got, defaults)
 		}
-		if findEvent(t, &buf, EventOptionInvalid) == nil {
+		if findEvent(t, &buf, audit.EventOptionInvalid) == nil {
 			t.Errorf("%s: no option_invalid event", name)
 		}
 	}
@@ -137,7 +138,7 @@ func TestInvalidOptionValuesOneRule(t *testing.T) {
 	var buf auditBuf
 	p := NewPacer(WithLogger(zerolog.New(&buf)))
 	q := NewQueue(p, 0, WithQueueMemory(-1))
-	if q.workers != 1 || q.maxMem != DefaultQueueMemory {
+	if q.workers != 1 || q.maxMem != defaultQueueMemory {
 		t.Errorf("queue: %d workers, memory %d; want 1 and the default", q.workers, q.maxMem)
 	}
 	if n := strings.Count(buf.String(), `"event":"option_invalid"`); n != 2 {

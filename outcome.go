@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/collypace/ext/audit"
 	"github.com/rs/zerolog"
 )
 
@@ -26,7 +27,7 @@ type Verdict struct {
 	// Retry is true when the request is worth sending again after the host's window.
 	Retry bool
 	// Trigger names the class of the outcome: refusal, server_error, transport_error, clean, or "" (neutral).
-	Trigger string
+	Trigger audit.Trigger
 }
 
 // classify applies the documented rule: 429 and 503 are refusals; any other 5xx is a server error;
@@ -42,15 +43,15 @@ func classify(o Outcome) Verdict {
 		if errors.Is(o.Err, context.Canceled) {
 			return Verdict{}
 		}
-		return Verdict{Refused: true, Retry: true, Trigger: TriggerTransportError}
+		return Verdict{Refused: true, Retry: true, Trigger: audit.TriggerTransportError}
 	case o.Status == http.StatusTooManyRequests || o.Status == http.StatusServiceUnavailable:
-		return Verdict{Refused: true, Retry: true, Trigger: TriggerRefusal}
+		return Verdict{Refused: true, Retry: true, Trigger: audit.TriggerRefusal}
 	case o.Status >= 500:
-		return Verdict{Refused: true, Retry: true, Trigger: TriggerServerError}
+		return Verdict{Refused: true, Retry: true, Trigger: audit.TriggerServerError}
 	case o.Status >= 300 && len(o.Header.Values("Retry-After")) > 0:
-		return Verdict{Refused: true, Retry: o.Status >= 400, Trigger: TriggerRefusal}
+		return Verdict{Refused: true, Retry: o.Status >= 400, Trigger: audit.TriggerRefusal}
 	case o.Status >= 200 && o.Status < 400:
-		return Verdict{Trigger: TriggerClean}
+		return Verdict{Trigger: audit.TriggerClean}
 	}
 	return Verdict{}
 }
@@ -105,12 +106,12 @@ func (p *Pacer) readSignals(o Outcome, v Verdict, now time.Time) outcomeSignals 
 			s.hold = now.Add(retryAfterHold(wait, p.cfg.retryAfterBuffer))
 		case present && err == nil: // 0 or a past date: the host may be asked again now
 			s.retryAfterValid = true
-			s.events = append(s.events, auditEvent{event: EventRetryAfterNow, trigger: TriggerRetryAfter, compliant: true, detail: "Retry-After asks for no wait: no hold"})
-		case errors.Is(err, ErrRetryAfterTooLong):
+			s.events = append(s.events, auditEvent{event: audit.EventRetryAfterNow, trigger: audit.TriggerRetryAfter, compliant: true, detail: "Retry-After asks for no wait: no hold"})
+		case errors.Is(err, errRetryAfterTooLong):
 			// Never wait less for a longer value: parked (no probe, no departure) until the time
 			// announced, with the buffer; with IgnoreCaps, held as long as the cap allows.
 			s.retryAfterTooLong = true
-			ev := auditEvent{event: EventRetryAfterTooLong, trigger: TriggerRetryAfter, computed: wait, windowStart: now}
+			ev := auditEvent{event: audit.EventRetryAfterTooLong, trigger: audit.TriggerRetryAfter, computed: wait, windowStart: now}
 			if p.cfg.breaker.IgnoreCaps {
 				s.capHold = holdEnd(now, p.cfg.maxRetryAfter, p.cfg.retryAfterBuffer)
 				ev.detail = err.Error() + "; held to the maximum only (IgnoreCaps)"
@@ -122,14 +123,14 @@ func (p *Pacer) readSignals(o Outcome, v Verdict, now time.Time) outcomeSignals 
 			ev.windowEnd = s.capHold
 			s.events = append(s.events, ev)
 		case present:
-			s.events = append(s.events, auditEvent{event: EventHeaderInvalid, trigger: TriggerRetryAfter, compliant: true, detail: err.Error()})
+			s.events = append(s.events, auditEvent{event: audit.EventHeaderInvalid, trigger: audit.TriggerRetryAfter, compliant: true, detail: err.Error()})
 		}
 	}
 	if !s.retryAfterValid && o.Header != nil {
 		var errs []error
 		s.rate, s.rateFound, errs = parseRateLimit(o.Header, now, p.cfg.maxRateLimitReset())
 		for _, err := range errs {
-			s.events = append(s.events, auditEvent{event: EventHeaderInvalid, trigger: TriggerRateLimit, compliant: true, detail: err.Error()})
+			s.events = append(s.events, auditEvent{event: audit.EventHeaderInvalid, trigger: audit.TriggerRateLimit, compliant: true, detail: err.Error()})
 		}
 	}
 	return s
@@ -158,7 +159,7 @@ func (p *Pacer) applySignals(h *host, res Reservation, s outcomeSignals, now tim
 	}
 	brk := h.brk.observeLocked(s.v, res.probe, refusalDelay(&h.delay, h.policy.BaseDelay), p.cfg.breaker, now)
 	if s.retryAfterTooLong && !p.cfg.breaker.IgnoreCaps {
-		if ch := h.brk.parkLocked(now, TripRetryAfter, s.capHold); brk == nil {
+		if ch := h.brk.parkLocked(now, audit.TripRetryAfter, s.capHold); brk == nil {
 			brk = ch
 		}
 	}
@@ -171,12 +172,12 @@ func (h *host) applyLimitsLocked(s outcomeSignals, now time.Time) []auditEvent {
 	events := s.events
 	before, _ := h.intervalLocked(now)
 	if !s.hold.IsZero() && s.hold.After(h.holdUntil) {
-		h.holdUntil, h.holdTrigger = s.hold, TriggerRetryAfter
-		events = append(events, auditEvent{event: EventRetryAfterHonoured, trigger: TriggerRetryAfter, computed: s.hold.Sub(now), compliant: true,
+		h.holdUntil, h.holdTrigger = s.hold, audit.TriggerRetryAfter
+		events = append(events, auditEvent{event: audit.EventRetryAfterHonoured, trigger: audit.TriggerRetryAfter, computed: s.hold.Sub(now), compliant: true,
 			windowStart: now, windowEnd: s.hold})
 	}
 	if s.capHold.After(h.holdUntil) {
-		h.holdUntil, h.holdTrigger = s.capHold, TriggerRetryAfter
+		h.holdUntil, h.holdTrigger = s.capHold, audit.TriggerRetryAfter
 	}
 	if !s.rateFound {
 		return events
@@ -184,10 +185,10 @@ func (h *host) applyLimitsLocked(s outcomeSignals, now time.Time) []auditEvent {
 	sig := s.rate
 	h.rate = sig
 	if sig.Exhausted && sig.Reset.After(h.holdUntil) {
-		h.holdUntil, h.holdTrigger = sig.Reset, TriggerRateLimit
+		h.holdUntil, h.holdTrigger = sig.Reset, audit.TriggerRateLimit
 	}
 	if sig.Exhausted || sig.Interval > before {
-		e := auditEvent{event: EventRateLimitApplied, trigger: TriggerRateLimit, computed: sig.Interval, compliant: true, detail: sig.Source}
+		e := auditEvent{event: audit.EventRateLimitApplied, trigger: audit.TriggerRateLimit, computed: sig.Interval, compliant: true, detail: sig.Source}
 		if sig.Exhausted {
 			e.computed, e.windowStart, e.windowEnd = sig.Reset.Sub(now), now, sig.Reset
 		}
@@ -199,25 +200,25 @@ func (h *host) applyLimitsLocked(s outcomeSignals, now time.Time) []auditEvent {
 // applyVerdictLocked moves h's adaptive delay by the verdict: a refusal backs off (a rate refusal
 // when it was a 429 or carried a valid Retry-After), a clean outcome gives back or, when slow, backs
 // off on latency. moved reports a change, with its event and trigger.
-func (h *host) applyVerdictLocked(res Reservation, s outcomeSignals, now time.Time) (moved bool, event, trigger string) {
+func (h *host) applyVerdictLocked(res Reservation, s outcomeSignals, now time.Time) (moved bool, event audit.Event, trigger audit.Trigger) {
 	floor, ceiling := h.policy.BaseDelay, h.policy.MaxDelay
 	switch {
 	case s.v.Refused:
 		h.refusals++
 		rate := s.o.Status == http.StatusTooManyRequests || s.retryAfterValid
-		return h.delay.refuse(res.gen, rate, floor, ceiling, now), EventDelayIncreased, s.v.Trigger
-	case s.v.Trigger == TriggerClean:
+		return h.delay.refuse(res.gen, rate, floor, ceiling, now), audit.EventDelayIncreased, s.v.Trigger
+	case s.v.Trigger == audit.TriggerClean:
 		if !res.At.IsZero() && !res.fleet { // a fleet member sees only its share of what the host sustains
 			h.delay.accepted.add(res.At)
 		}
 		if h.delay.observeLatency(res.gen, s.o.Latency, floor, ceiling) {
-			return true, EventDelayIncreased, TriggerLatency
+			return true, audit.EventDelayIncreased, audit.TriggerLatency
 		}
 		switch d := h.delay.succeed(res.gen, floor, ceiling); {
 		case d > 0:
-			return true, EventDelayIncreased, s.v.Trigger
+			return true, audit.EventDelayIncreased, s.v.Trigger
 		case d < 0:
-			return true, EventDelayDecreased, s.v.Trigger
+			return true, audit.EventDelayDecreased, s.v.Trigger
 		}
 	}
 	return false, "", s.v.Trigger
@@ -259,7 +260,7 @@ func (p *Pacer) auditDeparture(f *flight, at time.Time) {
 		level = zerolog.WarnLevel
 	}
 	p.audit.emit(level, auditEvent{
-		at: at, host: f.h.key, event: EventDelayApplied, trigger: res.Trigger, url: f.url,
+		at: at, host: f.h.key, event: audit.EventDelayApplied, trigger: res.Trigger, url: f.url,
 		base: f.h.policy.BaseDelay, computed: res.Wait, jitter: res.Jitter, compliant: res.compliant,
 		departure: true, wait: res.Wait, interval: res.Interval, crawlDelay: res.crawlDelay, rateInterval: res.rateInterval,
 	})
@@ -267,12 +268,12 @@ func (p *Pacer) auditDeparture(f *flight, at time.Time) {
 
 // auditAbandoned records a wait that ended without a departure.
 func (p *Pacer) auditAbandoned(h *host, err error) {
-	event := EventDepartureAbandoned
+	event := audit.EventDepartureAbandoned
 	if errors.Is(err, ErrWaitBeyondDeadline) {
-		event = EventRedirectHopTimedOut
+		event = audit.EventRedirectHopTimedOut
 	}
 	p.audit.emit(zerolog.InfoLevel, auditEvent{
-		at: p.now(), host: h.key, event: event, trigger: TriggerCancel,
+		at: p.now(), host: h.key, event: event, trigger: audit.TriggerCancel,
 		base: h.policy.BaseDelay, compliant: true, detail: fmt.Sprint(err),
 	})
 }

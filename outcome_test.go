@@ -11,6 +11,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/collypace/ext/audit"
 	"github.com/gocolly/colly/v2"
 	"github.com/rs/zerolog"
 )
@@ -63,13 +64,14 @@ func TestRetryAfterDateCorrectsServerSkew(t *testing.T) {
 // One above the maximum holds the host (parked) until the time it announced, saturating.
 func TestRetryAfterInvalidFallsBackToBackoff(t *testing.T) {
 	for _, tc := range []struct {
-		value, event string
-		hold         time.Time // zero: none
+		value string
+		event audit.Event
+		hold  time.Time // zero: none
 	}{
-		{"soon", EventHeaderInvalid, time.Time{}},
-		{"-5", EventHeaderInvalid, time.Time{}},
-		{"99999999999999999999", EventRetryAfterTooLong, maxInstant},
-		{"86400", EventRetryAfterTooLong, t0.Add(86400 * 1100 * time.Millisecond)},
+		{"soon", audit.EventHeaderInvalid, time.Time{}},
+		{"-5", audit.EventHeaderInvalid, time.Time{}},
+		{"99999999999999999999", audit.EventRetryAfterTooLong, maxInstant},
+		{"86400", audit.EventRetryAfterTooLong, t0.Add(86400 * 1100 * time.Millisecond)},
 	} {
 		var buf auditBuf
 		p := NewPacer(WithBaseDelay(time.Second), WithMaxDelay(30*time.Second), WithJitter(0), WithLogger(zerolog.New(&buf)))
@@ -94,8 +96,8 @@ func TestRetryAfterTooLongCompliance(t *testing.T) {
 		var buf auditBuf
 		p := NewPacer(WithLogger(zerolog.New(&buf)), WithBreaker(BreakerPolicy{IgnoreCaps: ignoreCaps}))
 		p.ObserveAt(p.ReserveAt("h", t0), Outcome{Status: 503, Header: header("Retry-After", "86400")}, t0)
-		ev := findEvent(t, &buf, EventRetryAfterTooLong)
-		if ev == nil || ev[FieldComplianceFlag] != !ignoreCaps {
+		ev := findEvent(t, &buf, audit.EventRetryAfterTooLong)
+		if ev == nil || ev[audit.FieldComplianceFlag] != !ignoreCaps {
 			t.Errorf("IgnoreCaps %v: event = %v, want compliance_flag %v", ignoreCaps, ev, !ignoreCaps)
 		}
 	}
@@ -155,11 +157,11 @@ var errTest = fmt.Errorf("connection reset by peer")
 func TestRateLimitHeaders(t *testing.T) {
 	p := NewPacer(WithBaseDelay(100*time.Millisecond), WithJitter(0))
 	p.ObserveAt(p.ReserveAt("a", t0), Outcome{Status: 200, Header: header("X-RateLimit-Remaining", "0", "X-RateLimit-Reset", "30")}, t0)
-	if st, _ := p.HostAt("a", t0); !st.RetryAfterUntil.Equal(t0.Add(30*time.Second)) || st.Trigger != TriggerRateLimit {
+	if st, _ := p.HostAt("a", t0); !st.RetryAfterUntil.Equal(t0.Add(30*time.Second)) || st.Trigger != audit.TriggerRateLimit {
 		t.Errorf("exhausted: hold until t0+%v (%s), want t0+30s (rate_limit)", st.RetryAfterUntil.Sub(t0), st.Trigger)
 	}
 	p.ObserveAt(p.ReserveAt("b", t0), Outcome{Status: 200, Header: header("RateLimit-Remaining", "10", "RateLimit-Reset", "20")}, t0)
-	if st, _ := p.HostAt("b", t0); st.Interval != 2*time.Second || st.Trigger != TriggerRateLimit {
+	if st, _ := p.HostAt("b", t0); st.Interval != 2*time.Second || st.Trigger != audit.TriggerRateLimit {
 		t.Errorf("spread: interval %v (%s), want 2s (rate_limit)", st.Interval, st.Trigger)
 	}
 	if st, _ := p.HostAt("b", t0.Add(21*time.Second)); st.Interval != 100*time.Millisecond {
@@ -185,7 +187,7 @@ func TestRateLimitMalformedAudited(t *testing.T) {
 	if st, _ := p.HostAt("a", t0); st.Interval != 100*time.Millisecond {
 		t.Errorf("interval %v, want the base: the field is ignored", st.Interval)
 	}
-	if findEvent(t, &buf, EventHeaderInvalid) == nil {
+	if findEvent(t, &buf, audit.EventHeaderInvalid) == nil {
 		t.Errorf("no header_invalid event in %s", buf.String())
 	}
 }
@@ -287,7 +289,7 @@ func TestRetriesExhausted(t *testing.T) {
 		if fmt.Sprint(final) != "[503]" {
 			t.Errorf("final OnError statuses = %v, want [503]", final)
 		}
-		if findEvent(t, &buf, EventRetriesExhausted) == nil {
+		if findEvent(t, &buf, audit.EventRetriesExhausted) == nil {
 			t.Error("no retries_exhausted event")
 		}
 	})
@@ -381,10 +383,10 @@ func TestRetryAfterZeroLogsNoHold(t *testing.T) {
 			t.Errorf("Retry-After %q: hold until %v, want none", ra, st.RetryAfterUntil)
 		}
 	}
-	if got := countEvents(t, &buf, EventRetryAfterHonoured); got != 0 {
+	if got := countEvents(t, &buf, audit.EventRetryAfterHonoured); got != 0 {
 		t.Errorf("%d retry_after_honoured events, want none: no hold was set", got)
 	}
-	if got := countEvents(t, &buf, EventRetryAfterNow); got != 3 {
+	if got := countEvents(t, &buf, audit.EventRetryAfterNow); got != 3 {
 		t.Errorf("%d retry_after_now events, want 3 in %s", got, buf.String())
 	}
 }

@@ -8,24 +8,25 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/collypace/ext/audit"
 	"github.com/collypace/ext/internal/shardmap"
 )
 
 // Pacer paces requests per host. It is safe for concurrent use; AdaptivePacing installs one on a
 // collector, and the same Pacer can serve several collectors (Install) so they share each host's schedule.
 type Pacer struct {
-	cfg      config
-	audit    auditLog
-	now      func() time.Time
-	hosts    shardmap.Map[*host]
-	robots   robotsCache
-	rt       *transport // the pacing RoundTripper installed on collectors
-	warn     warnOnce
-	retrying responseMarks
-	deferred responseMarks
-	persist  *persistence // nil without a store
-	queue    Store        // where deferred requests go: the store, or memory
-	fallback *MemoryStore // where they go when the store fails (never lose a URL)
+	cfg        config
+	audit      auditLog
+	now        func() time.Time
+	hosts      shardmap.Map[*host]
+	robots     robotsCache
+	rt         *transport // the pacing RoundTripper installed on collectors
+	warn       warnOnce
+	retrying   responseMarks
+	deferred   responseMarks
+	persist    *persistence // nil without a store
+	deferStore Store        // where deferred and spilled requests go: the store, or memory
+	fallback   *memoryStore // where they go when the store fails (never lose a URL)
 
 	hostsCreated atomic.Uint64 // paces idle-eviction sweeps
 	installed    sync.Map      // *colly.Collector → true: Install binds each collector once
@@ -48,10 +49,10 @@ func NewPacer(opts ...Option) *Pacer {
 	p.hosts.Init()
 	p.robots.init()
 	p.rt = &transport{p: p, inner: cfg.transport}
-	p.fallback = NewMemoryStore()
-	p.queue = cfg.store
-	if p.queue == nil {
-		p.queue = p.fallback
+	p.fallback = newMemoryStore()
+	p.deferStore = cfg.store
+	if p.deferStore == nil {
+		p.deferStore = p.fallback
 	}
 	p.startPersistence()
 	p.reportInvalidOptions()
@@ -94,11 +95,11 @@ func (p *Pacer) Wait(ctx context.Context, hostKey string) (Reservation, func(), 
 	return f.res, func() { f.finish(p, p.now()) }, nil
 }
 
-// HostStatus is a snapshot of one host's pacing state.
-type HostStatus struct {
+// HostSnapshot is a snapshot of one host's pacing state.
+type HostSnapshot struct {
 	Host              string
 	Interval          time.Duration // current interval before jitter: max(base, Crawl-delay, rate limit, adaptive)
-	Trigger           string        // what sets it: base, crawl_delay, rate_limit, adaptive, or retry_after/rate_limit while held
+	Trigger           audit.Trigger // what sets it: base, crawl_delay, rate_limit, adaptive, or retry_after/rate_limit while held
 	BaseDelay         time.Duration
 	AdaptiveDelay     time.Duration
 	CrawlDelay        time.Duration
@@ -113,33 +114,33 @@ type HostStatus struct {
 }
 
 // Host returns the state of one host at the current time.
-func (p *Pacer) Host(hostKey string) (HostStatus, bool) {
+func (p *Pacer) Host(hostKey string) (HostSnapshot, bool) {
 	return p.HostAt(hostKey, p.now())
 }
 
 // HostAt returns the state of one host at now.
-func (p *Pacer) HostAt(hostKey string, now time.Time) (HostStatus, bool) {
+func (p *Pacer) HostAt(hostKey string, now time.Time) (HostSnapshot, bool) {
 	h, ok := p.hosts.Load(hostKey)
 	if !ok {
-		return HostStatus{}, false
+		return HostSnapshot{}, false
 	}
 	return h.statusAt(now), true
 }
 
 // Hosts returns the state of every host seen so far, sorted by host.
-func (p *Pacer) Hosts() []HostStatus {
+func (p *Pacer) Hosts() []HostSnapshot {
 	now := p.now()
-	var out []HostStatus
+	var out []HostSnapshot
 	p.hosts.Range(func(h *host) { out = append(out, h.statusAt(now)) })
-	slices.SortFunc(out, func(a, b HostStatus) int { return strings.Compare(a.Host, b.Host) })
+	slices.SortFunc(out, func(a, b HostSnapshot) int { return strings.Compare(a.Host, b.Host) })
 	return out
 }
 
-func (h *host) statusAt(now time.Time) HostStatus {
+func (h *host) statusAt(now time.Time) HostSnapshot {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	iv, why := h.intervalLocked(now)
-	s := HostStatus{
+	s := HostSnapshot{
 		Host:          h.key,
 		Interval:      iv,
 		Trigger:       why,

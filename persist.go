@@ -8,11 +8,12 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/collypace/ext/audit"
 	"github.com/rs/zerolog"
 )
 
-// DefaultFlushInterval is how often changed host state is written behind to a durable store.
-const DefaultFlushInterval = time.Second
+// defaultFlushInterval is how often changed host state is written behind to a durable store.
+const defaultFlushInterval = time.Second
 
 // storeRetryDelay is how long the pacer paces locally after a shared store failed before trying it again.
 const storeRetryDelay = 5 * time.Second
@@ -100,7 +101,7 @@ func (p *Pacer) flush() error {
 	if len(hosts) == 0 {
 		return nil
 	}
-	states := make([]HostState, len(hosts))
+	states := make([]StoredHost, len(hosts))
 	now := p.now()
 	for i, h := range hosts {
 		h.dirty.Store(false)
@@ -115,10 +116,10 @@ func (p *Pacer) persistNow(h *host) {
 		return
 	}
 	now := p.now()
-	p.save([]HostState{h.snapshot(now)}, now)
+	p.save([]StoredHost{h.snapshot(now)}, now)
 }
 
-func (p *Pacer) save(states []HostState, now time.Time) error {
+func (p *Pacer) save(states []StoredHost, now time.Time) error {
 	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
 	defer cancel()
 	err := p.persist.store.SaveHosts(ctx, states)
@@ -136,10 +137,10 @@ func (p *Pacer) save(states []HostState, now time.Time) error {
 }
 
 // snapshot returns what a store keeps of h.
-func (h *host) snapshot(now time.Time) HostState {
+func (h *host) snapshot(now time.Time) StoredHost {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return HostState{
+	return StoredHost{
 		Host: h.key, Version: StateVersion,
 		AdaptiveDelay: h.delay.delay, KnownLimit: h.delay.limit,
 		NextDeparture: h.nextLocked(now), HoldUntil: h.holdUntil, HoldTrigger: h.holdTrigger,
@@ -162,7 +163,7 @@ func (p *Pacer) restore(h *host) {
 	st, ok, err := p.persist.store.LoadHost(ctx, h.key)
 	switch {
 	case errors.Is(err, ErrCorruptState):
-		p.auditState(h, EventStateCorrupt, err.Error(), now)
+		p.auditState(h, audit.EventStateCorrupt, err.Error(), now)
 		return
 	case err != nil:
 		p.storeFailed(h.key, "read", err, now)
@@ -176,7 +177,7 @@ func (p *Pacer) restore(h *host) {
 		maxCrawlDelay: p.cfg.maxCrawlDelay,
 	}, now)
 	for _, f := range fixes {
-		p.auditState(h, EventStateRepaired, f, now)
+		p.auditState(h, audit.EventStateRepaired, f, now)
 	}
 	h.mu.Lock()
 	h.delay.delay, h.delay.limit = st.AdaptiveDelay, st.KnownLimit
@@ -194,10 +195,10 @@ func (p *Pacer) restore(h *host) {
 	if len(fixes) > 0 { // overwrite what could not be trusted, so the next restart does not find it again
 		fixed := h.snapshot(now)
 		fixed.Replace = true
-		p.save([]HostState{fixed}, now)
+		p.save([]StoredHost{fixed}, now)
 	}
 	if now.Before(st.HoldUntil) {
-		p.audit.emit(zerolog.InfoLevel, auditEvent{at: now, host: h.key, event: EventRetryAfterHonoured, trigger: st.HoldTrigger,
+		p.audit.emit(zerolog.InfoLevel, auditEvent{at: now, host: h.key, event: audit.EventRetryAfterHonoured, trigger: st.HoldTrigger,
 			base: h.policy.BaseDelay, computed: st.HoldUntil.Sub(now), compliant: true, detail: "restored from the store",
 			windowStart: now, windowEnd: st.HoldUntil})
 	}
@@ -260,8 +261,8 @@ func (p *Pacer) storeFailed(host, op string, err error, now time.Time) {
 		return
 	}
 	detail := fmt.Sprintf("store %s failed: %v; pacing locally, retrying in %v", op, err, storeRetryDelay)
-	p.audit.emit(zerolog.ErrorLevel, auditEvent{at: now, host: host, event: EventStoreUnavailable, trigger: TriggerStore, compliant: true, detail: detail})
-	p.alert(Alert{At: now, Host: host, Event: EventStoreUnavailable, Detail: detail})
+	p.audit.emit(zerolog.ErrorLevel, auditEvent{at: now, host: host, event: audit.EventStoreUnavailable, trigger: audit.TriggerStore, compliant: true, detail: detail})
+	p.alert(Alert{At: now, Host: host, Event: audit.EventStoreUnavailable, Detail: detail})
 }
 
 // storeRecovered notes that the store answers again.
@@ -269,11 +270,11 @@ func (p *Pacer) storeRecovered(host string, now time.Time) {
 	if !p.persist.sharedDown.Swap(false) {
 		return
 	}
-	p.audit.emit(zerolog.WarnLevel, auditEvent{at: now, host: host, event: EventStoreRecovered, trigger: TriggerStore, compliant: true,
+	p.audit.emit(zerolog.WarnLevel, auditEvent{at: now, host: host, event: audit.EventStoreRecovered, trigger: audit.TriggerStore, compliant: true,
 		detail: "store answers again: sharing resumed"})
 }
 
-func (p *Pacer) auditState(h *host, event, detail string, now time.Time) {
-	p.audit.emit(zerolog.WarnLevel, auditEvent{at: now, host: h.key, event: event, trigger: TriggerStore,
+func (p *Pacer) auditState(h *host, event audit.Event, detail string, now time.Time) {
+	p.audit.emit(zerolog.WarnLevel, auditEvent{at: now, host: h.key, event: event, trigger: audit.TriggerStore,
 		base: h.policy.BaseDelay, compliant: true, detail: detail})
 }

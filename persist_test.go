@@ -10,6 +10,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/collypace/ext/audit"
 	"github.com/rs/zerolog"
 )
 
@@ -31,7 +32,7 @@ func TestRestartDuringRetryAfterWindow(t *testing.T) {
 			}
 			fmt.Fprint(w, "ok")
 		})
-		store := NewMemoryStore()
+		store := newMemoryStore()
 		c1, p1 := pacedCollector(n, WithBaseDelay(time.Second), WithMaxRetries(0), WithStore(store))
 		visitAll(t, c1, base, 1)
 		refusedAt := h.log()[1].at
@@ -66,7 +67,7 @@ func TestDeferredRequestsSurviveRestart(t *testing.T) {
 		var down atomic.Bool
 		down.Store(true)
 		h, base := n.host("park.test", flakySite(&down))
-		store := NewMemoryStore()
+		store := newMemoryStore()
 		breaker := WithBreaker(BreakerPolicy{Failures: 1, Cooldown: time.Minute})
 		c1, p1 := pacedCollector(n, WithBaseDelay(time.Second), WithMaxRetries(0), WithStore(store), breaker)
 		visitAll(t, c1, base, 3)
@@ -93,48 +94,48 @@ func TestDeferredRequestsSurviveRestart(t *testing.T) {
 func TestCorruptAndStaleStateRepaired(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
-		state HostState
-		check func(HostStatus) string
+		state StoredHost
+		check func(HostSnapshot) string
 	}{
-		{"future schema", HostState{Version: 99, AdaptiveDelay: time.Hour, HoldUntil: t0.Add(time.Hour)},
-			func(s HostStatus) string {
+		{"future schema", StoredHost{Version: 99, AdaptiveDelay: time.Hour, HoldUntil: t0.Add(time.Hour)},
+			func(s HostSnapshot) string {
 				if s.AdaptiveDelay != time.Second || !s.RetryAfterUntil.IsZero() {
 					return fmt.Sprintf("delay %v hold %v, want a fresh host", s.AdaptiveDelay, s.RetryAfterUntil)
 				}
 				return ""
 			}},
-		{"negative delay", HostState{Version: StateVersion, AdaptiveDelay: -5 * time.Second},
-			func(s HostStatus) string {
+		{"negative delay", StoredHost{Version: StateVersion, AdaptiveDelay: -5 * time.Second},
+			func(s HostSnapshot) string {
 				if s.AdaptiveDelay != time.Second {
 					return fmt.Sprintf("delay %v, want the 1s floor", s.AdaptiveDelay)
 				}
 				return ""
 			}},
-		{"enormous delay", HostState{Version: StateVersion, AdaptiveDelay: 1 << 62},
-			func(s HostStatus) string {
+		{"enormous delay", StoredHost{Version: StateVersion, AdaptiveDelay: 1 << 62},
+			func(s HostSnapshot) string {
 				if s.AdaptiveDelay != DefaultMaxDelay {
 					return fmt.Sprintf("delay %v, want the 30s ceiling", s.AdaptiveDelay)
 				}
 				return ""
 			}},
-		{"absurd hold", HostState{Version: StateVersion, AdaptiveDelay: time.Second, HoldUntil: t0.Add(1000 * time.Hour)},
-			func(s HostStatus) string {
-				if s.RetryAfterUntil.After(t0.Add(MaxRateLimitReset)) {
+		{"absurd hold", StoredHost{Version: StateVersion, AdaptiveDelay: time.Second, HoldUntil: t0.Add(1000 * time.Hour)},
+			func(s HostSnapshot) string {
+				if s.RetryAfterUntil.After(t0.Add(maxRateLimitReset)) {
 					return fmt.Sprintf("hold until +%v, want at most the 1 h a rate-limit reset could set", s.RetryAfterUntil.Sub(t0))
 				}
 				return ""
 			}},
-		{"unknown breaker", HostState{Version: StateVersion, AdaptiveDelay: time.Second, Breaker: 7},
-			func(s HostStatus) string {
+		{"unknown breaker", StoredHost{Version: StateVersion, AdaptiveDelay: time.Second, Breaker: 7},
+			func(s HostSnapshot) string {
 				if s.Breaker != BreakerClosed {
 					return fmt.Sprintf("breaker %v, want closed", s.Breaker)
 				}
 				return ""
 			}},
 	} {
-		store := NewMemoryStore()
+		store := newMemoryStore()
 		tc.state.Host = "h"
-		_ = store.SaveHosts(context.Background(), []HostState{tc.state})
+		_ = store.SaveHosts(context.Background(), []StoredHost{tc.state})
 		var buf auditBuf
 		p := NewPacer(WithStore(store), WithLogger(zerolog.New(&buf)))
 		p.now = func() time.Time { return t0 }
@@ -143,10 +144,10 @@ func TestCorruptAndStaleStateRepaired(t *testing.T) {
 		if msg := tc.check(st); msg != "" {
 			t.Errorf("%s: %s", tc.name, msg)
 		}
-		if findEvent(t, &buf, EventStateRepaired) == nil {
+		if findEvent(t, &buf, audit.EventStateRepaired) == nil {
 			t.Errorf("%s: no state_repaired event", tc.name)
 		}
-		if stored, _, _ := store.LoadHost(context.Background(), "h"); stored.HoldUntil.After(t0.Add(MaxRateLimitReset)) || stored.Version != StateVersion {
+		if stored, _, _ := store.LoadHost(context.Background(), "h"); stored.HoldUntil.After(t0.Add(maxRateLimitReset)) || stored.Version != StateVersion {
 			t.Errorf("%s: the store still holds the untrusted row (version %d, hold %v)", tc.name, stored.Version, stored.HoldUntil)
 		}
 		_ = p.Close()
@@ -156,7 +157,7 @@ func TestCorruptAndStaleStateRepaired(t *testing.T) {
 // A row the store cannot decode is ignored with an audit event: the host starts afresh.
 func TestUndecodableStateIgnored(t *testing.T) {
 	var buf auditBuf
-	p := NewPacer(WithStore(brokenStore{MemoryStore: NewMemoryStore()}), WithLogger(zerolog.New(&buf)))
+	p := NewPacer(WithStore(brokenStore{memoryStore: newMemoryStore()}), WithLogger(zerolog.New(&buf)))
 	defer p.Close()
 	if st, _ := p.HostAt("h", t0); st.Host != "" {
 		t.Fatal("host exists before use")
@@ -165,24 +166,24 @@ func TestUndecodableStateIgnored(t *testing.T) {
 	if st, _ := p.HostAt("h", t0); st.AdaptiveDelay != time.Second {
 		t.Errorf("delay %v, want a fresh host", st.AdaptiveDelay)
 	}
-	if findEvent(t, &buf, EventStateCorrupt) == nil {
+	if findEvent(t, &buf, audit.EventStateCorrupt) == nil {
 		t.Error("no state_corrupt event")
 	}
 }
 
-type brokenStore struct{ *MemoryStore }
+type brokenStore struct{ *memoryStore }
 
-func (brokenStore) LoadHost(context.Context, string) (HostState, bool, error) {
-	return HostState{}, false, fmt.Errorf("row h: column adaptive_delay is 'abc': %w", ErrCorruptState)
+func (brokenStore) LoadHost(context.Context, string) (StoredHost, bool, error) {
+	return StoredHost{}, false, fmt.Errorf("row h: column adaptive_delay is 'abc': %w", ErrCorruptState)
 }
 
 // Changed state is written behind: after a flush the store holds the adaptive delay.
 func TestWriteBehind(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		store := NewMemoryStore()
+		store := newMemoryStore()
 		p := NewPacer(WithStore(store), WithBaseDelay(time.Second))
 		p.Observe(p.ReserveAt("h", time.Now()), Outcome{Status: 503})
-		time.Sleep(DefaultFlushInterval + time.Millisecond)
+		time.Sleep(defaultFlushInterval + time.Millisecond)
 		st, ok, _ := store.LoadHost(t.Context(), "h")
 		if !ok || st.AdaptiveDelay != 2*time.Second {
 			t.Errorf("stored delay %v (ok %v), want 2s after one flush", st.AdaptiveDelay, ok)
@@ -193,7 +194,7 @@ func TestWriteBehind(t *testing.T) {
 
 // flakyShared is a SharedStore that admits every departure, and fails while down.
 type flakyShared struct {
-	*MemoryStore
+	*memoryStore
 	down  atomic.Bool
 	calls atomic.Int32
 }
@@ -220,7 +221,7 @@ func TestSharedStoreLossFallsBackToLocal(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		n := newFakeNet(t)
 		h, base := n.host("fleet.test", slowPage(0))
-		store := &flakyShared{MemoryStore: NewMemoryStore()}
+		store := &flakyShared{memoryStore: newMemoryStore()}
 		var al alerts
 		var buf auditBuf
 		c, p := pacedCollector(n, WithBaseDelay(time.Second), WithoutRobots(), WithStore(store), WithAlert(al.add), WithLogger(zerolog.New(&buf)))
@@ -228,7 +229,7 @@ func TestSharedStoreLossFallsBackToLocal(t *testing.T) {
 		c.Async = false
 		store.down.Store(true)
 		visitAll(t, c, base+"/a", 3)
-		if fmt.Sprint(al.events()) != "["+EventStoreUnavailable+"]" {
+		if fmt.Sprint(al.events()) != "["+string(audit.EventStoreUnavailable)+"]" {
 			t.Errorf("alerts = %v, want one store_unavailable", al.events())
 		}
 		assertGaps(t, h.gaps("/a/"), time.Second)
@@ -239,7 +240,7 @@ func TestSharedStoreLossFallsBackToLocal(t *testing.T) {
 		if store.calls.Load() == before {
 			t.Error("the store was not asked again after the retry delay")
 		}
-		if findEvent(t, &buf, EventStoreRecovered) == nil {
+		if findEvent(t, &buf, audit.EventStoreRecovered) == nil {
 			t.Error("no store_recovered event")
 		}
 	})
@@ -247,7 +248,7 @@ func TestSharedStoreLossFallsBackToLocal(t *testing.T) {
 
 // fleetAnswer is a SharedStore that admits every departure and reports fixed fleet delays.
 type fleetAnswer struct {
-	*MemoryStore
+	*memoryStore
 	a Admission
 }
 
@@ -260,7 +261,7 @@ func (f *fleetAnswer) Departed(context.Context, string, time.Duration) error { r
 // and known limit when they are larger than its own, so a refusal another process met paces this one
 // too, and never lowers its own.
 func TestFleetDelaysAdopted(t *testing.T) {
-	store := &fleetAnswer{MemoryStore: NewMemoryStore(), a: Admission{OK: true, AdaptiveDelay: 4 * time.Second, KnownLimit: 2 * time.Second}}
+	store := &fleetAnswer{memoryStore: newMemoryStore(), a: Admission{OK: true, AdaptiveDelay: 4 * time.Second, KnownLimit: 2 * time.Second}}
 	p := NewPacer(WithStore(store), WithBaseDelay(100*time.Millisecond), WithoutRobots())
 	defer p.Close()
 	_, release, err := p.Wait(t.Context(), "fleet.test")

@@ -12,12 +12,13 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/collypace/ext/audit"
 	"github.com/gocolly/colly/v2"
 	"github.com/rs/zerolog"
 )
 
-// DefaultQueueMemory is how many requests a Queue holds in memory before spilling to the store.
-const DefaultQueueMemory = 100_000
+// defaultQueueMemory is how many requests a Queue holds in memory before spilling to the store.
+const defaultQueueMemory = 100_000
 
 // queuePoll is how often a Queue looks again at a host it cannot predict: in-flight cap full, or a
 // half-open breaker waiting for its probe.
@@ -99,7 +100,7 @@ func WithQueueMemory(n int) QueueOption {
 // Invalid values (workers < 1, see the options) follow the pacer's rule (see Option): the default is
 // used (1 worker) and each is reported through p's audit log (option_invalid) and alert function.
 func NewQueue(p *Pacer, workers int, opts ...QueueOption) *Queue {
-	q := &Queue{p: p, workers: workers, maxMem: DefaultQueueMemory, hosts: map[string]*queueHost{}, wake: make(chan struct{}),
+	q := &Queue{p: p, workers: workers, maxMem: defaultQueueMemory, hosts: map[string]*queueHost{}, wake: make(chan struct{}),
 		waiting: hostHeap{less: dueFirst}, ready: hostHeap{less: longestFirst}}
 	if workers < 1 {
 		q.workers = 1
@@ -144,8 +145,8 @@ func (q *Queue) requeue(r *colly.Request) {
 	}
 	if err != nil {
 		q.p.retrying.unmark(r)
-		q.p.audit.emit(zerolog.ErrorLevel, auditEvent{at: q.p.now(), host: q.p.cfg.hostKey(r.URL), event: EventRetriesExhausted,
-			trigger: TriggerRefusal, compliant: true, detail: "retry not queued: " + err.Error()})
+		q.p.audit.emit(zerolog.ErrorLevel, auditEvent{at: q.p.now(), host: q.p.cfg.hostKey(r.URL), event: audit.EventRetriesExhausted,
+			trigger: audit.TriggerRefusal, compliant: true, detail: "retry not queued: " + err.Error()})
 	}
 }
 
@@ -168,7 +169,7 @@ func (q *Queue) add(d DeferredRequest) error {
 	q.mu.Unlock()
 	d.DeferredAt = q.p.now()
 	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
-	err := q.p.queue.SpillRequests(ctx, d.Host, []DeferredRequest{q.p.storable(d)})
+	err := q.p.deferStore.SpillRequests(ctx, d.Host, []DeferredRequest{q.p.storable(d)})
 	cancel()
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -470,7 +471,7 @@ func (q *Queue) refillLocked(qh *queueHost, now time.Time) {
 		// are gone (undecodable, or taken by another Queue on the store). Counted as such, or Run
 		// would never end; takeSpilled audited the undecodable ones.
 		if err == nil {
-			q.notes = append(q.notes, auditEvent{at: q.p.now(), host: qh.key, event: EventStateCorrupt, trigger: TriggerStore, compliant: true,
+			q.notes = append(q.notes, auditEvent{at: q.p.now(), host: qh.key, event: audit.EventStateCorrupt, trigger: audit.TriggerStore, compliant: true,
 				detail: fmt.Sprintf("queue refill: %d spilled requests are no longer in the store", qh.spilled-len(got))})
 		}
 		taken = qh.spilled
@@ -515,7 +516,7 @@ func (q *Queue) send(c *colly.Collector, d DeferredRequest) bool {
 	}
 	r, err := buildRequest(c, d)
 	if err != nil {
-		q.p.audit.emit(zerolog.ErrorLevel, auditEvent{at: q.p.now(), host: d.Host, event: EventRetriesExhausted, trigger: TriggerDeparture,
+		q.p.audit.emit(zerolog.ErrorLevel, auditEvent{at: q.p.now(), host: d.Host, event: audit.EventRetriesExhausted, trigger: audit.TriggerDeparture,
 			compliant: true, detail: fmt.Sprintf("queued request %s could not be built: %v", redactURL(d.URL), err)})
 		return false
 	}
@@ -585,13 +586,13 @@ func (p *Pacer) readyAt(h *host, now time.Time) (time.Time, bool, time.Duration)
 func (p *Pacer) takeSpilled(host string, limit int) ([]DeferredRequest, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
 	defer cancel()
-	got, err := p.queue.TakeSpilled(ctx, host, limit)
+	got, err := p.deferStore.TakeSpilled(ctx, host, limit)
 	switch {
 	case errors.Is(err, ErrCorruptState):
-		p.audit.emit(zerolog.ErrorLevel, auditEvent{at: p.now(), host: host, event: EventStateCorrupt, trigger: TriggerStore,
+		p.audit.emit(zerolog.ErrorLevel, auditEvent{at: p.now(), host: host, event: audit.EventStateCorrupt, trigger: audit.TriggerStore,
 			compliant: true, detail: "queue refill: spilled requests that cannot be decoded are dropped: " + err.Error()})
 	case err != nil:
-		p.audit.emit(zerolog.ErrorLevel, auditEvent{at: p.now(), host: host, event: EventStoreUnavailable, trigger: TriggerStore,
+		p.audit.emit(zerolog.ErrorLevel, auditEvent{at: p.now(), host: host, event: audit.EventStoreUnavailable, trigger: audit.TriggerStore,
 			compliant: true, detail: "queue refill failed: " + err.Error()})
 		return nil, err
 	}

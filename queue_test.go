@@ -14,6 +14,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/collypace/ext/audit"
 	"github.com/gocolly/colly/v2"
 	"github.com/rs/zerolog"
 )
@@ -114,7 +115,7 @@ func TestQueueSpillsOverMemoryBound(t *testing.T) {
 			}
 			fmt.Fprint(w, "ok")
 		})
-		store := NewMemoryStore()
+		store := newMemoryStore()
 		c := colly.NewCollector()
 		p := AdaptivePacing(c, WithTransport(n.tr), WithJitter(0), WithBaseDelay(10*time.Millisecond), WithoutRobots(), WithStore(store))
 		defer p.Close()
@@ -383,7 +384,7 @@ func TestQueueSendsAbsorbedDeferredRequests(t *testing.T) {
 }
 
 // spilledRows returns the requests spilled in m, every host's, leaving them there.
-func spilledRows(m *MemoryStore) []DeferredRequest {
+func spilledRows(m *memoryStore) []DeferredRequest {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var out []DeferredRequest
@@ -396,7 +397,7 @@ func spilledRows(m *MemoryStore) []DeferredRequest {
 // lockCheckStore fails a test when the Queue's store I/O runs under the Queue's lock (one worker: no
 // other goroutine holds it while the worker does the I/O).
 type lockCheckStore struct {
-	*MemoryStore
+	*memoryStore
 	t *testing.T
 	q atomic.Pointer[Queue]
 }
@@ -413,24 +414,24 @@ func (s *lockCheckStore) check(op string) {
 	q.mu.Unlock()
 }
 
-func (s *lockCheckStore) LoadHost(ctx context.Context, host string) (HostState, bool, error) {
+func (s *lockCheckStore) LoadHost(ctx context.Context, host string) (StoredHost, bool, error) {
 	s.check("LoadHost")
-	return s.MemoryStore.LoadHost(ctx, host)
+	return s.memoryStore.LoadHost(ctx, host)
 }
 
 func (s *lockCheckStore) ListDeferred(ctx context.Context, host string, limit int) ([]DeferredRequest, error) {
 	s.check("ListDeferred")
-	return s.MemoryStore.ListDeferred(ctx, host, limit)
+	return s.memoryStore.ListDeferred(ctx, host, limit)
 }
 
 func (s *lockCheckStore) SpillRequests(ctx context.Context, host string, reqs []DeferredRequest) error {
 	s.check("SpillRequests")
-	return s.MemoryStore.SpillRequests(ctx, host, reqs)
+	return s.memoryStore.SpillRequests(ctx, host, reqs)
 }
 
 func (s *lockCheckStore) TakeSpilled(ctx context.Context, host string, limit int) ([]DeferredRequest, error) {
 	s.check("TakeSpilled")
-	return s.MemoryStore.TakeSpilled(ctx, host, limit)
+	return s.memoryStore.TakeSpilled(ctx, host, limit)
 }
 
 // The Queue reads and writes the store with its lock released: spilling, refilling, and restoring a
@@ -439,9 +440,9 @@ func TestQueueStoreIOOutsideLock(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		n := newFakeNet(t)
 		h, base := n.host("io.test", slowPage(0))
-		store := &lockCheckStore{MemoryStore: NewMemoryStore(), t: t}
-		st := HostState{Host: "io.test", Version: StateVersion, AdaptiveDelay: 2 * time.Second}
-		if err := store.SaveHosts(t.Context(), []HostState{st}); err != nil {
+		store := &lockCheckStore{memoryStore: newMemoryStore(), t: t}
+		st := StoredHost{Host: "io.test", Version: StateVersion, AdaptiveDelay: 2 * time.Second}
+		if err := store.SaveHosts(t.Context(), []StoredHost{st}); err != nil {
 			t.Fatal(err)
 		}
 		c := colly.NewCollector()
@@ -472,7 +473,7 @@ func TestQueueSpilledGoneFromStore(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		n := newFakeNet(t)
 		h, base := n.host("gone.test", slowPage(0))
-		store := NewMemoryStore()
+		store := newMemoryStore()
 		var buf auditBuf
 		c := colly.NewCollector()
 		p := AdaptivePacing(c, WithTransport(n.tr), WithJitter(0), WithBaseDelay(time.Second), WithoutRobots(), WithStore(store),
@@ -496,7 +497,7 @@ func TestQueueSpilledGoneFromStore(t *testing.T) {
 		if q.Size() != 0 {
 			t.Errorf("queue size %d after Run, want 0", q.Size())
 		}
-		if e := findEvent(t, &buf, EventStateCorrupt); e == nil || !strings.Contains(fmt.Sprint(e[FieldDetail]), "1 spilled requests are no longer in the store") {
+		if e := findEvent(t, &buf, audit.EventStateCorrupt); e == nil || !strings.Contains(fmt.Sprint(e[audit.FieldDetail]), "1 spilled requests are no longer in the store") {
 			t.Errorf("state_corrupt event %v, want one saying 1 spilled request is gone", e)
 		}
 	})

@@ -10,10 +10,10 @@ import (
 	"github.com/dunglas/httpsfv"
 )
 
-// ErrInvalidRateLimit reports a malformed rate-limit field that was ignored.
+// errInvalidRateLimit reports a malformed rate-limit field that was ignored.
 // The errors returned wrap it with the field and its value; match it with
 // errors.Is.
-var ErrInvalidRateLimit = errors.New("ext: invalid rate-limit header")
+var errInvalidRateLimit = errors.New("ext: invalid rate-limit header")
 
 // rateLimitSignal is what a response's rate-limit fields imply for the next
 // departures to the host.
@@ -94,7 +94,7 @@ func spread(d time.Duration, n int64) time.Duration {
 // parseRateLimit reads the rate-limit fields of a response received at now.
 // maxReset bounds the time to reset we accept (larger is invalid; a negative
 // maxReset counts as 0). found is false when the response carries no usable
-// rate-limit field. errs has one error, wrapping ErrInvalidRateLimit and
+// rate-limit field. errs has one error, wrapping errInvalidRateLimit and
 // naming the field and its value, per malformed field that was ignored. An
 // epoch reset is measured from the response's Date (see serverClock).
 //
@@ -278,7 +278,7 @@ func rateLimitFieldValue(vals []string, skipParams bool) (string, string) {
 
 // rateLimitError is the audit error for a rate-limit field that was ignored.
 func rateLimitError(name, value, reason string) error {
-	return fmt.Errorf("%w: %s %s: %s", ErrInvalidRateLimit, name, quoteValue(value, hdrQuoteLimit), reason)
+	return fmt.Errorf("%w: %s %s: %s", errInvalidRateLimit, name, quoteValue(value, hdrQuoteLimit), reason)
 }
 
 // Header keys of the structured rate-limit fields (canonical) and their names.

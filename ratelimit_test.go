@@ -217,8 +217,8 @@ func TestParseRateLimit(t *testing.T) {
 				t.Fatalf("errs = %q, want %d errors", errs, len(tt.wantErrs))
 			}
 			for i, err := range errs {
-				if !errors.Is(err, ErrInvalidRateLimit) {
-					t.Errorf("errs[%d] = %v, not ErrInvalidRateLimit", i, err)
+				if !errors.Is(err, errInvalidRateLimit) {
+					t.Errorf("errs[%d] = %v, not errInvalidRateLimit", i, err)
 				}
 				if !strings.Contains(err.Error(), tt.wantErrs[i]) {
 					t.Errorf("errs[%d] = %q, want it to contain %q", i, err, tt.wantErrs[i])

@@ -11,11 +11,11 @@ import (
 // Sentinel errors of the Retry-After parser. The errors returned wrap them
 // with the offending value; match them with errors.Is.
 var (
-	// ErrInvalidRetryAfter reports a Retry-After value that is neither
+	// errInvalidRetryAfter reports a Retry-After value that is neither
 	// delay-seconds nor an HTTP-date.
-	ErrInvalidRetryAfter = errors.New("ext: invalid Retry-After")
-	// ErrRetryAfterTooLong reports a Retry-After wait above the accepted maximum.
-	ErrRetryAfterTooLong = errors.New("ext: Retry-After above the maximum")
+	errInvalidRetryAfter = errors.New("ext: invalid Retry-After")
+	// errRetryAfterTooLong reports a Retry-After wait above the accepted maximum.
+	errRetryAfterTooLong = errors.New("ext: Retry-After above the maximum")
 )
 
 // parseRetryAfter returns how long from now the server asked us to wait
@@ -31,9 +31,9 @@ var (
 // so a server whose clock is skewed still gets the delay it meant; otherwise
 // against now. A date in the past means no wait. Several values (several
 // fields, or a comma-separated list) yield the largest wait within maxWait.
-// When none is, a wait above maxWait is returned with ErrRetryAfterTooLong
+// When none is, a wait above maxWait is returned with errRetryAfterTooLong
 // (the largest such, saturated at the largest Duration on overflow), and
-// failing that 0 with ErrInvalidRetryAfter quoting the first field value.
+// failing that 0 with errInvalidRetryAfter quoting the first field value.
 func parseRetryAfter(values []string, date string, now time.Time, maxWait time.Duration) (wait time.Duration, present bool, err error) {
 	if len(values) == 0 {
 		return 0, false, nil
@@ -66,7 +66,7 @@ func parseRetryAfter(values []string, date string, now time.Time, maxWait time.D
 				if !haveBest || w > best {
 					best, haveBest = w, true
 				}
-			case errors.Is(err, ErrRetryAfterTooLong):
+			case errors.Is(err, errRetryAfterTooLong):
 				usable = true
 				if longErr == nil || w > long {
 					long, longErr = w, err
@@ -77,9 +77,9 @@ func parseRetryAfter(values []string, date string, now time.Time, maxWait time.D
 		// would otherwise be reported as its day name.
 		if !usable && badErr == nil {
 			if v = hdrTrimOWS(v); v == "" {
-				badErr = fmt.Errorf("%w: empty value", ErrInvalidRetryAfter)
+				badErr = fmt.Errorf("%w: empty value", errInvalidRetryAfter)
 			} else {
-				badErr = fmt.Errorf("%w: %s", ErrInvalidRetryAfter, quoteValue(v, hdrQuoteLimit))
+				badErr = fmt.Errorf("%w: %s", errInvalidRetryAfter, quoteValue(v, hdrQuoteLimit))
 			}
 		}
 	}
@@ -100,7 +100,7 @@ func retryAfterHold(wait time.Duration, buffer float64) time.Duration {
 }
 
 // retryAfterElement parses one delay-seconds or HTTP-date, the date measured
-// from base. An invalid element yields the bare ErrInvalidRetryAfter: the
+// from base. An invalid element yields the bare errInvalidRetryAfter: the
 // caller quotes the whole field value.
 func retryAfterElement(raw string, base time.Time, maxWait time.Duration) (time.Duration, error) {
 	s := hdrTrimOWS(raw)
@@ -111,17 +111,17 @@ func retryAfterElement(raw string, base time.Time, maxWait time.Duration) (time.
 		for i := 0; i < len(s); i++ {
 			n = n*10 + int64(s[i]-'0')
 			if n > maxSeconds {
-				return maxDuration, fmt.Errorf("%w: %s seconds overflow a duration", ErrRetryAfterTooLong, quoteValue(s, hdrQuoteLimit))
+				return maxDuration, fmt.Errorf("%w: %s seconds overflow a duration", errRetryAfterTooLong, quoteValue(s, hdrQuoteLimit))
 			}
 		}
 		d = time.Duration(n) * time.Second
 	} else if t, ok := parseHTTPDate(s); ok {
 		d = max(t.Sub(base), 0) // Sub saturates instead of wrapping.
 	} else {
-		return 0, ErrInvalidRetryAfter
+		return 0, errInvalidRetryAfter
 	}
 	if d > maxWait {
-		return d, fmt.Errorf("%w: %s is %v, maximum %v", ErrRetryAfterTooLong, quoteValue(s, hdrQuoteLimit), d, maxWait)
+		return d, fmt.Errorf("%w: %s is %v, maximum %v", errRetryAfterTooLong, quoteValue(s, hdrQuoteLimit), d, maxWait)
 	}
 	return d, nil
 }

@@ -50,11 +50,11 @@ func FuzzParseRetryAfter(f *testing.F) {
 			if wait > limit {
 				t.Fatalf("wait = %v above the maximum without an error", wait)
 			}
-		case errors.Is(err, ErrRetryAfterTooLong):
+		case errors.Is(err, errRetryAfterTooLong):
 			if wait <= limit {
 				t.Fatalf("wait = %v within the maximum, err = %v", wait, err)
 			}
-		case errors.Is(err, ErrInvalidRetryAfter):
+		case errors.Is(err, errInvalidRetryAfter):
 			if wait != 0 {
 				t.Fatalf("wait = %v with %v", wait, err)
 			}
@@ -120,8 +120,8 @@ func FuzzParseRateLimit(f *testing.F) {
 		}
 		sig, found, errs := parseRateLimit(h, raT0, limit)
 		for _, err := range errs {
-			if !errors.Is(err, ErrInvalidRateLimit) || len(err.Error()) > 500 {
-				t.Fatalf("err = %q: want ErrInvalidRateLimit and a bounded length", err)
+			if !errors.Is(err, errInvalidRateLimit) || len(err.Error()) > 500 {
+				t.Fatalf("err = %q: want errInvalidRateLimit and a bounded length", err)
 			}
 		}
 		if !found {

@@ -15,6 +15,7 @@ import (
 	"time"
 	"weak"
 
+	"github.com/collypace/ext/audit"
 	"github.com/rs/zerolog"
 )
 
@@ -28,7 +29,7 @@ const robotsFetchTimeout = 10 * time.Second
 const robotsMaxRedirects = 5
 
 // robotsRetryFirst is the wait before reading an unreachable robots.txt again; it doubles after each
-// failure, up to the retry delay (DefaultRobotsRetryDelay).
+// failure, up to the retry delay (defaultRobotsRetryDelay).
 const robotsRetryFirst = time.Second
 
 // errRobotsNoAnswer is why a robots.txt fetch is cut off: no answer within robotsFetchTimeout. It is a
@@ -40,7 +41,7 @@ var errRobotsNoAnswer = fmt.Errorf("no answer within %v: %w", robotsFetchTimeout
 // An unreachable one (5xx, 429, network error, timeout) means complete disallow for now (RFC 9309
 // §2.3.1.4): when no earlier copy applies, the host's pages wait (in ensureRobots, holding no
 // in-flight slot) while one of them reads it again after 1 s, 2 s, 4 s… up to the retry delay; after
-// RobotsUnreachableLimit the host's breaker opens (robots_unreachable), its pages are deferred, and the
+// robotsUnreachableLimit the host's breaker opens (robots_unreachable), its pages are deferred, and the
 // breaker's probe is the next read. When a copy was read before, it still applies meanwhile (§2.4).
 type robotsCache struct {
 	mu    sync.Mutex // protects m and byKey
@@ -357,7 +358,7 @@ func (c *robotsClock) stop() { c.pause() }
 // robotsFailed records an unavailable robots.txt in e: the next try, and what applies until then.
 // With an earlier copy, it still applies (RFC 9309 §2.4). Without, the host is held until the next
 // try (RFC 9309 §2.3.1.4: unreachable means disallow), so nothing departs to it meanwhile (a Queue
-// does not hand it out), and after RobotsUnreachableLimit its breaker opens.
+// does not hand it out), and after robotsUnreachableLimit its breaker opens.
 func (p *Pacer) robotsFailed(e, prev *robotsEntry, h *host) {
 	now := e.fetchedAt
 	e.unavailable, e.attempt, e.since = true, 1, now
@@ -372,7 +373,7 @@ func (p *Pacer) robotsFailed(e, prev *robotsEntry, h *host) {
 		backoff = min(robotsRetryFirst<<(e.attempt-1), backoff)
 	}
 	e.retryAt = now.Add(backoff)
-	limit := e.since.Add(RobotsUnreachableLimit)
+	limit := e.since.Add(robotsUnreachableLimit)
 
 	var brk *breakerChange
 	h.mu.Lock()
@@ -382,12 +383,12 @@ func (p *Pacer) robotsFailed(e, prev *robotsEntry, h *host) {
 		} else {
 			e.tripped = true
 			e.retryAt = now // the breaker's probe, when it lets one through
-			brk = h.brk.tripLocked(now, TripRobotsUnreachable)
+			brk = h.brk.tripLocked(now, audit.TripRobotsUnreachable)
 			h.changedLocked()
 		}
 		e.retryAt = later(e.retryAt, h.holdUntil) // a Retry-After on robots.txt itself is obeyed
 		if e.retryAt.After(h.holdUntil) {
-			h.holdUntil, h.holdTrigger = e.retryAt, TriggerRobots
+			h.holdUntil, h.holdTrigger = e.retryAt, audit.TriggerRobots
 			h.changedLocked()
 		}
 	}
@@ -411,18 +412,18 @@ func (p *Pacer) robotsFailed(e, prev *robotsEntry, h *host) {
 	if parked {
 		next = "next try when the breaker lets its probe through"
 	}
-	ev := auditEvent{at: now, host: h.key, event: EventRobotsUnavailable, trigger: TriggerRobots,
+	ev := auditEvent{at: now, host: h.key, event: audit.EventRobotsUnavailable, trigger: audit.TriggerRobots,
 		base: h.policy.BaseDelay, computed: max(e.retryAt.Sub(now), 0), compliant: true, status: e.status}
 	switch {
 	case e.cached != nil:
 		ev.detail = fmt.Sprintf("%s; the robots.txt read at %s still applies; %s", detail, e.cached.fetchedAt.UTC().Format(time.RFC3339), next)
 	case e.tripped:
 		ev.detail = fmt.Sprintf("%s; unreachable for %v: host parked (%s), its requests deferred; %s",
-			detail, now.Sub(e.since).Round(time.Second), TripRobotsUnreachable, next)
+			detail, now.Sub(e.since).Round(time.Second), audit.TripRobotsUnreachable, next)
 	default:
 		ev.windowStart, ev.windowEnd = now, e.retryAt
 		ev.detail = fmt.Sprintf("%s; no rules known: the host's requests wait, %s; parked after %v unreachable",
-			detail, next, RobotsUnreachableLimit)
+			detail, next, robotsUnreachableLimit)
 	}
 	p.audit.emit(zerolog.WarnLevel, ev)
 }
@@ -461,7 +462,7 @@ func (p *Pacer) reapplyRobots(h *host, e, r *robotsEntry) {
 	if !compliant {
 		level = zerolog.WarnLevel
 	}
-	p.audit.emit(level, auditEvent{at: now, host: h.key, event: EventCrawlDelayApplied, trigger: TriggerCrawlDelay,
+	p.audit.emit(level, auditEvent{at: now, host: h.key, event: audit.EventCrawlDelayApplied, trigger: audit.TriggerCrawlDelay,
 		base: h.policy.BaseDelay, computed: r.info.CrawlDelay, compliant: compliant, status: r.status,
 		detail: "restored from the robots.txt read at " + r.fetchedAt.UTC().Format(time.RFC3339)})
 }
@@ -477,7 +478,7 @@ func (p *Pacer) applyRules(h *host, e, r *robotsEntry, now time.Time) bool {
 	h.crawlDelay, h.crawlClamped = delay, clamped
 	var brk *breakerChange
 	if clamped && !p.cfg.breaker.IgnoreCaps {
-		brk = h.brk.parkLocked(now, TripCrawlDelay, r.fetchedAt.Add(p.cfg.robotsTTL))
+		brk = h.brk.parkLocked(now, audit.TripCrawlDelay, r.fetchedAt.Add(p.cfg.robotsTTL))
 	}
 	h.changedLocked() // the head computes its time again: a new interval, or a breaker that opened
 	h.mu.Unlock()
@@ -495,11 +496,11 @@ func (p *Pacer) applyCrawlDelay(h *host, e *robotsEntry) {
 	p.applyRules(h, e, e, now)
 
 	for _, problem := range info.Problems {
-		p.audit.emit(zerolog.WarnLevel, auditEvent{at: now, host: h.key, event: EventRobotsInvalid, trigger: TriggerRobots,
+		p.audit.emit(zerolog.WarnLevel, auditEvent{at: now, host: h.key, event: audit.EventRobotsInvalid, trigger: audit.TriggerRobots,
 			base: h.policy.BaseDelay, computed: info.CrawlDelay, compliant: true, status: e.status, detail: problem})
 	}
 	if info.Published > info.CrawlDelay {
-		p.audit.emit(zerolog.WarnLevel, auditEvent{at: now, host: h.key, event: EventCrawlDelayClamped, trigger: TriggerCrawlDelay,
+		p.audit.emit(zerolog.WarnLevel, auditEvent{at: now, host: h.key, event: audit.EventCrawlDelayClamped, trigger: audit.TriggerCrawlDelay,
 			base: h.policy.BaseDelay, computed: info.CrawlDelay, compliant: false, status: e.status,
 			detail: fmt.Sprintf("robots.txt asks for %v, honoured up to %v", info.Published, info.CrawlDelay)})
 	}
@@ -509,7 +510,7 @@ func (p *Pacer) applyCrawlDelay(h *host, e *robotsEntry) {
 		if !compliant {
 			level = zerolog.WarnLevel
 		}
-		p.audit.emit(level, auditEvent{at: now, host: h.key, event: EventCrawlDelayApplied, trigger: TriggerCrawlDelay,
+		p.audit.emit(level, auditEvent{at: now, host: h.key, event: audit.EventCrawlDelayApplied, trigger: audit.TriggerCrawlDelay,
 			base: h.policy.BaseDelay, computed: info.CrawlDelay, compliant: compliant, status: e.status})
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/collypace/ext/audit"
 	"github.com/gocolly/colly/v2"
 	"github.com/rs/zerolog"
 )
@@ -36,7 +37,7 @@ func TestCrawlDelayPacesHost(t *testing.T) {
 		c, p := pacedCollector(n, WithBaseDelay(500*time.Millisecond))
 		visitAll(t, c, base, 4)
 		assertGaps(t, h.gaps("/p/"), 2*time.Second)
-		if st, _ := p.Host("cd.test"); st.Trigger != TriggerCrawlDelay {
+		if st, _ := p.Host("cd.test"); st.Trigger != audit.TriggerCrawlDelay {
 			t.Errorf("trigger = %q, want crawl_delay", st.Trigger)
 		}
 	})
@@ -53,7 +54,7 @@ func TestBadCrawlDelayLineKeepsTheRest(t *testing.T) {
 		c.UserAgent = "PaceBot/1.0 (+https://example.org/bot)"
 		visitAll(t, c, base, 3)
 		assertGaps(t, h.gaps("/p/"), 3*time.Second)
-		if findEvent(t, &buf, EventRobotsInvalid) == nil {
+		if findEvent(t, &buf, audit.EventRobotsInvalid) == nil {
 			t.Error("no robots_invalid event for the bad line")
 		}
 	})
@@ -70,11 +71,11 @@ func TestAbsurdCrawlDelayClamped(t *testing.T) {
 			WithBreaker(BreakerPolicy{IgnoreCaps: true}))
 		visitAll(t, c, base, 3)
 		assertGaps(t, h.gaps("/p/"), 5*time.Second)
-		ev := findEvent(t, &buf, EventCrawlDelayClamped)
-		if ev == nil || ev[FieldComplianceFlag] != false {
+		ev := findEvent(t, &buf, audit.EventCrawlDelayClamped)
+		if ev == nil || ev[audit.FieldComplianceFlag] != false {
 			t.Errorf("crawl_delay_clamped event = %v, want one with compliance_flag false", ev)
 		}
-		if ev := lastEvent(t, &buf, EventDelayApplied); ev == nil || ev[FieldComplianceFlag] != false {
+		if ev := lastEvent(t, &buf, audit.EventDelayApplied); ev == nil || ev[audit.FieldComplianceFlag] != false {
 			t.Errorf("delay_applied = %v, want compliance_flag false while the Crawl-delay is clamped", ev)
 		}
 	})

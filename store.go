@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"net/http"
 	"time"
+
+	"github.com/collypace/ext/audit"
 )
 
-// StateVersion is the version of HostState's layout. Stores write it with every row and return rows
+// StateVersion is the version of StoredHost's layout. Stores write it with every row and return rows
 // of another version with their Version set (and nothing else trusted): the pacer ignores and audits them.
 const StateVersion = 1
 
@@ -16,15 +18,15 @@ const StateVersion = 1
 // row, starts the host afresh and audits it.
 var ErrCorruptState = errors.New("ext: corrupt stored state")
 
-// HostState is what a Store keeps of one host: enough to resume pacing it after a restart.
-type HostState struct {
+// StoredHost is what a Store keeps of one host: enough to resume pacing it after a restart.
+type StoredHost struct {
 	Host           string
 	Version        int           // StateVersion of the writer
 	AdaptiveDelay  time.Duration // the adaptive delay
 	KnownLimit     time.Duration // the delay at which the host last refused after being healthy
 	NextDeparture  time.Time     // earliest next departure
 	HoldUntil      time.Time     // no departure before: Retry-After window or exhausted rate limit
-	HoldTrigger    string        // "retry_after" or "rate_limit"
+	HoldTrigger    audit.Trigger // audit.TriggerRetryAfter or audit.TriggerRateLimit
 	CrawlDelay     time.Duration // the Crawl-delay honoured
 	CrawlClamped   bool          // robots.txt asked for more than CrawlDelay
 	Breaker        BreakerState
@@ -60,11 +62,11 @@ type DeferredRequest struct {
 type Store interface {
 	// LoadHost returns the stored state of host; ok is false when there is none. A row that cannot
 	// be decoded returns an error wrapping ErrCorruptState.
-	LoadHost(ctx context.Context, host string) (st HostState, ok bool, err error)
+	LoadHost(ctx context.Context, host string) (st StoredHost, ok bool, err error)
 	// SaveHosts writes states, merging with what is stored: NextDeparture and HoldUntil keep the later
 	// of the stored and the given value (another process may have booked further), unless the state
 	// has Replace set; the other fields are overwritten.
-	SaveHosts(ctx context.Context, states []HostState) error
+	SaveHosts(ctx context.Context, states []StoredHost) error
 	// AddDeferred stores a deferred request and returns its ID.
 	AddDeferred(ctx context.Context, r DeferredRequest) (int64, error)
 	// ListDeferred returns up to limit deferred requests, oldest first; host "" means every host.
@@ -119,12 +121,12 @@ type repairLimits struct {
 // repair validates a loaded state against limits at now and fixes what cannot be trusted: negative or
 // enormous durations, holds and departures further ahead than any response could have set, an unknown
 // breaker state or a future schema. It returns the repaired state and one line per repair.
-func (s HostState) repair(l repairLimits, now time.Time) (HostState, []string) {
+func (s StoredHost) repair(l repairLimits, now time.Time) (StoredHost, []string) {
 	var fixes []string
 	fix := func(format string, args ...any) { fixes = append(fixes, fmt.Sprintf(format, args...)) }
 	if s.Version != StateVersion {
 		fix("schema version %d, want %d: state ignored", s.Version, StateVersion)
-		return HostState{Host: s.Host, Version: StateVersion, AdaptiveDelay: l.floor}, fixes
+		return StoredHost{Host: s.Host, Version: StateVersion, AdaptiveDelay: l.floor}, fixes
 	}
 	if s.AdaptiveDelay < l.floor || s.AdaptiveDelay > l.ceiling {
 		fix("adaptive delay %v outside [%v, %v]: clamped", s.AdaptiveDelay, l.floor, l.ceiling)
@@ -142,8 +144,8 @@ func (s HostState) repair(l repairLimits, now time.Time) (HostState, []string) {
 		fix("hold until %v is beyond any Retry-After we accept: shortened to %v", s.HoldUntil.UTC(), limit.UTC())
 		s.HoldUntil = limit
 	}
-	if s.HoldTrigger != TriggerRetryAfter && s.HoldTrigger != TriggerRateLimit {
-		s.HoldTrigger = TriggerRetryAfter
+	if s.HoldTrigger != audit.TriggerRetryAfter && s.HoldTrigger != audit.TriggerRateLimit {
+		s.HoldTrigger = audit.TriggerRetryAfter
 	}
 	if limit := now.Add(satAdd(l.ceiling, l.maxCrawlDelay)); s.NextDeparture.After(limit) {
 		fix("next departure %v is beyond any interval: reset", s.NextDeparture.UTC())

@@ -9,6 +9,8 @@ import (
 	"reflect"
 	"sync"
 	"time"
+
+	"github.com/collypace/ext/audit"
 )
 
 // transport is the RoundTripper the pacer installs on collectors. Every request that reaches the
@@ -99,7 +101,7 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	v := classify(o)
-	if v.Trigger != TriggerClean {
+	if v.Trigger != audit.TriggerClean {
 		t.record(f, o, v, now)
 		resp.Body = &flightBody{ReadCloser: resp.Body, t: t, f: f}
 		return resp, nil

@@ -112,7 +112,7 @@ func trigger(v hostView, now time.Time) string {
 	if s.RetryAfterUntil.After(now) {
 		return fmt.Sprintf("%s, %s left", s.Trigger, fmtDuration(s.RetryAfterUntil.Sub(now)))
 	}
-	return s.Trigger
+	return string(s.Trigger)
 }
 
 // nameWidth is the width of the host column.

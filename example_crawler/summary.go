@@ -94,5 +94,5 @@ func finalInterval(v hostView) string {
 	if !v.paced {
 		return "-"
 	}
-	return fmtDuration(v.status.Interval) + " " + v.status.Trigger
+	return fmtDuration(v.status.Interval) + " " + string(v.status.Trigger)
 }

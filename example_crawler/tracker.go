@@ -135,7 +135,7 @@ type hostView struct {
 	target
 	hostCount
 	left   int
-	status ext.HostStatus
+	status ext.HostSnapshot
 	paced  bool          // the pacer has seen the host
 	asked  time.Duration // longest Crawl-delay or rate-limit interval seen so far
 }

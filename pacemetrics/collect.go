@@ -90,7 +90,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 // scrapeInput is what the watched pacer and queue reported.
 type scrapeInput struct {
 	watched  bool
-	statuses []ext.HostStatus
+	statuses []ext.HostSnapshot
 	queued   bool
 	depths   map[string]int
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/collypace/ext"
+	"github.com/collypace/ext/audit"
 	"github.com/collypace/ext/internal/shardmap"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -32,7 +33,7 @@ var waitBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2
 
 // HostSource is what Watch reads at scrape time; *ext.Pacer implements it.
 type HostSource interface {
-	Hosts() []ext.HostStatus
+	Hosts() []ext.HostSnapshot
 }
 
 // QueueDepths is what WatchQueue reads at scrape time: the number of requests queued per host.
@@ -143,7 +144,7 @@ func (c *Collector) Departed(host string, waited time.Duration) {
 }
 
 // Refused implements ext.Observer.
-func (c *Collector) Refused(host, trigger string) {
+func (c *Collector) Refused(host string, trigger audit.Trigger) {
 	t := triggerIndex(trigger)
 	s := c.stats(host)
 	s.refusals[t].Add(1)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/collypace/ext"
+	"github.com/collypace/ext/audit"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -115,7 +116,7 @@ func TestObserverDoesNotAllocate(t *testing.T) {
 	c.BreakerChanged("a.test", ext.BreakerOpen)
 	for name, f := range map[string]func(){
 		"Departed":       func() { c.Departed("a.test", time.Millisecond) },
-		"Refused":        func() { c.Refused("a.test", ext.TriggerServerError) },
+		"Refused":        func() { c.Refused("a.test", audit.TriggerServerError) },
 		"RetryAfter":     func() { c.RetryAfter("a.test", time.Second) },
 		"BreakerChanged": func() { c.BreakerChanged("a.test", ext.BreakerClosed) },
 	} {
@@ -162,7 +163,7 @@ func TestEarlyEventsHaveTheirHostsSeries(t *testing.T) {
 	c := withClock(New(WithTopHosts(3)), newFakeClock())
 	depart(c, "a", 5)
 	depart(c, "b", 2)
-	c.Refused("b", ext.TriggerRefusal)
+	c.Refused("b", audit.TriggerRefusal)
 	if got := fmt.Sprint(members(c)); got != "[a b]" {
 		t.Errorf("members before any scrape %s, want [a b]", got)
 	}
@@ -172,7 +173,7 @@ func TestEarlyEventsHaveTheirHostsSeries(t *testing.T) {
 	if n := c.other.departures.Load(); n != 1 {
 		t.Errorf("%d departures under %q, want only d's: every other host fits the top 3", n, OtherHost)
 	}
-	if n := c.other.refusals[triggerIndex(ext.TriggerRefusal)].Load(); n != 0 {
+	if n := c.other.refusals[triggerIndex(audit.TriggerRefusal)].Load(); n != 0 {
 		t.Errorf("%d refusals under %q, want 0", n, OtherHost)
 	}
 	if got := fmt.Sprint(members(c)); got != "[a b c]" {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/collypace/ext"
+	"github.com/collypace/ext/audit"
 	"github.com/collypace/ext/pacemetrics"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -21,9 +22,9 @@ import (
 )
 
 // fakePacer and fakeQueue stand for the pacer and the host-aware queue at scrape time.
-type fakePacer []ext.HostStatus
+type fakePacer []ext.HostSnapshot
 
-func (f fakePacer) Hosts() []ext.HostStatus { return f }
+func (f fakePacer) Hosts() []ext.HostSnapshot { return f }
 
 type fakeQueue map[string]int
 
@@ -44,10 +45,10 @@ func TestMetricsNamesHelpAndLabels(t *testing.T) {
 	m.Departed("b.test", 5*time.Millisecond)
 	testutil.CollectAndCount(m)
 
-	m.Refused("a.test", ext.TriggerRefusal)
+	m.Refused("a.test", audit.TriggerRefusal)
 	m.RetryAfter("a.test", 2200*time.Millisecond)
 	m.BreakerChanged("a.test", ext.BreakerOpen)
-	m.Refused("b.test", ext.TriggerServerError)
+	m.Refused("b.test", audit.TriggerServerError)
 	m.RetryAfter("b.test", time.Second)
 	m.BreakerChanged("b.test", ext.BreakerOpen)
 	m.BreakerChanged("b.test", ext.BreakerHalfOpen)
@@ -202,13 +203,13 @@ func feed(m *pacemetrics.Collector, hosts []string) {
 				}
 				switch i % 5 {
 				case 0:
-					m.Refused(h, ext.TriggerRefusal)
+					m.Refused(h, audit.TriggerRefusal)
 					m.RetryAfter(h, time.Second)
 				case 1:
-					m.Refused(h, ext.TriggerTransportError)
+					m.Refused(h, audit.TriggerTransportError)
 					m.BreakerChanged(h, ext.BreakerOpen)
 				case 2:
-					m.Refused(h, ext.TriggerServerError)
+					m.Refused(h, audit.TriggerServerError)
 					m.BreakerChanged(h, ext.BreakerHalfOpen)
 				}
 			}
@@ -228,7 +229,7 @@ func TestCardinalityBounded(t *testing.T) {
 			for i := range statuses {
 				h := fmt.Sprintf("host-%d", i)
 				names[i] = h
-				statuses[i] = ext.HostStatus{Host: h, Interval: time.Duration(i) * time.Millisecond, InFlight: 1, Breaker: ext.BreakerState(i % 3)}
+				statuses[i] = ext.HostSnapshot{Host: h, Interval: time.Duration(i) * time.Millisecond, InFlight: 1, Breaker: ext.BreakerState(i % 3)}
 				depths[h] = i % 4
 			}
 			m.Watch(statuses)
@@ -299,7 +300,7 @@ func TestCountersMonotonicAcrossTopNChanges(t *testing.T) {
 			for range n {
 				m.Departed(h, time.Millisecond)
 			}
-			m.Refused(h, ext.TriggerRefusal)
+			m.Refused(h, audit.TriggerRefusal)
 			m.RetryAfter(h, time.Second)
 			m.BreakerChanged(h, ext.BreakerState(round%3))
 			fed += n

@@ -4,6 +4,7 @@ import (
 	"sync/atomic"
 
 	"github.com/collypace/ext"
+	"github.com/collypace/ext/audit"
 )
 
 // Refusal triggers with a counter of their own; any other trigger string counts under "other".
@@ -15,15 +16,15 @@ const (
 	numTriggers
 )
 
-var triggerNames = [numTriggers]string{ext.TriggerRefusal, ext.TriggerServerError, ext.TriggerTransportError, OtherHost}
+var triggerNames = [numTriggers]string{string(audit.TriggerRefusal), string(audit.TriggerServerError), string(audit.TriggerTransportError), OtherHost}
 
-func triggerIndex(trigger string) int {
+func triggerIndex(trigger audit.Trigger) int {
 	switch trigger {
-	case ext.TriggerRefusal:
+	case audit.TriggerRefusal:
 		return trigRefusal
-	case ext.TriggerServerError:
+	case audit.TriggerServerError:
 		return trigServerError
-	case ext.TriggerTransportError:
+	case audit.TriggerTransportError:
 		return trigTransportError
 	}
 	return trigOther

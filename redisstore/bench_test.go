@@ -90,7 +90,7 @@ func BenchmarkAdmit(b *testing.B) {
 
 func BenchmarkSaveHosts(b *testing.B) {
 	st := openBench(b)
-	batch := make([]ext.HostState, 100)
+	batch := make([]ext.StoredHost, 100)
 	for i := range batch {
 		batch[i] = storetest.Sample(fmt.Sprintf("h%d.test", i))
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/collypace/ext"
+	"github.com/collypace/ext/audit"
 )
 
 // Fields of a host hash, in the order the save script receives them (ARGV[1..12]). Durations are
@@ -31,7 +32,7 @@ const (
 )
 
 // Fields of a host hash that only the scripts write, on the server's clock: the fleet's last departure
-// (admitScript) and the hold (saveScript). They are not part of ext.HostState.
+// (admitScript) and the hold (saveScript). They are not part of ext.StoredHost.
 const (
 	fieldLastDeparture = "last_departure"
 	fieldHoldServer    = "hold_srv"
@@ -66,7 +67,7 @@ func encodeTime(t time.Time) string {
 
 // hostArgs returns st's fields as the save script's ARGV, in hostFields order, then "1" when
 // st.Replace (write without the merge), else "0".
-func hostArgs(st ext.HostState) []any {
+func hostArgs(st ext.StoredHost) []any {
 	clamped, replace := "0", "0"
 	if st.CrawlClamped {
 		clamped = "1"
@@ -80,7 +81,7 @@ func hostArgs(st ext.HostState) []any {
 		strconv.FormatInt(int64(st.KnownLimit), 10),
 		encodeTime(st.NextDeparture),
 		encodeTime(st.HoldUntil),
-		st.HoldTrigger,
+		string(st.HoldTrigger),
 		strconv.FormatInt(int64(st.CrawlDelay), 10),
 		clamped,
 		strconv.Itoa(int(st.Breaker)),
@@ -93,7 +94,7 @@ func hostArgs(st ext.HostState) []any {
 
 // encodeHostHash returns st as the fields of its host hash: what SaveHosts writes when nothing is
 // stored yet.
-func encodeHostHash(st ext.HostState) map[string]string {
+func encodeHostHash(st ext.StoredHost) map[string]string {
 	args := hostArgs(st)
 	m := make(map[string]string, len(hostFields))
 	for i, f := range hostFields {
@@ -109,36 +110,36 @@ func encodeHostHash(st ext.HostState) map[string]string {
 // returns an error wrapping ext.ErrCorruptState. Values that parse but are out of range (negative
 // delays, an unknown breaker state) are returned as they are: the pacer repairs them. Unknown fields
 // are ignored.
-func decodeHostHash(host string, m map[string]string) (st ext.HostState, ok bool, err error) {
+func decodeHostHash(host string, m map[string]string) (st ext.StoredHost, ok bool, err error) {
 	_, saved := m[fieldVersion]
 	if !saved {
 		ld, admitted := m[fieldLastDeparture]
 		if len(m) == 0 || (admitted && len(m) == 1) {
 			if _, err := decodeTime(ld); err != nil {
-				return ext.HostState{}, false, corrupt(host, "field %s %q: %v", fieldLastDeparture, ld, err)
+				return ext.StoredHost{}, false, corrupt(host, "field %s %q: %v", fieldLastDeparture, ld, err)
 			}
-			return ext.HostState{}, false, nil
+			return ext.StoredHost{}, false, nil
 		}
 	}
 	d := decoder{host: host, m: m}
 	if v := d.int(fieldVersion); saved && d.err == nil && v != ext.StateVersion {
 		// Another layout: nothing but its version can be trusted.
-		return ext.HostState{Host: host, Version: v}, true, nil
+		return ext.StoredHost{Host: host, Version: v}, true, nil
 	}
 	d.err = nil // a missing version is reported below
 	for _, f := range hostFields {
 		if _, present := m[f]; !present {
-			return ext.HostState{}, false, corrupt(host, "field %s missing", f)
+			return ext.StoredHost{}, false, corrupt(host, "field %s missing", f)
 		}
 	}
-	st = ext.HostState{
+	st = ext.StoredHost{
 		Host:           host,
 		Version:        d.int(fieldVersion),
 		AdaptiveDelay:  d.duration(fieldAdaptiveDelay),
 		KnownLimit:     d.duration(fieldKnownLimit),
 		NextDeparture:  d.time(fieldNextDeparture),
 		HoldUntil:      d.time(fieldHoldUntil),
-		HoldTrigger:    m[fieldHoldTrigger],
+		HoldTrigger:    audit.Trigger(m[fieldHoldTrigger]),
 		CrawlDelay:     d.duration(fieldCrawlDelay),
 		CrawlClamped:   d.bool(fieldCrawlClamped),
 		Breaker:        ext.BreakerState(d.int(fieldBreaker)),
@@ -152,7 +153,7 @@ func decodeHostHash(host string, m map[string]string) (st ext.HostState, ok bool
 		}
 	}
 	if d.err != nil {
-		return ext.HostState{}, false, d.err
+		return ext.StoredHost{}, false, d.err
 	}
 	return st, true, nil
 }

@@ -24,7 +24,7 @@
 //
 // Every key starts with a prefix, DefaultPrefix ("collypace:") unless WithPrefix says otherwise:
 //
-//	<prefix>host:<host>    hash: one field a HostState field (below)
+//	<prefix>host:<host>    hash: one field a StoredHost field (below)
 //	<prefix>deferred       sorted set: deferred requests as JSON, scored by ID
 //	<prefix>deferred:seq   string: the last deferred request ID (INCR)
 //	<prefix>spill:<host>   list: the requests a Queue spilled for host, as JSON, oldest first

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/collypace/ext"
+	"github.com/collypace/ext/audit"
 	"github.com/collypace/ext/redisstore"
 	"github.com/collypace/ext/redisstore/internal/redistest"
 	"github.com/gocolly/colly/v2"
@@ -188,7 +189,7 @@ func TestFleetSurvivesRedisLoss(t *testing.T) {
 	defer st.Close()
 	var logs strings.Builder
 	var mu sync.Mutex
-	var alerts []string
+	var alerts []audit.Event
 	c := colly.NewCollector()
 	p := ext.AdaptivePacing(c, ext.WithStore(st), ext.WithBaseDelay(100*time.Millisecond), ext.WithJitter(0), ext.WithoutRobots(),
 		ext.WithLogger(zerolog.New(zerolog.SyncWriter(&logs))),
@@ -213,10 +214,10 @@ func TestFleetSurvivesRedisLoss(t *testing.T) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	if len(alerts) == 0 || alerts[0] != ext.EventStoreUnavailable {
+	if len(alerts) == 0 || alerts[0] != audit.EventStoreUnavailable {
 		t.Errorf("alerts = %v, want store_unavailable", alerts)
 	}
-	for _, ev := range []string{ext.EventStoreUnavailable, ext.EventStoreRecovered} {
+	for _, ev := range []string{string(audit.EventStoreUnavailable), string(audit.EventStoreRecovered)} {
 		if !strings.Contains(logs.String(), `"event":"`+ev+`"`) {
 			t.Errorf("no %s event in the audit trail", ev)
 		}

@@ -125,10 +125,10 @@ func wrapErr(err error, format string, args ...any) error {
 // LoadHost implements ext.Store. A key of another type than a hash, a missing field or a field that
 // does not parse returns an error wrapping ext.ErrCorruptState. A host that was only ever admitted
 // (Admit before any SaveHosts) has no saved state: ok is false.
-func (s *Store) LoadHost(ctx context.Context, host string) (ext.HostState, bool, error) {
+func (s *Store) LoadHost(ctx context.Context, host string) (ext.StoredHost, bool, error) {
 	m, err := s.c.HGetAll(ctx, s.hostKey(host)).Result()
 	if err != nil {
-		return ext.HostState{}, false, wrapErr(err, "load host %q", host)
+		return ext.StoredHost{}, false, wrapErr(err, "load host %q", host)
 	}
 	return decodeHostHash(host, m)
 }
@@ -136,7 +136,7 @@ func (s *Store) LoadHost(ctx context.Context, host string) (ext.HostState, bool,
 // SaveHosts implements ext.Store: one script a host, applying the merge rule atomically, the whole
 // batch in one pipeline (one round trip). A record that cannot be read, even a key of another type,
 // is overwritten.
-func (s *Store) SaveHosts(ctx context.Context, states []ext.HostState) error {
+func (s *Store) SaveHosts(ctx context.Context, states []ext.StoredHost) error {
 	if len(states) == 0 {
 		return nil
 	}

@@ -50,7 +50,7 @@ func TestOpen(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := st.SaveHosts(ctx, []ext.HostState{storetest.Sample("o.test")}); err != nil {
+	if err := st.SaveHosts(ctx, []ext.StoredHost{storetest.Sample("o.test")}); err != nil {
 		t.Error(err)
 	}
 	if err := st.Close(); err != nil {
@@ -94,7 +94,7 @@ func TestKeyLayout(t *testing.T) {
 			st = redisstore.New(c, redisstore.WithPrefix(prefix))
 		}
 		s := storetest.Sample("k.test:8080")
-		if err := st.SaveHosts(ctx, []ext.HostState{s}); err != nil {
+		if err := st.SaveHosts(ctx, []ext.StoredHost{s}); err != nil {
 			t.Fatal(err)
 		}
 		got, err := c.HGetAll(ctx, prefix+"host:k.test:8080").Result()
@@ -243,7 +243,7 @@ func TestRoundTripExtremes(t *testing.T) {
 	s.BreakerChanged = time.Unix(-86400, 1)
 	s.UpdatedAt = time.Now()
 	s.AdaptiveDelay, s.Failures, s.Breaker = -time.Nanosecond, -3, 42 // for the pacer to repair
-	if err := st.SaveHosts(ctx, []ext.HostState{s}); err != nil {
+	if err := st.SaveHosts(ctx, []ext.StoredHost{s}); err != nil {
 		t.Fatal(err)
 	}
 	got, ok, err := st.LoadHost(ctx, "x.test")
@@ -271,7 +271,7 @@ func TestAdmittedOnly(t *testing.T) {
 	}
 	s := storetest.Sample("r.test")
 	s.AdaptiveDelay = 0
-	if err := st.SaveHosts(ctx, []ext.HostState{s}); err != nil {
+	if err := st.SaveHosts(ctx, []ext.StoredHost{s}); err != nil {
 		t.Fatal(err)
 	}
 	if got, _, err := st.LoadHost(ctx, "r.test"); err != nil || storetest.Diff(got, s) != "" {
@@ -335,7 +335,7 @@ func TestCorruptHost(t *testing.T) {
 			t.Errorf("%s: Admit err %v; it reads none of the broken fields", tc.name, err)
 		}
 		// Saving is the repair: it overwrites what it cannot read.
-		if err := st.SaveHosts(ctx, []ext.HostState{storetest.Sample(host)}); err != nil {
+		if err := st.SaveHosts(ctx, []ext.StoredHost{storetest.Sample(host)}); err != nil {
 			t.Errorf("%s: SaveHosts over a corrupt record: %v", tc.name, err)
 			continue
 		}
@@ -348,7 +348,7 @@ func TestCorruptHost(t *testing.T) {
 	if err := hset(c, map[string]string{"v": "99", "adaptive_delay": "fast"})(redisstore.DefaultPrefix + "host:v99.test"); err != nil {
 		t.Fatal(err)
 	}
-	if got, ok, err := st.LoadHost(ctx, "v99.test"); !ok || err != nil || got != (ext.HostState{Host: "v99.test", Version: 99}) {
+	if got, ok, err := st.LoadHost(ctx, "v99.test"); !ok || err != nil || got != (ext.StoredHost{Host: "v99.test", Version: 99}) {
 		t.Errorf("version 99: LoadHost = %+v, ok %v, err %v; want only the host and version 99", got, ok, err)
 	}
 }
@@ -449,7 +449,7 @@ func TestRedisRestart(t *testing.T) {
 		"Admit":          func() error { _, err := st.Admit(ctx, "k.test", time.Second); return err },
 		"Departed":       func() error { return st.Departed(ctx, "k.test", time.Millisecond) },
 		"LoadHost":       func() error { _, _, err := st.LoadHost(ctx, "k.test"); return err },
-		"SaveHosts":      func() error { return st.SaveHosts(ctx, []ext.HostState{storetest.Sample("k.test")}) },
+		"SaveHosts":      func() error { return st.SaveHosts(ctx, []ext.StoredHost{storetest.Sample("k.test")}) },
 		"AddDeferred":    func() error { _, err := st.AddDeferred(ctx, ext.DeferredRequest{Host: "k.test"}); return err },
 		"ListDeferred":   func() error { _, err := st.ListDeferred(ctx, "", 0); return err },
 		"DeleteDeferred": func() error { return st.DeleteDeferred(ctx, []int64{1}) },
@@ -492,7 +492,7 @@ func TestRedisRestart(t *testing.T) {
 func TestScriptFlush(t *testing.T) {
 	c := redistest.Start(t).Client()
 	st := redisstore.New(c)
-	batch := []ext.HostState{storetest.Sample("a.test"), storetest.Sample("b.test")}
+	batch := []ext.StoredHost{storetest.Sample("a.test"), storetest.Sample("b.test")}
 	for range 2 {
 		if err := c.ScriptFlush(ctx).Err(); err != nil {
 			t.Fatal(err)
@@ -516,7 +516,7 @@ func TestContextCanceled(t *testing.T) {
 	if _, err := st.Admit(cctx, "a.test", time.Second); !errors.Is(err, context.Canceled) {
 		t.Errorf("Admit with a canceled context: %v", err)
 	}
-	if err := st.SaveHosts(cctx, []ext.HostState{storetest.Sample("a.test")}); !errors.Is(err, context.Canceled) {
+	if err := st.SaveHosts(cctx, []ext.StoredHost{storetest.Sample("a.test")}); !errors.Is(err, context.Canceled) {
 		t.Errorf("SaveHosts with a canceled context: %v", err)
 	}
 }
@@ -620,7 +620,7 @@ func TestTTLRefreshedOnWrite(t *testing.T) {
 	if err := c.PExpire(ctx, redisstore.DefaultPrefix+"host:ttl.test", time.Minute).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if err := st.SaveHosts(ctx, []ext.HostState{storetest.Sample("ttl.test")}); err != nil {
+	if err := st.SaveHosts(ctx, []ext.StoredHost{storetest.Sample("ttl.test")}); err != nil {
 		t.Fatal(err)
 	}
 	if d := ttl("ttl.test"); d <= 59*time.Minute {

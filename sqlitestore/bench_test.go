@@ -12,8 +12,8 @@ import (
 	"github.com/collypace/ext/internal/storetest"
 )
 
-func batch(prefix string, n int) []ext.HostState {
-	states := make([]ext.HostState, n)
+func batch(prefix string, n int) []ext.StoredHost {
+	states := make([]ext.StoredHost, n)
 	for i := range states {
 		states[i] = storetest.Sample(fmt.Sprintf("%s%d.test", prefix, i))
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/collypace/ext"
+	"github.com/collypace/ext/audit"
 )
 
 func TestMigrationsMatchSchemaVersion(t *testing.T) {
@@ -88,7 +89,7 @@ func FuzzDecodeHostRow(f *testing.F) {
 			if !errors.Is(err, ext.ErrCorruptState) {
 				t.Fatalf("error %v does not wrap ErrCorruptState", err)
 			}
-			if st != (ext.HostState{}) {
+			if st != (ext.StoredHost{}) {
 				t.Fatalf("an error with a state: %+v", st)
 			}
 			return
@@ -100,7 +101,7 @@ func FuzzDecodeHostRow(f *testing.F) {
 			t.Fatalf("version %d accepted from %#v", st.Version, vals[colVersion])
 		}
 		if st.Version != ext.StateVersion {
-			if st != (ext.HostState{Host: st.Host, Version: st.Version}) {
+			if st != (ext.StoredHost{Host: st.Host, Version: st.Version}) {
 				t.Fatalf("a version-%d row decoded beyond host and version: %+v", st.Version, st)
 			}
 			return
@@ -128,7 +129,7 @@ func TestDecodeHostRowLength(t *testing.T) {
 
 func TestDecodeOddValues(t *testing.T) {
 	// The driver may return a time.Time for a column declared DATE in a file written by something else.
-	vals := fuzzRow("", "a.test", ext.TriggerRetryAfter, [numHostColumns]int64{colVersion: ext.StateVersion}, 0, nil)
+	vals := fuzzRow("", "a.test", string(audit.TriggerRetryAfter), [numHostColumns]int64{colVersion: ext.StateVersion}, 0, nil)
 	vals[colUpdatedAt] = time.Now()
 	if _, err := decodeHostRow(vals); !errors.Is(err, ext.ErrCorruptState) {
 		t.Errorf("a time.Time value: %v, want ErrCorruptState", err)

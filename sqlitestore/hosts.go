@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/collypace/ext"
+	"github.com/collypace/ext/audit"
 )
 
 // hostColumns are the columns of hosts in the order hostArgs writes and decodeHostRow reads them.
@@ -69,7 +70,7 @@ const replaceHostSQL = "INSERT OR REPLACE INTO hosts (" + hostColumns + `)
 // SaveHosts implements ext.Store: the batch is one transaction, so it is written entirely or not at
 // all. NextDeparture and HoldUntil keep the later of the stored and the given value, unless the state
 // has Replace set.
-func (s *Store) SaveHosts(ctx context.Context, states []ext.HostState) error {
+func (s *Store) SaveHosts(ctx context.Context, states []ext.StoredHost) error {
 	if len(states) == 0 {
 		return nil
 	}
@@ -97,7 +98,7 @@ func (s *Store) SaveHosts(ctx context.Context, states []ext.HostState) error {
 }
 
 // hostArgs sets args to the column values of st, in hostColumns' order.
-func hostArgs(args *[numHostColumns]any, st ext.HostState) {
+func hostArgs(args *[numHostColumns]any, st ext.StoredHost) {
 	*args = [numHostColumns]any{
 		colHost:           st.Host,
 		colVersion:        int64(st.Version),
@@ -105,7 +106,7 @@ func hostArgs(args *[numHostColumns]any, st ext.HostState) {
 		colKnownLimit:     int64(st.KnownLimit),
 		colNextDeparture:  encodeTime(st.NextDeparture),
 		colHoldUntil:      encodeTime(st.HoldUntil),
-		colHoldTrigger:    st.HoldTrigger,
+		colHoldTrigger:    string(st.HoldTrigger),
 		colCrawlDelay:     int64(st.CrawlDelay),
 		colCrawlClamped:   encodeBool(st.CrawlClamped),
 		colBreaker:        int64(st.Breaker),
@@ -118,7 +119,7 @@ func hostArgs(args *[numHostColumns]any, st ext.HostState) {
 // LoadHost implements ext.Store. A row that cannot be decoded returns an error wrapping
 // ext.ErrCorruptState; a row of another ext.StateVersion returns only its Host and Version (see the
 // package documentation).
-func (s *Store) LoadHost(ctx context.Context, host string) (ext.HostState, bool, error) {
+func (s *Store) LoadHost(ctx context.Context, host string) (ext.StoredHost, bool, error) {
 	var vals [numHostColumns]any
 	var dest [numHostColumns]any
 	for i := range vals {
@@ -126,14 +127,14 @@ func (s *Store) LoadHost(ctx context.Context, host string) (ext.HostState, bool,
 	}
 	err := s.loadHost.QueryRowContext(ctx, host).Scan(dest[:]...)
 	if errors.Is(err, sql.ErrNoRows) {
-		return ext.HostState{}, false, nil
+		return ext.StoredHost{}, false, nil
 	}
 	if err != nil {
-		return ext.HostState{}, false, wrap(ctx, fmt.Sprintf("load host %q", host), err)
+		return ext.StoredHost{}, false, wrap(ctx, fmt.Sprintf("load host %q", host), err)
 	}
 	st, err := decodeHostRow(vals[:])
 	if err != nil {
-		return ext.HostState{}, false, fmt.Errorf("sqlitestore: load host %q: %w", host, err)
+		return ext.StoredHost{}, false, fmt.Errorf("sqlitestore: load host %q: %w", host, err)
 	}
 	return st, true, nil
 }
@@ -141,26 +142,26 @@ func (s *Store) LoadHost(ctx context.Context, host string) (ext.HostState, bool,
 // decodeHostRow decodes the values of a hosts row (driver values: nil, int64, float64, string,
 // []byte, or anything else a hostile file makes the driver return) in hostColumns' order. It checks
 // types, not sense, and never panics; its errors wrap ext.ErrCorruptState.
-func decodeHostRow(vals []any) (ext.HostState, error) {
+func decodeHostRow(vals []any) (ext.StoredHost, error) {
 	if len(vals) != numHostColumns {
-		return ext.HostState{}, corrupt("%d columns, want %d", len(vals), numHostColumns)
+		return ext.StoredHost{}, corrupt("%d columns, want %d", len(vals), numHostColumns)
 	}
 	d := rowDecoder{vals: vals}
-	var st ext.HostState
+	var st ext.StoredHost
 	st.Host = d.text(colHost)
 	st.Version = d.int(colVersion)
 	if d.err != nil {
-		return ext.HostState{}, d.err
+		return ext.StoredHost{}, d.err
 	}
 	if st.Version != ext.StateVersion {
 		// Another layout: its other columns may mean something else. The pacer discards the state.
-		return ext.HostState{Host: st.Host, Version: st.Version}, nil
+		return ext.StoredHost{Host: st.Host, Version: st.Version}, nil
 	}
 	st.AdaptiveDelay = d.duration(colAdaptiveDelay)
 	st.KnownLimit = d.duration(colKnownLimit)
 	st.NextDeparture = d.time(colNextDeparture)
 	st.HoldUntil = d.time(colHoldUntil)
-	st.HoldTrigger = d.text(colHoldTrigger)
+	st.HoldTrigger = audit.Trigger(d.text(colHoldTrigger))
 	st.CrawlDelay = d.duration(colCrawlDelay)
 	st.CrawlClamped = d.bool(colCrawlClamped)
 	st.Breaker = ext.BreakerState(d.int(colBreaker))
@@ -168,7 +169,7 @@ func decodeHostRow(vals []any) (ext.HostState, error) {
 	st.Failures = d.int(colFailures)
 	st.UpdatedAt = d.time(colUpdatedAt)
 	if d.err != nil {
-		return ext.HostState{}, d.err
+		return ext.StoredHost{}, d.err
 	}
 	return st, nil
 }

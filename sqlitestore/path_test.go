@@ -34,7 +34,7 @@ func TestOpenRelativeAndOddPaths(t *testing.T) {
 				t.Fatalf("Open(%q): %v", path, err)
 			}
 			ctx := context.Background()
-			if err := st.SaveHosts(ctx, []ext.HostState{storetest.Sample("a.test")}); err != nil {
+			if err := st.SaveHosts(ctx, []ext.StoredHost{storetest.Sample("a.test")}); err != nil {
 				t.Fatal(err)
 			}
 			if err := st.Close(); err != nil {
@@ -71,7 +71,7 @@ func TestOpenMissingDirectoryNamesIt(t *testing.T) {
 func TestOpenCreatesOwnerOnlyFile(t *testing.T) {
 	path := tempPath(t)
 	st := open(t, path)
-	if err := st.SaveHosts(context.Background(), []ext.HostState{storetest.Sample("a.test")}); err != nil {
+	if err := st.SaveHosts(context.Background(), []ext.StoredHost{storetest.Sample("a.test")}); err != nil {
 		t.Fatal(err)
 	}
 	for _, p := range []string{path, path + "-wal"} {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/collypace/ext"
+	"github.com/collypace/ext/audit"
 	"github.com/collypace/ext/internal/storetest"
 	"github.com/collypace/ext/sqlitestore"
 )
@@ -61,7 +62,7 @@ func TestReopenKeepsState(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := storetest.Sample("a.test")
-	if err := st.SaveHosts(ctx, []ext.HostState{want, storetest.Sample("b.test")}); err != nil {
+	if err := st.SaveHosts(ctx, []ext.StoredHost{want, storetest.Sample("b.test")}); err != nil {
 		t.Fatal(err)
 	}
 	req := ext.DeferredRequest{
@@ -170,7 +171,7 @@ func TestOpenRefuses(t *testing.T) {
 func TestOpenOddPath(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "a?b#c%d e.db")
 	st := open(t, path)
-	if err := st.SaveHosts(context.Background(), []ext.HostState{storetest.Sample("a.test")}); err != nil {
+	if err := st.SaveHosts(context.Background(), []ext.StoredHost{storetest.Sample("a.test")}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(path); err != nil {
@@ -196,7 +197,7 @@ func hostileFile(t *testing.T) (path string, db *sql.DB) {
 func goodRow(host string) map[string]any {
 	return map[string]any{
 		"host": host, "version": int64(ext.StateVersion), "adaptive_delay": int64(time.Second), "known_limit": int64(0),
-		"next_departure": int64(1e18), "hold_until": int64(0), "hold_trigger": ext.TriggerRetryAfter,
+		"next_departure": int64(1e18), "hold_until": int64(0), "hold_trigger": audit.TriggerRetryAfter,
 		"crawl_delay": int64(0), "crawl_clamped": int64(0), "breaker": int64(0), "breaker_changed": int64(0),
 		"failures": int64(0), "updated_at": int64(1e18),
 	}
@@ -281,7 +282,7 @@ func TestCorruptHostRows(t *testing.T) {
 			t.Errorf("%s: LoadHost = found %v, %v; want a row", c.name, found, err)
 		case got.Host != host || got.Version != c.want:
 			t.Errorf("%s: host %q version %d, want %q %d", c.name, got.Host, got.Version, host, c.want)
-		case c.want != ext.StateVersion && (got != ext.HostState{Host: host, Version: c.want}):
+		case c.want != ext.StateVersion && (got != ext.StoredHost{Host: host, Version: c.want}):
 			t.Errorf("%s: a row of another version decoded beyond its host and version: %+v", c.name, got)
 		}
 	}
@@ -289,7 +290,7 @@ func TestCorruptHostRows(t *testing.T) {
 	// A write heals a corrupt row, and the merge ignores what is not an integer.
 	for i, c := range cases {
 		want := storetest.Sample(fmt.Sprintf("h%d.test", i))
-		if err := st.SaveHosts(ctx, []ext.HostState{want}); err != nil {
+		if err := st.SaveHosts(ctx, []ext.StoredHost{want}); err != nil {
 			t.Fatalf("%s: SaveHosts over it: %v", c.name, err)
 		}
 		got, _, err := st.LoadHost(ctx, want.Host)
@@ -309,7 +310,7 @@ func TestCorruptHostRows(t *testing.T) {
 func TestStrictTablesRefuseBadTypes(t *testing.T) {
 	path := tempPath(t)
 	st := open(t, path)
-	if err := st.SaveHosts(context.Background(), []ext.HostState{storetest.Sample("a.test")}); err != nil {
+	if err := st.SaveHosts(context.Background(), []ext.StoredHost{storetest.Sample("a.test")}); err != nil {
 		t.Fatal(err)
 	}
 	db := rawDB(t, path)
@@ -377,7 +378,7 @@ func TestCanceledContext(t *testing.T) {
 			t.Errorf("%s with a canceled context = %v, want a wrapped context.Canceled", op, err)
 		}
 	}
-	check("SaveHosts", st.SaveHosts(ctx, []ext.HostState{storetest.Sample("a.test")}))
+	check("SaveHosts", st.SaveHosts(ctx, []ext.StoredHost{storetest.Sample("a.test")}))
 	_, _, err := st.LoadHost(ctx, "a.test")
 	check("LoadHost", err)
 	_, err = st.AddDeferred(ctx, ext.DeferredRequest{Method: "GET", URL: "http://a.test/"})
@@ -398,7 +399,7 @@ func TestConcurrentStores(t *testing.T) {
 		st := stores[g%2]
 		wg.Go(func() {
 			for i := range 25 {
-				batch := make([]ext.HostState, 10)
+				batch := make([]ext.StoredHost, 10)
 				for j := range batch {
 					batch[j] = storetest.Sample(fmt.Sprintf("h%d.test", j))
 					batch[j].NextDeparture = batch[j].NextDeparture.Add(time.Duration(g*100+i) * time.Millisecond)

@@ -59,7 +59,7 @@ type HostRun struct {
 // Sample is the adaptive pacer's state of one host at one instant (Pacer.Host).
 type Sample struct {
 	At     time.Time
-	Status ext.HostStatus
+	Status ext.HostSnapshot
 }
 
 // Run is one finished crawl of a scenario in one mode.

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/collypace/ext"
+	"github.com/collypace/ext/audit"
 	"github.com/collypace/ext/internal/auditreport"
 	"golang.org/x/net/html"
 )
@@ -15,11 +15,11 @@ import (
 var t0 = time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
 
 // line is one audit event of host at t with the schema's fields and the given ones.
-func line(host, event string, t time.Time, fields map[string]any) string {
+func line(host string, event audit.Event, t time.Time, fields map[string]any) string {
 	m := map[string]any{
-		ext.FieldTimestamp: t.Format(time.RFC3339Nano), ext.FieldPipelineID: "test", ext.FieldTargetDomain: host,
-		ext.FieldEvent: event, ext.FieldTrigger: "base", ext.FieldBaseDelayMS: 1000, ext.FieldComputedDelay: 1000,
-		ext.FieldJitterMS: 0, ext.FieldComplianceFlag: true, ext.FieldStatusCode: 0, ext.FieldSchema: ext.AuditSchema,
+		audit.FieldTimestamp: t.Format(time.RFC3339Nano), audit.FieldPipelineID: "test", audit.FieldTargetDomain: host,
+		audit.FieldEvent: event, audit.FieldTrigger: "base", audit.FieldBaseDelayMS: 1000, audit.FieldComputedDelay: 1000,
+		audit.FieldJitterMS: 0, audit.FieldComplianceFlag: true, audit.FieldStatusCode: 0, audit.FieldSchema: audit.Schema,
 	}
 	for k, v := range fields {
 		m[k] = v
@@ -30,17 +30,17 @@ func line(host, event string, t time.Time, fields map[string]any) string {
 
 // dep is a departure at t0+ms with the floor of 1 s and the given Crawl-delay.
 func dep(host string, ms int, path string, crawlMS int) string {
-	return line(host, ext.EventDelayApplied, t0.Add(time.Duration(ms)*time.Millisecond), map[string]any{
-		ext.FieldURL: "https://" + host + path, ext.FieldWaitMS: 0, ext.FieldIntervalMS: max(1000, crawlMS),
-		ext.FieldCrawlDelayMS: crawlMS, ext.FieldRateIntervalMS: 0,
+	return line(host, audit.EventDelayApplied, t0.Add(time.Duration(ms)*time.Millisecond), map[string]any{
+		audit.FieldURL: "https://" + host + path, audit.FieldWaitMS: 0, audit.FieldIntervalMS: max(1000, crawlMS),
+		audit.FieldCrawlDelayMS: crawlMS, audit.FieldRateIntervalMS: 0,
 	})
 }
 
 // hold is a Retry-After window from t0+fromMS to t0+toMS.
 func hold(host string, fromMS, toMS int) string {
 	from, to := t0.Add(time.Duration(fromMS)*time.Millisecond), t0.Add(time.Duration(toMS)*time.Millisecond)
-	return line(host, ext.EventRetryAfterHonoured, from, map[string]any{ext.FieldStatusCode: 429,
-		ext.FieldComputedDelay: toMS - fromMS, ext.FieldWindowStart: from.Format(time.RFC3339Nano), ext.FieldWindowEnd: to.Format(time.RFC3339Nano)})
+	return line(host, audit.EventRetryAfterHonoured, from, map[string]any{audit.FieldStatusCode: 429,
+		audit.FieldComputedDelay: toMS - fromMS, audit.FieldWindowStart: from.Format(time.RFC3339Nano), audit.FieldWindowEnd: to.Format(time.RFC3339Nano)})
 }
 
 // The HTML page parses and holds one chart (an inline SVG) per host; text from the trail is escaped.

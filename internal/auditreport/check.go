@@ -6,7 +6,7 @@ import (
 	"sort"
 	"time"
 
-	"github.com/collypace/ext"
+	"github.com/collypace/ext/audit"
 	"github.com/collypace/ext/internal/scenario"
 )
 
@@ -165,33 +165,33 @@ func Check(t *Trail, tol Tolerance) *Report {
 			h.Pipelines = append(h.Pipelines, e.Pipeline)
 		}
 		if !e.Compliant {
-			if e.Name == ext.EventDelayApplied {
+			if e.Name == audit.EventDelayApplied {
 				h.NonCompliantDepartures++
 			} else {
 				h.NonCompliant = append(h.NonCompliant, e)
 			}
 		}
 		switch e.Name {
-		case ext.EventDelayApplied:
+		case audit.EventDelayApplied:
 			h.Departures = append(h.Departures, departure(e, crawlDelay[e.Host]))
 			if !e.HasDeparture || e.URL == "" {
 				h.WithoutURL++
 			}
-		case ext.EventCrawlDelayApplied:
+		case audit.EventCrawlDelayApplied:
 			crawlDelay[e.Host] = e.Computed
-		case ext.EventRetryAfterHonoured, ext.EventRateLimitApplied:
+		case audit.EventRetryAfterHonoured, audit.EventRateLimitApplied:
 			if w, ok := window(e); ok {
 				h.Windows = append(h.Windows, w)
 			}
-		case ext.EventBreakerOpened:
+		case audit.EventBreakerOpened:
 			if n := len(h.Breaker); n == 0 || !h.Breaker[n-1].Closed.IsZero() {
 				h.Breaker = append(h.Breaker, BreakerPeriod{Opened: e.At, Detail: e.Detail})
 			}
-		case ext.EventBreakerClosed:
+		case audit.EventBreakerClosed:
 			if n := len(h.Breaker); n > 0 && h.Breaker[n-1].Closed.IsZero() {
 				h.Breaker[n-1].Closed = e.At
 			}
-		case ext.EventRequestDeferred:
+		case audit.EventRequestDeferred:
 			d := e.URL
 			if d == "" {
 				d = e.Detail
@@ -230,9 +230,9 @@ func departure(e Event, crawlDelay time.Duration) Departure {
 // from its timestamp; a rate_limit_applied without them is an interval, not a hold, or cannot be told
 // apart from one, and is not a window.
 func window(e Event) (Window, bool) {
-	w := Window{Kind: e.Name, Start: e.WindowStart, End: e.WindowEnd, Status: e.Status, Detail: e.Detail, Source: e.Source}
+	w := Window{Kind: string(e.Name), Start: e.WindowStart, End: e.WindowEnd, Status: e.Status, Detail: e.Detail, Source: e.Source}
 	if w.End.IsZero() {
-		if e.Name != ext.EventRetryAfterHonoured || e.Computed <= 0 {
+		if e.Name != audit.EventRetryAfterHonoured || e.Computed <= 0 {
 			return Window{}, false
 		}
 		w.Start, w.End, w.Derived = e.At, e.At.Add(e.Computed), true

@@ -8,17 +8,17 @@ import (
 	"testing"
 	"time"
 
-	"github.com/collypace/ext"
+	"github.com/collypace/ext/audit"
 )
 
 var t0 = time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
 
 // line is one schema 2 audit event; fields override or add to the common ones.
-func line(host, event string, at time.Time, fields map[string]any) string {
+func line(host string, event audit.Event, at time.Time, fields map[string]any) string {
 	m := map[string]any{
-		ext.FieldTimestamp: at.Format(time.RFC3339Nano), ext.FieldPipelineID: "p1", ext.FieldTargetDomain: host,
-		ext.FieldEvent: event, ext.FieldTrigger: "base", ext.FieldBaseDelayMS: 1000, ext.FieldComputedDelay: 1000,
-		ext.FieldJitterMS: 0, ext.FieldComplianceFlag: true, ext.FieldStatusCode: 0, ext.FieldSchema: ext.AuditSchema,
+		audit.FieldTimestamp: at.Format(time.RFC3339Nano), audit.FieldPipelineID: "p1", audit.FieldTargetDomain: host,
+		audit.FieldEvent: event, audit.FieldTrigger: "base", audit.FieldBaseDelayMS: 1000, audit.FieldComputedDelay: 1000,
+		audit.FieldJitterMS: 0, audit.FieldComplianceFlag: true, audit.FieldStatusCode: 0, audit.FieldSchema: audit.Schema,
 	}
 	for k, v := range fields {
 		m[k] = v
@@ -29,17 +29,17 @@ func line(host, event string, at time.Time, fields map[string]any) string {
 
 // dep is a departure at t0+ms with the floor of 1 s and the given Crawl-delay.
 func dep(host string, ms int, path string, crawlMS int) string {
-	return line(host, ext.EventDelayApplied, t0.Add(time.Duration(ms)*time.Millisecond), map[string]any{
-		ext.FieldURL: "https://" + host + path, ext.FieldWaitMS: 0, ext.FieldIntervalMS: max(1000, crawlMS),
-		ext.FieldCrawlDelayMS: crawlMS, ext.FieldRateIntervalMS: 0,
+	return line(host, audit.EventDelayApplied, t0.Add(time.Duration(ms)*time.Millisecond), map[string]any{
+		audit.FieldURL: "https://" + host + path, audit.FieldWaitMS: 0, audit.FieldIntervalMS: max(1000, crawlMS),
+		audit.FieldCrawlDelayMS: crawlMS, audit.FieldRateIntervalMS: 0,
 	})
 }
 
 // hold is a Retry-After window from t0+fromMS to t0+toMS.
 func hold(host string, fromMS, toMS int) string {
 	from, to := t0.Add(time.Duration(fromMS)*time.Millisecond), t0.Add(time.Duration(toMS)*time.Millisecond)
-	return line(host, ext.EventRetryAfterHonoured, from, map[string]any{ext.FieldStatusCode: 429,
-		ext.FieldComputedDelay: toMS - fromMS, ext.FieldWindowStart: from.Format(time.RFC3339Nano), ext.FieldWindowEnd: to.Format(time.RFC3339Nano)})
+	return line(host, audit.EventRetryAfterHonoured, from, map[string]any{audit.FieldStatusCode: 429,
+		audit.FieldComputedDelay: toMS - fromMS, audit.FieldWindowStart: from.Format(time.RFC3339Nano), audit.FieldWindowEnd: to.Format(time.RFC3339Nano)})
 }
 
 // Windows and gaps: each trail either is clean or has exactly one violation, by the departure to /x.
@@ -110,7 +110,7 @@ func TestMergedTrailsAreOneSchedule(t *testing.T) {
 func TestMalformedLines(t *testing.T) {
 	h := "shop.example"
 	trail := dep(h, 0, "/a", 0) + "not json\n" + `{"event":"delay_applied"}` + "\n\n" +
-		line(h, ext.EventDelayApplied, t0, map[string]any{ext.FieldIntervalMS: "soon"}) +
+		line(h, audit.EventDelayApplied, t0, map[string]any{audit.FieldIntervalMS: "soon"}) +
 		strings.Repeat("x", maxLine+10) + "\n" + dep(h, 1000, "/b", 0) + `{"timestamp":"yesterday","target_domain":"h","event":"x"`
 	r := checkBytes(t, DefaultTolerance, []byte(trail))
 	var lines []string
@@ -129,13 +129,13 @@ func TestMalformedLines(t *testing.T) {
 // crawl_delay_applied, a Retry-After window from its computed_delay_ms.
 func TestSchema1Trail(t *testing.T) {
 	h := "old.example"
-	old := func(event string, ms int, computed int) string {
-		b, _ := json.Marshal(map[string]any{ext.FieldTimestamp: t0.Add(time.Duration(ms) * time.Millisecond).Format(time.RFC3339Nano),
-			ext.FieldTargetDomain: h, ext.FieldEvent: event, ext.FieldBaseDelayMS: 100, ext.FieldComputedDelay: computed, ext.FieldComplianceFlag: true})
+	old := func(event audit.Event, ms int, computed int) string {
+		b, _ := json.Marshal(map[string]any{audit.FieldTimestamp: t0.Add(time.Duration(ms) * time.Millisecond).Format(time.RFC3339Nano),
+			audit.FieldTargetDomain: h, audit.FieldEvent: event, audit.FieldBaseDelayMS: 100, audit.FieldComputedDelay: computed, audit.FieldComplianceFlag: true})
 		return string(b) + "\n"
 	}
-	trail := old(ext.EventDelayApplied, 0, 100) + old(ext.EventCrawlDelayApplied, 10, 500) + old(ext.EventDelayApplied, 500, 500) +
-		old(ext.EventRetryAfterHonoured, 600, 2000) + old(ext.EventDelayApplied, 1200, 500) + old(ext.EventDelayApplied, 2600, 500)
+	trail := old(audit.EventDelayApplied, 0, 100) + old(audit.EventCrawlDelayApplied, 10, 500) + old(audit.EventDelayApplied, 500, 500) +
+		old(audit.EventRetryAfterHonoured, 600, 2000) + old(audit.EventDelayApplied, 1200, 500) + old(audit.EventDelayApplied, 2600, 500)
 	r := checkBytes(t, DefaultTolerance, []byte(trail))
 	if len(r.Violations) != 1 || !r.Violations[0].At.Equal(t0.Add(1200*time.Millisecond)) || !strings.Contains(r.Violations[0].What, "window") {
 		t.Fatalf("violations %v, want the departure at +1.2s inside the window", r.Violations)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/collypace/ext"
+	"github.com/collypace/ext/audit"
 	"github.com/gocolly/colly/v2"
 	"github.com/rs/zerolog"
 )
@@ -142,11 +143,11 @@ func mutate(t *testing.T, trail []byte, n int, at func(prev, windowStart time.Ti
 		if err := json.Unmarshal(l, &m); err != nil {
 			t.Fatal(err)
 		}
-		if m[ext.FieldEvent] == ext.EventDelayApplied {
-			ts, _ := time.Parse(time.RFC3339Nano, m[ext.FieldTimestamp].(string))
+		if m[audit.FieldEvent] == string(audit.EventDelayApplied) {
+			ts, _ := time.Parse(time.RFC3339Nano, m[audit.FieldTimestamp].(string))
 			if i == n {
 				moved = at(prev, start)
-				m[ext.FieldTimestamp] = moved.Format(time.RFC3339Nano)
+				m[audit.FieldTimestamp] = moved.Format(time.RFC3339Nano)
 			}
 			prev = ts
 			i++
@@ -190,7 +191,7 @@ func TestRealCrawlTampered(t *testing.T) {
 				t.Errorf("%q does not name the host and the time", found)
 			}
 			if found.URL == "" {
-				t.Errorf("%q does not name the URL: the trail's departures lack %s", found, ext.FieldURL)
+				t.Errorf("%q does not name the URL: the trail's departures lack %s", found, audit.FieldURL)
 			}
 		})
 	}

@@ -19,7 +19,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/collypace/ext"
+	"github.com/collypace/ext/audit"
 )
 
 // maxLine is the longest audit line read; a longer one is skipped with a warning.
@@ -29,8 +29,8 @@ const maxLine = 1 << 20
 type Event struct {
 	At        time.Time
 	Pipeline  string
-	Host      string // target_domain: the host key
-	Name      string // event
+	Host      string      // target_domain: the host key
+	Name      audit.Event // event
 	Trigger   string
 	Base      time.Duration
 	Computed  time.Duration
@@ -142,42 +142,42 @@ func parseLine(b []byte) (*Event, error) {
 	}
 	p := fieldParser{m: m}
 	e := &Event{Schema: 1}
-	ts := p.str(ext.FieldTimestamp, true)
-	e.Host = p.str(ext.FieldTargetDomain, true)
-	e.Name = p.str(ext.FieldEvent, true)
+	ts := p.str(audit.FieldTimestamp, true)
+	e.Host = p.str(audit.FieldTargetDomain, true)
+	e.Name = audit.Event(p.str(audit.FieldEvent, true))
 	if p.err != nil {
 		return nil, p.err
 	}
 	at, err := time.Parse(time.RFC3339Nano, ts)
 	if err != nil {
-		return nil, fmt.Errorf("%s %q: not RFC 3339", ext.FieldTimestamp, ts)
+		return nil, fmt.Errorf("%s %q: not RFC 3339", audit.FieldTimestamp, ts)
 	}
 	e.At = at
-	e.Pipeline = p.str(ext.FieldPipelineID, false)
-	e.Trigger = p.str(ext.FieldTrigger, false)
-	e.Detail = p.str(ext.FieldDetail, false)
-	e.URL = p.str(ext.FieldURL, false)
-	e.Base = p.ms(ext.FieldBaseDelayMS)
-	e.Computed = p.ms(ext.FieldComputedDelay)
-	e.Jitter = p.ms(ext.FieldJitterMS)
-	e.Status = int(p.int(ext.FieldStatusCode))
-	if _, ok := m[ext.FieldSchema]; ok {
-		e.Schema = int(p.int(ext.FieldSchema))
+	e.Pipeline = p.str(audit.FieldPipelineID, false)
+	e.Trigger = p.str(audit.FieldTrigger, false)
+	e.Detail = p.str(audit.FieldDetail, false)
+	e.URL = p.str(audit.FieldURL, false)
+	e.Base = p.ms(audit.FieldBaseDelayMS)
+	e.Computed = p.ms(audit.FieldComputedDelay)
+	e.Jitter = p.ms(audit.FieldJitterMS)
+	e.Status = int(p.int(audit.FieldStatusCode))
+	if _, ok := m[audit.FieldSchema]; ok {
+		e.Schema = int(p.int(audit.FieldSchema))
 	}
-	if raw, ok := m[ext.FieldComplianceFlag]; ok {
+	if raw, ok := m[audit.FieldComplianceFlag]; ok {
 		if err := json.Unmarshal(raw, &e.Compliant); err != nil {
-			return nil, fmt.Errorf("%s: not a boolean", ext.FieldComplianceFlag)
+			return nil, fmt.Errorf("%s: not a boolean", audit.FieldComplianceFlag)
 		}
 	} else {
 		e.Compliant = true
 	}
-	_, e.HasDeparture = m[ext.FieldIntervalMS]
-	e.Wait = p.ms(ext.FieldWaitMS)
-	e.Interval = p.ms(ext.FieldIntervalMS)
-	e.CrawlDelay = p.ms(ext.FieldCrawlDelayMS)
-	e.RateInterval = p.ms(ext.FieldRateIntervalMS)
-	e.WindowStart = p.time(ext.FieldWindowStart)
-	e.WindowEnd = p.time(ext.FieldWindowEnd)
+	_, e.HasDeparture = m[audit.FieldIntervalMS]
+	e.Wait = p.ms(audit.FieldWaitMS)
+	e.Interval = p.ms(audit.FieldIntervalMS)
+	e.CrawlDelay = p.ms(audit.FieldCrawlDelayMS)
+	e.RateInterval = p.ms(audit.FieldRateIntervalMS)
+	e.WindowStart = p.time(audit.FieldWindowStart)
+	e.WindowEnd = p.time(audit.FieldWindowEnd)
 	if p.err != nil {
 		return nil, p.err
 	}

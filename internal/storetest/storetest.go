@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/collypace/ext"
+	"github.com/collypace/ext/audit"
 )
 
 var t0 = time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
@@ -30,7 +31,7 @@ func Run(t *testing.T, newStore func(t *testing.T) ext.Store) {
 	t.Run("RoundTrip", func(t *testing.T) {
 		s := newStore(t)
 		want := Sample("a.test:8080")
-		if err := s.SaveHosts(context.Background(), []ext.HostState{want}); err != nil {
+		if err := s.SaveHosts(context.Background(), []ext.StoredHost{want}); err != nil {
 			t.Fatal(err)
 		}
 		got, ok, err := s.LoadHost(context.Background(), want.Host)
@@ -49,10 +50,10 @@ func Run(t *testing.T, newStore func(t *testing.T) ext.Store) {
 		second := Sample("m.test")
 		second.NextDeparture, second.HoldUntil = t0.Add(time.Second), t0.Add(time.Second)
 		second.AdaptiveDelay = 9 * time.Second
-		if err := s.SaveHosts(ctx, []ext.HostState{first}); err != nil {
+		if err := s.SaveHosts(ctx, []ext.StoredHost{first}); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.SaveHosts(ctx, []ext.HostState{second}); err != nil {
+		if err := s.SaveHosts(ctx, []ext.StoredHost{second}); err != nil {
 			t.Fatal(err)
 		}
 		got, _, err := s.LoadHost(ctx, "m.test")
@@ -73,10 +74,10 @@ func Run(t *testing.T, newStore func(t *testing.T) ext.Store) {
 		bad.NextDeparture, bad.HoldUntil = t0.Add(1000*time.Hour), t0.Add(1000*time.Hour)
 		fixed := Sample("r.test")
 		fixed.NextDeparture, fixed.HoldUntil, fixed.Replace = time.Time{}, t0.Add(time.Minute), true
-		if err := s.SaveHosts(ctx, []ext.HostState{bad}); err != nil {
+		if err := s.SaveHosts(ctx, []ext.StoredHost{bad}); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.SaveHosts(ctx, []ext.HostState{fixed}); err != nil {
+		if err := s.SaveHosts(ctx, []ext.StoredHost{fixed}); err != nil {
 			t.Fatal(err)
 		}
 		got, _, err := s.LoadHost(ctx, "r.test")
@@ -238,7 +239,7 @@ func Run(t *testing.T, newStore func(t *testing.T) ext.Store) {
 				for j := range 20 {
 					st := Sample(fmt.Sprintf("c%d.test", j%4))
 					st.AdaptiveDelay = time.Duration(i+1) * time.Second
-					if err := s.SaveHosts(context.Background(), []ext.HostState{st}); err != nil {
+					if err := s.SaveHosts(context.Background(), []ext.StoredHost{st}); err != nil {
 						t.Error(err)
 						return
 					}
@@ -297,14 +298,14 @@ func RunShared(t *testing.T, newStore func(t *testing.T) ext.SharedStore) {
 		s := newStore(t)
 		st := Sample("h.test")
 		st.NextDeparture, st.HoldUntil, st.AdaptiveDelay = time.Time{}, time.Now().Add(30*time.Second), 0
-		if err := s.SaveHosts(ctx, []ext.HostState{st}); err != nil {
+		if err := s.SaveHosts(ctx, []ext.StoredHost{st}); err != nil {
 			t.Fatal(err)
 		}
 		if wait, ok := admit(t, s, "h.test", time.Second); ok || !near(wait, 30*time.Second) {
 			t.Errorf("admission during a 30s hold: ok %v, wait %v", ok, wait)
 		}
 		st.HoldUntil = time.Now().Add(5 * time.Second) // a shorter hold does not shorten the stored one
-		if err := s.SaveHosts(ctx, []ext.HostState{st}); err != nil {
+		if err := s.SaveHosts(ctx, []ext.StoredHost{st}); err != nil {
 			t.Fatal(err)
 		}
 		if wait, _ := admit(t, s, "h.test", time.Second); !near(wait, 30*time.Second) {
@@ -315,7 +316,7 @@ func RunShared(t *testing.T, newStore func(t *testing.T) ext.SharedStore) {
 		s := newStore(t)
 		st := Sample("d.test")
 		st.NextDeparture, st.HoldUntil, st.AdaptiveDelay = time.Time{}, time.Time{}, time.Hour
-		if err := s.SaveHosts(ctx, []ext.HostState{st}); err != nil {
+		if err := s.SaveHosts(ctx, []ext.StoredHost{st}); err != nil {
 			t.Fatal(err)
 		}
 		admit(t, s, "d.test", time.Second)
@@ -329,7 +330,7 @@ func RunShared(t *testing.T, newStore func(t *testing.T) ext.SharedStore) {
 			t.Errorf("new host: %+v, %v; want no stored delays", a, err)
 		}
 		st := Sample("f.test")
-		if err := s.SaveHosts(ctx, []ext.HostState{st}); err != nil {
+		if err := s.SaveHosts(ctx, []ext.StoredHost{st}); err != nil {
 			t.Fatal(err)
 		}
 		if a, err := s.Admit(ctx, "f.test", time.Second); err != nil || a.AdaptiveDelay != st.AdaptiveDelay || a.KnownLimit != st.KnownLimit {
@@ -382,19 +383,19 @@ func urls(rs []ext.DeferredRequest) []string {
 	return out
 }
 
-// Sample returns a HostState with every field set, for round trips.
-func Sample(host string) ext.HostState {
-	return ext.HostState{
+// Sample returns a StoredHost with every field set, for round trips.
+func Sample(host string) ext.StoredHost {
+	return ext.StoredHost{
 		Host: host, Version: ext.StateVersion,
 		AdaptiveDelay: 2500 * time.Millisecond, KnownLimit: 1200 * time.Millisecond,
-		NextDeparture: t0.Add(3 * time.Second), HoldUntil: t0.Add(45 * time.Second), HoldTrigger: ext.TriggerRetryAfter,
+		NextDeparture: t0.Add(3 * time.Second), HoldUntil: t0.Add(45 * time.Second), HoldTrigger: audit.TriggerRetryAfter,
 		CrawlDelay: 2 * time.Second, CrawlClamped: true,
 		Breaker: ext.BreakerOpen, BreakerChanged: t0.Add(-time.Minute), Failures: 7, UpdatedAt: t0,
 	}
 }
 
 // Diff describes how got differs from want, or returns "".
-func Diff(got, want ext.HostState) string {
+func Diff(got, want ext.StoredHost) string {
 	eqTime := func(a, b time.Time) bool { return a.Equal(b) }
 	switch {
 	case got.Host != want.Host, got.Version != want.Version:

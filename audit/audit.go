@@ -1,0 +1,118 @@
+// Package audit is the vocabulary of collypace's audit trail: the event names, the field keys of
+// every JSON line, the triggers that say what caused an event and the reasons a circuit breaker
+// trips. The pacer (package ext) writes events with these names through the zerolog.Logger given to
+// ext.WithLogger; readers (cmd/pacereport, compliance tooling) match on them. The names and keys
+// are a stable schema: a new version adds, it never renames or reuses.
+package audit
+
+// Schema is the version of the audit schema written in every event's "schema" field.
+const Schema = 2
+
+// Event is the value of an event's "event" field: what happened.
+type Event string
+
+// The events.
+const (
+	EventDelayApplied        Event = "delay_applied"          // a request departed (at the instant its headers reached the wire)
+	EventDelayIncreased      Event = "delay_increased"        // the adaptive delay grew (refusal or latency)
+	EventDelayDecreased      Event = "delay_decreased"        // the adaptive delay gave capacity back
+	EventRetryAfterHonoured  Event = "retry_after_honoured"   // no departure to the host before the window ends
+	EventRetryAfterNow       Event = "retry_after_now"        // a Retry-After of 0 or a past date: no hold, the backoff only
+	EventCrawlDelayApplied   Event = "crawl_delay_applied"    // a robots.txt Crawl-delay became part of the interval
+	EventRateLimitApplied    Event = "rate_limit_applied"     // rate-limit headers set the interval or a hold
+	EventHeaderInvalid       Event = "header_invalid"         // a Retry-After or rate-limit field was ignored
+	EventRobotsInvalid       Event = "robots_invalid"         // part of robots.txt was not taken as published
+	EventRobotsUnavailable   Event = "robots_unavailable"     // robots.txt could not be read (5xx, 429, network): the host is held, retried
+	EventRetryScheduled      Event = "retry_scheduled"        // a refused request will be sent again after the window
+	EventRetriesExhausted    Event = "retries_exhausted"      // a refused request reached the retry limit
+	EventRetryDuplicate      Event = "retry_duplicate"        // an OnError callback retried a request the pacer retries: the copy was dropped
+	EventPacingBypassed      Event = "pacing_bypassed"        // requests reach the network without the pacer's transport
+	EventLimitRuleStacked    Event = "limit_rule_stacked"     // a LimitRule Delay adds latency + delay on top of pacing
+	EventDepartureAbandoned  Event = "departure_abandoned"    // a wait ended by cancellation or a deadline
+	EventRetryAfterTooLong   Event = "retry_after_too_long"   // a Retry-After above the maximum
+	EventCrawlDelayClamped   Event = "crawl_delay_clamped"    // a Crawl-delay above the maximum was clamped
+	EventRedirectHopTimedOut Event = "redirect_hop_timed_out" // a redirect hop's wait reached its request's deadline: retried
+	EventBreakerOpened       Event = "breaker_opened"         // the host is parked: its requests are deferred
+	EventBreakerHalfOpen     Event = "breaker_half_open"      // the cool-down is over: one probe goes out
+	EventBreakerClosed       Event = "breaker_closed"         // the probe succeeded: the host is crawled again
+	EventRequestDeferred     Event = "request_deferred"       // a request to a parked host was stored, not sent
+	EventDeferredDrained     Event = "deferred_drained"       // deferred requests were handed back to a collector
+	EventStateRepaired       Event = "state_repaired"         // a stored value could not be trusted and was fixed
+	EventStateCorrupt        Event = "state_corrupt"          // a stored row could not be decoded: the host starts afresh
+	EventStoreUnavailable    Event = "store_unavailable"      // the store failed: pacing continues locally
+	EventStoreRecovered      Event = "store_recovered"        // the store answers again
+	EventOptionInvalid       Event = "option_invalid"         // an option value was set aside at construction: the default is used
+)
+
+// Trigger is the value of an event's "trigger" field: what set a host's interval (or held it), or
+// what caused the event.
+type Trigger string
+
+// What sets a host's interval, or holds it.
+const (
+	TriggerBase       Trigger = "base"        // the base delay (the floor)
+	TriggerCrawlDelay Trigger = "crawl_delay" // robots.txt's Crawl-delay
+	TriggerRateLimit  Trigger = "rate_limit"  // the rate-limit headers (an interval, or a hold when exhausted)
+	TriggerAdaptive   Trigger = "adaptive"    // the adaptive delay
+	TriggerRetryAfter Trigger = "retry_after" // a Retry-After window
+)
+
+// What caused an event, beside the interval triggers.
+const (
+	TriggerDeparture      Trigger = "departure"
+	TriggerRefusal        Trigger = "refusal"         // 429, 503, or a 3xx/4xx with Retry-After
+	TriggerServerError    Trigger = "server_error"    // any other 5xx
+	TriggerTransportError Trigger = "transport_error" // refused or reset connection, timeout
+	TriggerLatency        Trigger = "latency"         // latency above the host's rolling p95
+	TriggerClean          Trigger = "clean"           // a 2xx or 3xx
+	TriggerRobots         Trigger = "robots"
+	TriggerTransport      Trigger = "transport"
+	TriggerLimitRule      Trigger = "limit_rule"
+	TriggerCancel         Trigger = "cancel"
+	TriggerBreaker        Trigger = "breaker"
+	TriggerStore          Trigger = "store"
+	TriggerOption         Trigger = "option"
+)
+
+// Trip is why a host's circuit breaker opened, in audit details and alerts.
+type Trip string
+
+// The trip reasons.
+const (
+	TripSustainedDelay Trip = "sustained_delay"       // the refusal-driven delay stayed above the threshold
+	TripFailures       Trip = "consecutive_failures"  // too many refusals in a row
+	TripRetryAfter     Trip = "retry_after_above_cap" // a Retry-After above MaxRetryAfter: parked until its end
+	TripCrawlDelay     Trip = "crawl_delay_above_cap" // a Crawl-delay above MaxCrawlDelay
+	TripProbeFailed    Trip = "probe_failed"          // the half-open probe was refused
+	// TripRobotsUnreachable: robots.txt could not be read for 30 minutes (ext's robotsUnreachableLimit): its pages
+	// are deferred, and the breaker's probe is the next robots.txt read.
+	TripRobotsUnreachable Trip = "robots_unreachable"
+)
+
+// The field keys of every event.
+const (
+	FieldTimestamp      = "timestamp"         // RFC 3339 UTC time of the event
+	FieldPipelineID     = "pipeline_id"       // ext.WithPipelineID
+	FieldTargetDomain   = "target_domain"     // the host key
+	FieldEvent          = "event"             // an Event
+	FieldTrigger        = "trigger"           // a Trigger
+	FieldBaseDelayMS    = "base_delay_ms"     // the host's base delay
+	FieldComputedDelay  = "computed_delay_ms" // departures: this request's wait; else the interval set, or the wait the event is about
+	FieldJitterMS       = "jitter_ms"         // the jitter of this departure
+	FieldComplianceFlag = "compliance_flag"   // false whenever a constraint the host published was not fully honoured
+	FieldStatusCode     = "status_code"       // the HTTP status involved, 0 when none
+	FieldDetail         = "detail"            // a human-readable explanation
+)
+
+// Field keys added in schema 2: every key above keeps its meaning, and readers ignore keys they do
+// not know.
+const (
+	FieldSchema         = "schema"                 // the schema version, Schema
+	FieldURL            = "url"                    // departures, refusals, retries, deferrals: the request, without userinfo (query only with ext.WithAuditQuery)
+	FieldWaitMS         = "wait_ms"                // departures: how long this request waited in the pacer
+	FieldIntervalMS     = "interval_ms"            // departures: the interval in force, jitter excluded
+	FieldCrawlDelayMS   = "crawl_delay_ms"         // departures: the robots.txt Crawl-delay in force (0: none)
+	FieldRateIntervalMS = "rate_limit_interval_ms" // departures: the interval the rate-limit headers imply (0: none)
+	FieldWindowStart    = "window_start"           // holds: when the window was learned, RFC 3339
+	FieldWindowEnd      = "window_end"             // holds: no departure before this instant, RFC 3339
+)
