@@ -107,6 +107,16 @@ func (c *config) reject(option string, value any, why string) {
 	c.invalid = append(c.invalid, fmt.Errorf("%w: %s(%v): %s", ErrInvalidOption, option, value, why))
 }
 
+// setValid sets *dst to v when ok, and otherwise sets v aside as invalid, keeping the default (see
+// Option).
+func setValid[T any](c *config, option string, v T, ok bool, why string, dst *T) {
+	if !ok {
+		c.reject(option, v, why)
+		return
+	}
+	*dst = v
+}
+
 // fraction reports whether f is in [0, 1] (NaN is not).
 func fraction(f float64) bool { return f >= 0 && f <= 1 }
 
@@ -167,71 +177,37 @@ func defaultConfig() config {
 
 // WithBaseDelay sets the floor of every host's interval (default 1 s; 0 is valid, negative is not).
 func WithBaseDelay(d time.Duration) Option {
-	return func(c *config) {
-		if d < 0 {
-			c.reject("WithBaseDelay", d, "negative")
-			return
-		}
-		c.baseDelay = d
-	}
+	return func(c *config) { setValid(c, "WithBaseDelay", d, d >= 0, "negative", &c.baseDelay) }
 }
 
 // WithMaxDelay sets the ceiling of the adaptive delay (default 30 s). The interval can still be longer
 // when a host publishes a longer Crawl-delay or rate limit, or sends Retry-After. It must be positive.
 func WithMaxDelay(d time.Duration) Option {
-	return func(c *config) {
-		if d <= 0 {
-			c.reject("WithMaxDelay", d, "not positive")
-			return
-		}
-		c.maxDelay = d
-	}
+	return func(c *config) { setValid(c, "WithMaxDelay", d, d > 0, "not positive", &c.maxDelay) }
 }
 
 // WithJitter adds a random extra of up to fraction × interval to each interval (default 0.1; 0 turns it off).
 // Jitter only lengthens an interval, never shortens it. The fraction must be in [0, 1].
 func WithJitter(f float64) Option {
-	return func(c *config) {
-		if !fraction(f) {
-			c.reject("WithJitter", f, "not in [0, 1]")
-			return
-		}
-		c.jitter = f
-	}
+	return func(c *config) { setValid(c, "WithJitter", f, fraction(f), "not in [0, 1]", &c.jitter) }
 }
 
 // WithMaxInFlight caps the requests in flight to one host (default 8). It must be positive.
 func WithMaxInFlight(n int) Option {
-	return func(c *config) {
-		if n <= 0 {
-			c.reject("WithMaxInFlight", n, "not positive")
-			return
-		}
-		c.maxInFlight = n
-	}
+	return func(c *config) { setValid(c, "WithMaxInFlight", n, n > 0, "not positive", &c.maxInFlight) }
 }
 
 // WithMaxRetries sets how many times a refused request is retried after the host's window (default 3;
 // 0 disables; negative is invalid).
 func WithMaxRetries(n int) Option {
-	return func(c *config) {
-		if n < 0 {
-			c.reject("WithMaxRetries", n, "negative")
-			return
-		}
-		c.maxRetries = n
-	}
+	return func(c *config) { setValid(c, "WithMaxRetries", n, n >= 0, "negative", &c.maxRetries) }
 }
 
 // WithRetryAfterBuffer sets the safety margin added to a Retry-After wait, as a fraction of it in
 // [0, 1] (default 0.10).
 func WithRetryAfterBuffer(f float64) Option {
 	return func(c *config) {
-		if !fraction(f) {
-			c.reject("WithRetryAfterBuffer", f, "not in [0, 1]")
-			return
-		}
-		c.retryAfterBuffer = f
+		setValid(c, "WithRetryAfterBuffer", f, fraction(f), "not in [0, 1]", &c.retryAfterBuffer)
 	}
 }
 
@@ -240,25 +216,13 @@ func WithRetryAfterBuffer(f float64) Option {
 // a longer value never gets a shorter wait. With BreakerPolicy.IgnoreCaps it is held for this maximum
 // instead, audited as not fully honoured. It must be positive.
 func WithMaxRetryAfter(d time.Duration) Option {
-	return func(c *config) {
-		if d <= 0 {
-			c.reject("WithMaxRetryAfter", d, "not positive")
-			return
-		}
-		c.maxRetryAfter = d
-	}
+	return func(c *config) { setValid(c, "WithMaxRetryAfter", d, d > 0, "not positive", &c.maxRetryAfter) }
 }
 
 // WithMaxCrawlDelay sets the longest robots.txt Crawl-delay honoured (default 60 s). A longer one is
 // clamped to it and audited with compliance_flag=false. It must be positive.
 func WithMaxCrawlDelay(d time.Duration) Option {
-	return func(c *config) {
-		if d <= 0 {
-			c.reject("WithMaxCrawlDelay", d, "not positive")
-			return
-		}
-		c.maxCrawlDelay = d
-	}
+	return func(c *config) { setValid(c, "WithMaxCrawlDelay", d, d > 0, "not positive", &c.maxCrawlDelay) }
 }
 
 // WithoutRobots turns off reading robots.txt for Crawl-delay.
@@ -359,13 +323,7 @@ func WithStoredCredentials(keep bool) Option {
 // Retry-After windows and breaker transitions are written at once, whatever the interval. It must be
 // positive.
 func WithFlushInterval(d time.Duration) Option {
-	return func(c *config) {
-		if d <= 0 {
-			c.reject("WithFlushInterval", d, "not positive")
-			return
-		}
-		c.flushInterval = d
-	}
+	return func(c *config) { setValid(c, "WithFlushInterval", d, d > 0, "not positive", &c.flushInterval) }
 }
 
 // WithBreaker sets when a host's circuit breaker trips and how long it stays open. Zero fields keep
