@@ -113,7 +113,7 @@ func parseRobots(status int, body []byte, agent string, max time.Duration) robot
 	data, err := robotstxt.FromBytes(info.Body)
 	if err != nil {
 		msg := strings.Join(strings.Fields(err.Error()), " ")
-		info.Problems = append(info.Problems, "robots.txt not parsed, Crawl-delay ignored: "+robotsQuote(msg))
+		info.Problems = append(info.Problems, "robots.txt not parsed, Crawl-delay ignored: "+quoteValue(msg, maxRobotsValueQuote))
 		return info
 	}
 	// FindGroup may return a package-level group shared by all callers: read only.
@@ -124,7 +124,7 @@ func parseRobots(status int, body []byte, agent string, max time.Duration) robot
 	info.Published = published
 	info.CrawlDelay = min(published, max)
 	if info.CrawlDelay < published {
-		info.Problems = append(info.Problems, fmt.Sprintf("Crawl-delay %s for %s clamped to %s", robotsFmtDelay(published), robotsQuote(agent), max))
+		info.Problems = append(info.Problems, fmt.Sprintf("Crawl-delay %s for %s clamped to %s", robotsFmtDelay(published), quoteValue(agent, maxRobotsValueQuote), max))
 	}
 	return info
 }
@@ -194,7 +194,7 @@ func (s *robotsSanitizer) sanitize(body []byte) []byte {
 		// fields has no valid value and is removed below.)
 		for j := 2; j < len(fields) && key != robotsDelay; j += 2 {
 			if robotsKey(fields[j]) != robotsOther {
-				s.problem("line %d: stray %s field after the value, line cut to its first field and value", n, robotsQuote(string(fields[j])))
+				s.problem("line %d: stray %s field after the value, line cut to its first field and value", n, quoteValue(string(fields[j]), maxRobotsValueQuote))
 				line = append(append(append([]byte(nil), fields[0]...), ": "...), fields[1]...)
 				break
 			}
@@ -210,7 +210,7 @@ func (s *robotsSanitizer) sanitize(body []byte) []byte {
 			s.agents++
 		case robotsRule:
 			if s.agents == 0 {
-				s.problem("line %d: %s before any User-agent, line removed", n, robotsQuote(string(fields[0])))
+				s.problem("line %d: %s before any User-agent, line removed", n, quoteValue(string(fields[0]), maxRobotsValueQuote))
 				continue
 			}
 		case robotsDelay:
@@ -218,13 +218,13 @@ func (s *robotsSanitizer) sanitize(body []byte) []byte {
 			secs, ok := parseCrawlDelay(value)
 			switch {
 			case !ok:
-				s.problem("line %d: Crawl-delay %s is not a non-negative decimal number, line removed", n, robotsQuote(value))
+				s.problem("line %d: Crawl-delay %s is not a non-negative decimal number, line removed", n, quoteValue(value, maxRobotsValueQuote))
 				continue
 			case s.agents == 0:
 				s.problem("line %d: Crawl-delay before any User-agent, line removed", n)
 				continue
 			case secs > robotsDelayCeiling:
-				s.problem("line %d: Crawl-delay %s too large, rewritten to %d", n, robotsQuote(value), robotsDelayCeiling)
+				s.problem("line %d: Crawl-delay %s too large, rewritten to %d", n, quoteValue(value, maxRobotsValueQuote), robotsDelayCeiling)
 				value = strconv.Itoa(robotsDelayCeiling)
 			case secs == 0:
 				value = "0" // also a value that underflows a float64
@@ -326,11 +326,11 @@ func crawlDelayValue(line []byte, keyLen int) string {
 // float64 is +Inf (it is still a finite decimal, and clamped like 1e20).
 func parseCrawlDelay(s string) (float64, bool) {
 	i, digits := 0, 0
-	for ; i < len(s) && isRobotsDigit(s[i]); i++ {
+	for ; i < len(s) && isDigit(s[i]); i++ {
 		digits++
 	}
 	if i < len(s) && s[i] == '.' {
-		for i++; i < len(s) && isRobotsDigit(s[i]); i++ {
+		for i++; i < len(s) && isDigit(s[i]); i++ {
 			digits++
 		}
 	}
@@ -343,7 +343,7 @@ func parseCrawlDelay(s string) (float64, bool) {
 			i++
 		}
 		expStart := i
-		for ; i < len(s) && isRobotsDigit(s[i]); i++ {
+		for ; i < len(s) && isDigit(s[i]); i++ {
 		}
 		if i == expStart {
 			return 0, false
@@ -357,16 +357,6 @@ func parseCrawlDelay(s string) (float64, bool) {
 		return 0, false // not reachable with the grammar above
 	}
 	return v, true
-}
-
-func isRobotsDigit(c byte) bool { return '0' <= c && c <= '9' }
-
-// robotsQuote quotes s for a Problem, truncated to maxRobotsValueQuote bytes.
-func robotsQuote(s string) string {
-	if len(s) > maxRobotsValueQuote {
-		return strconv.Quote(s[:maxRobotsValueQuote]) + "…"
-	}
-	return strconv.Quote(s)
 }
 
 // productToken derives the robots.txt product token from a User-Agent string:
@@ -392,7 +382,7 @@ func productToken(userAgent string) string {
 func productTokenPrefix(s string) string {
 	s = strings.TrimLeft(s, " \t")
 	i := 0
-	for i < len(s) && (s[i] >= 'a' && s[i] <= 'z' || isRobotsDigit(s[i]) || s[i] == '_' || s[i] == '-') {
+	for i < len(s) && (s[i] >= 'a' && s[i] <= 'z' || isDigit(s[i]) || s[i] == '_' || s[i] == '-') {
 		i++
 	}
 	return s[:i]

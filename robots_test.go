@@ -105,7 +105,7 @@ func TestParseRobotsBadCrawlDelay(t *testing.T) {
 		{"Crawl-delay: .", `"."`},
 		{"Crawl-delay: 5 6", `"5 6"`},
 		{"crawldelay: 1,5", `"1,5"`},
-		{"Crawl-delay: " + strings.Repeat("x", 100), `"` + strings.Repeat("x", 64) + `"…`},
+		{"Crawl-delay: " + strings.Repeat("x", 100), `"` + strings.Repeat("x", 64) + `"...`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.line, func(t *testing.T) {
