@@ -311,12 +311,12 @@ func TestAdaptiveDelayNeverExceedsCeiling(t *testing.T) {
 					t.Fatalf("adaptive delay %v above the 30s ceiling", after.AdaptiveDelay)
 				}
 				for _, e := range events(t, &buf)[seen:] {
-					switch e[audit.FieldEvent] {
-					case audit.EventDelayDecreased:
+					switch e[audit.FieldEvent] { // a JSON string: compared as one
+					case string(audit.EventDelayDecreased):
 						if after.AdaptiveDelay >= before.AdaptiveDelay {
 							t.Fatalf("delay_decreased logged for %v → %v", before.AdaptiveDelay, after.AdaptiveDelay)
 						}
-					case audit.EventDelayIncreased:
+					case string(audit.EventDelayIncreased):
 						if after.AdaptiveDelay <= before.AdaptiveDelay {
 							t.Fatalf("delay_increased logged for %v → %v", before.AdaptiveDelay, after.AdaptiveDelay)
 						}
