@@ -13,7 +13,8 @@ func TestAuditSchema(t *testing.T) {
 	var buf auditBuf
 	p := NewPacer(WithBaseDelay(time.Second), WithLogger(zerolog.New(&buf)), WithPipelineID("nightly"))
 	res := p.ReserveAt("shop.example:8443", t0)
-	p.auditDeparture(&flight{h: p.host("shop.example:8443"), res: res, url: "https://shop.example:8443/x"}, t0)
+	res.url = "https://shop.example:8443/x"
+	p.auditDeparture(&flight{h: p.host("shop.example:8443"), res: res}, t0)
 	p.ObserveAt(res, Outcome{Status: 429, Header: header("Retry-After", "7")}, t0)
 	evs := events(t, &buf)
 	if len(evs) < 3 {

@@ -120,8 +120,7 @@ func (b *binding) onRequestHeaders(r *colly.Request) {
 		return
 	}
 	p.markDispatched(*r.Headers)
-	f.parent, f.reqURL, f.url = ctx, r.URL, p.auditURL(r.URL)
-	f.res.url = f.url
+	f.parent, f.reqURL, f.res.url = ctx, r.URL, p.auditURL(r.URL)
 	b.flights.Store(r.ID, f)
 	p.rt.announce(r.URL, f)
 }

@@ -160,10 +160,6 @@ func (h *host) wired(at time.Time, sent bool) {
 	h.wakeHeadLocked()
 }
 
-// changedLocked tells the head its inputs changed (an interval up or down, a hold, the breaker): it
-// computes its time again at once.
-func (h *host) changedLocked() { h.wakeHeadLocked() }
-
 // AdmitAt applies the admission rule to a request to hostKey asking at now, as the head of its host's
 // queue, without waiting and without a shared store: when it may depart, the departure is recorded at
 // now and ok is true; otherwise nothing is recorded and the returned Reservation's At says when to ask
@@ -201,7 +197,8 @@ type waiter struct {
 	wake chan struct{} // signalled (capacity 1) when it becomes the head or, as the head, when its inputs change
 }
 
-// wakeHeadLocked signals the head of the FIFO, if any.
+// wakeHeadLocked signals the head of the FIFO, if any: it became the head, or its inputs changed (an
+// interval up or down, a hold, a wire instant, the breaker) and it computes its time again at once.
 func (h *host) wakeHeadLocked() {
 	if len(h.waiters) > 0 {
 		select {
@@ -413,7 +410,6 @@ type flight struct {
 	res         Reservation
 	departed    time.Time       // its admission
 	parent      context.Context // the collector's context, for a departure Colly announced
-	url         string          // the request, redacted for the audit trail
 	reqURL      *url.URL        // the announced request's URL, its key in transport.announced
 	claimed     atomic.Bool     // the pacing transport carried it
 	wirePending atomic.Bool     // traced: its wire instant is not known yet
@@ -436,7 +432,7 @@ func (f *flight) wire(p *Pacer, at time.Time, sent bool) {
 	}
 	f.h.wired(at, sent)
 	if sent {
-		if late := at.Sub(f.res.At); late > 0 && p.persist != nil && p.persist.shared != nil {
+		if f.res.fleet && at.Sub(f.res.At) > fleetWireSlack {
 			p.fleetWired(f.h, at)
 		}
 		p.auditDeparture(f, at)

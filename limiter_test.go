@@ -134,7 +134,7 @@ func TestNoWaitFailsBeforeItsContextEnds(t *testing.T) {
 
 		// And a wait whose time does not come fails when its context ends, not before.
 		h.delay.delay = time.Minute
-		h.changedLocked()
+		h.wakeHeadLocked()
 		ctx2, cancel2 := context.WithTimeout(t.Context(), 10*time.Second)
 		defer cancel2()
 		start = time.Now()

@@ -153,7 +153,7 @@ func (p *Pacer) applySignals(h *host, res Reservation, s outcomeSignals, now tim
 	events := h.applyLimitsLocked(s, now)
 	moved, event, trigger := h.applyVerdictLocked(res, s, now)
 	after, _ := h.intervalLocked(now)
-	h.changedLocked() // the head computes its time again: an interval up or down, a hold, the breaker
+	h.wakeHeadLocked() // the head computes its time again: an interval up or down, a hold, the breaker
 	if moved {
 		events = append(events, auditEvent{event: event, trigger: trigger, computed: after, compliant: true})
 	}
@@ -260,7 +260,7 @@ func (p *Pacer) auditDeparture(f *flight, at time.Time) {
 		level = zerolog.WarnLevel
 	}
 	p.audit.emit(level, auditEvent{
-		at: at, host: f.h.key, event: audit.EventDelayApplied, trigger: res.Trigger, url: f.url,
+		at: at, host: f.h.key, event: audit.EventDelayApplied, trigger: res.Trigger, url: res.url,
 		base: f.h.policy.BaseDelay, computed: res.Wait, jitter: res.Jitter, compliant: res.compliant,
 		departure: true, wait: res.Wait, interval: res.Interval, crawlDelay: res.crawlDelay, rateInterval: res.rateInterval,
 	})

@@ -384,12 +384,12 @@ func (p *Pacer) robotsFailed(e, prev *robotsEntry, h *host) {
 			e.tripped = true
 			e.retryAt = now // the breaker's probe, when it lets one through
 			brk = h.brk.tripLocked(now, audit.TripRobotsUnreachable)
-			h.changedLocked()
+			h.wakeHeadLocked()
 		}
 		e.retryAt = later(e.retryAt, h.holdUntil) // a Retry-After on robots.txt itself is obeyed
 		if e.retryAt.After(h.holdUntil) {
 			h.holdUntil, h.holdTrigger = e.retryAt, audit.TriggerRobots
-			h.changedLocked()
+			h.wakeHeadLocked()
 		}
 	}
 	parked := h.brk.state == BreakerOpen
@@ -480,7 +480,7 @@ func (p *Pacer) applyRules(h *host, e, r *robotsEntry, now time.Time) bool {
 	if clamped && !p.cfg.breaker.IgnoreCaps {
 		brk = h.brk.parkLocked(now, audit.TripCrawlDelay, r.fetchedAt.Add(p.cfg.robotsTTL))
 	}
-	h.changedLocked() // the head computes its time again: a new interval, or a breaker that opened
+	h.wakeHeadLocked() // the head computes its time again: a new interval, or a breaker that opened
 	h.mu.Unlock()
 	h.markDirty(p)
 	p.reportBreaker(h, brk, now)

@@ -79,8 +79,7 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if f, err = p.depart(req.Context(), p.host(p.cfg.hostKey(req.URL)), true, true); err != nil {
 			return nil, err
 		}
-		f.url = p.auditURL(req.URL)
-		f.res.url = f.url
+		f.res.url = p.auditURL(req.URL)
 	}
 	req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
 		WroteHeaders: func() { f.wire(p, p.now(), true) },
