@@ -241,6 +241,11 @@ func (p *Pacer) fleetAdmit(ctx context.Context, h *host, gap time.Duration, now 
 	return a.Wait + time.Duration(p.cfg.random()*float64(fleetReaskJitter)), false
 }
 
+// fleetWireSlack is how much later than its admission a fleet departure may reach the wire before the
+// shared store is told: a request's headers are normally written within microseconds, and a second
+// round trip per departure would double the store's load for nothing; a dial or a stall is told.
+const fleetWireSlack = time.Millisecond
+
 // fleetWired tells the shared store that a departure of h reached the wire at at, later than the store
 // admitted it, so that no process departs within an interval of the wire instant. It runs in the
 // background: the store's answer does not hold up the request.
