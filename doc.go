@@ -57,9 +57,9 @@
 //   - outcome.go: what an outcome means (refusal, server error, clean, neutral) and what it changes;
 //   - retryafter.go: Retry-After, HTTP-dates and the server's clock;
 //   - ratelimit.go: the rate-limit header families (X-RateLimit-*, RateLimit-*, structured RateLimit);
-//   - robots.go, robotscache.go: robots.txt, Crawl-delay and its cap, one fetch per origin a day;
+//   - robots.go, robotscache.go, robotsfetch.go: robots.txt, Crawl-delay and its cap, one fetch per origin a day;
 //   - breaker.go, defer.go: the circuit breaker and the requests it defers;
-//   - queue.go: the host-aware Queue;
+//   - queue.go, queuestore.go, queueheap.go: the host-aware Queue, its store I/O and its heaps;
 //   - store.go, persist.go, memstore.go: the Store contract, write-behind and write-through of state;
 //   - hostkey.go: what counts as one host ([DefaultHostKey], [ByRegistrableDomain], [ByIP]);
 //   - auditlog.go: writing audit events; their names, field keys and triggers are the

@@ -1,0 +1,224 @@
+package ext
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptrace"
+	"sync"
+	"time"
+
+	"github.com/collypace/ext/audit"
+	"github.com/rs/zerolog"
+)
+
+// Reading robots.txt through the pacer, and what an unreachable one does to its host (held, then
+// parked): the fetch side of robotscache.go.
+
+// readRobots makes one attempt at the robots.txt of origin into e, which replaces prev (nil for the
+// first), and applies its outcome to h.
+func (p *Pacer) readRobots(ctx context.Context, e, prev *robotsEntry, h *host, origin, agent string) {
+	// A Crawl-delay above the cap keeps the breaker open while it is known; the read that re-evaluates
+	// it must be able to go, as the breaker's probe. applyCrawlDelay sets it again from what is read.
+	clamped := false
+	if !p.cfg.breaker.IgnoreCaps {
+		h.mu.Lock()
+		clamped, h.crawlClamped = h.crawlClamped, false
+		h.mu.Unlock()
+	}
+	status, body, err := p.getRobots(ctx, origin, agent)
+	e.fetchedAt, e.status, e.err = p.now(), status, err
+	token := p.cfg.robotsAgent
+	if token == "" {
+		token = productToken(agent)
+	}
+	switch {
+	case ctx.Err() != nil || errors.Is(err, ErrWaitBeyondDeadline) || errors.Is(err, ErrBreakerOpen) && p.hostParkedOrProbing(h):
+		// Nothing learned of the host: its breaker kept the read from leaving, or the caller gave up
+		// (or its deadline comes before the read could leave). A redirect to a parked host is a failure.
+		e.void = true
+		if clamped {
+			h.mu.Lock()
+			h.crawlClamped = true
+			h.mu.Unlock()
+		}
+		p.robots.mu.Lock()
+		if p.robots.m[origin] == e {
+			if prev != nil {
+				p.robots.m[origin] = prev
+			} else {
+				delete(p.robots.m, origin)
+			}
+		}
+		p.robots.mu.Unlock()
+		return
+	case err != nil || status >= 500 || status == http.StatusTooManyRequests:
+		p.robotsFailed(e, prev, h)
+		return
+	case status >= 300 && status < 400:
+		// Too many redirects: RFC 9309 lets us treat robots.txt as unavailable, that is, no rules.
+		e.info = parseRobots(http.StatusNotFound, nil, token, p.cfg.maxCrawlDelay)
+	default:
+		e.info = parseRobots(status, body, token, p.cfg.maxCrawlDelay)
+	}
+	p.applyCrawlDelay(h, e)
+}
+
+// getRobots fetches origin's robots.txt through the pacer (a departure like any other) and returns
+// its status and (size-limited) body.
+func (p *Pacer) getRobots(ctx context.Context, origin, agent string) (int, []byte, error) {
+	ctx, cancel := context.WithCancelCause(context.WithValue(ctx, robotsFetchKey{}, true))
+	defer cancel(nil)
+	clock := &robotsClock{cancel: cancel}
+	defer clock.stop()
+	var rt http.RoundTripper = p.rt
+	if _, ok := p.cfg.transport.(*http.Transport); ok {
+		// Time the network, not the wait for a departure slot: each hop from its connection to its
+		// end (the body, for the last one). The countdown pauses when a hop goes to the pacer.
+		ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{GetConn: func(string) { clock.arm() }})
+		rt = robotsRoundTrip(func(r *http.Request) (*http.Response, error) {
+			clock.pause()
+			return p.rt.RoundTrip(r)
+		})
+	} else {
+		clock.arm()
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, origin+"/robots.txt", nil)
+	if err != nil {
+		return 0, nil, err
+	}
+	if agent != "" {
+		req.Header.Set("User-Agent", agent)
+	}
+	client := &http.Client{
+		Transport: rt,
+		CheckRedirect: func(_ *http.Request, via []*http.Request) error {
+			if len(via) > robotsMaxRedirects {
+				return http.ErrUseLastResponse
+			}
+			return nil
+		},
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxRobotsBody+1))
+	return resp.StatusCode, body, err
+}
+
+type robotsRoundTrip func(*http.Request) (*http.Response, error)
+
+func (f robotsRoundTrip) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// robotsClock cuts a robots.txt fetch off after robotsFetchTimeout of network time.
+type robotsClock struct {
+	mu     sync.Mutex // protects timer
+	timer  *time.Timer
+	cancel context.CancelCauseFunc
+}
+
+// arm starts (or restarts) the countdown.
+func (c *robotsClock) arm() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.timer == nil {
+		c.timer = time.AfterFunc(robotsFetchTimeout, func() { c.cancel(errRobotsNoAnswer) })
+		return
+	}
+	c.timer.Reset(robotsFetchTimeout)
+}
+
+// pause stops the countdown until the next arm.
+func (c *robotsClock) pause() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.timer != nil {
+		c.timer.Stop()
+	}
+}
+
+func (c *robotsClock) stop() { c.pause() }
+
+// robotsFailed records an unavailable robots.txt in e: the next try, and what applies until then.
+// With an earlier copy, it still applies (RFC 9309 §2.4). Without, the host is held until the next
+// try (RFC 9309 §2.3.1.4: unreachable means disallow), so nothing departs to it meanwhile (a Queue
+// does not hand it out), and after robotsUnreachableLimit its breaker opens.
+func (p *Pacer) robotsFailed(e, prev *robotsEntry, h *host) {
+	now := e.fetchedAt
+	e.unavailable, e.attempt, e.since = true, 1, now
+	if prev != nil {
+		e.cached = prev.rules()
+		if prev.unavailable {
+			e.attempt, e.since = prev.attempt+1, prev.since
+		}
+	}
+	backoff := p.cfg.robotsRetry
+	if e.attempt <= 30 {
+		backoff = min(robotsRetryFirst<<(e.attempt-1), backoff)
+	}
+	e.retryAt = now.Add(backoff)
+	limit := e.since.Add(robotsUnreachableLimit)
+
+	var brk *breakerChange
+	h.mu.Lock()
+	if e.cached == nil {
+		if now.Before(limit) {
+			e.retryAt = later(now, earlier(e.retryAt, limit)) // the last try at the limit
+		} else {
+			e.tripped = true
+			e.retryAt = now // the breaker's probe, when it lets one through
+			brk = h.brk.tripLocked(now, audit.TripRobotsUnreachable)
+			h.wakeHeadLocked()
+		}
+		e.retryAt = later(e.retryAt, h.holdUntil) // a Retry-After on robots.txt itself is obeyed
+		if e.retryAt.After(h.holdUntil) {
+			h.holdUntil, h.holdTrigger = e.retryAt, audit.TriggerRobots
+			h.wakeHeadLocked()
+		}
+	}
+	parked := h.brk.state == BreakerOpen
+	h.mu.Unlock()
+	h.markDirty(p)
+	p.reportBreaker(h, brk, now)
+	if e.cached != nil {
+		p.reapplyRobots(h, e, e.cached) // its Crawl-delay (and clamp) stay in force
+	}
+
+	detail := fmt.Sprintf("robots.txt unavailable (status %d", e.status)
+	if e.err != nil {
+		detail += ", " + e.err.Error() // the audit log strips URL userinfo
+	}
+	detail += fmt.Sprintf("): attempt %d", e.attempt)
+	if e.attempt > 1 {
+		detail += " since " + e.since.UTC().Format(time.RFC3339)
+	}
+	next := "next try at " + e.retryAt.UTC().Format(time.RFC3339Nano)
+	if parked {
+		next = "next try when the breaker lets its probe through"
+	}
+	ev := auditEvent{at: now, host: h.key, event: audit.EventRobotsUnavailable, trigger: audit.TriggerRobots,
+		base: h.policy.BaseDelay, computed: max(e.retryAt.Sub(now), 0), compliant: true, status: e.status}
+	switch {
+	case e.cached != nil:
+		ev.detail = fmt.Sprintf("%s; the robots.txt read at %s still applies; %s", detail, e.cached.fetchedAt.UTC().Format(time.RFC3339), next)
+	case e.tripped:
+		ev.detail = fmt.Sprintf("%s; unreachable for %v: host parked (%s), its requests deferred; %s",
+			detail, now.Sub(e.since).Round(time.Second), audit.TripRobotsUnreachable, next)
+	default:
+		ev.windowStart, ev.windowEnd = now, e.retryAt
+		ev.detail = fmt.Sprintf("%s; no rules known: the host's requests wait, %s; parked after %v unreachable",
+			detail, next, robotsUnreachableLimit)
+	}
+	p.audit.emit(zerolog.WarnLevel, ev)
+}
+
+func earlier(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
