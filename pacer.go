@@ -23,6 +23,7 @@ type Pacer struct {
 	rt         *transport // the pacing RoundTripper installed on collectors
 	warn       warnOnce
 	retrying   responseMarks
+	tries      tries // each refused attempt's fate: tells a user's Retry from a duplicate (retry.go)
 	deferred   responseMarks
 	persist    *persistence // nil without a store
 	deferStore Store        // where deferred and spilled requests go: the store, or memory

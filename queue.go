@@ -7,6 +7,7 @@ import (
 	"maps"
 	"net/http"
 	"net/url"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -136,10 +137,11 @@ func (q *Queue) AddRequest(r *colly.Request) error {
 
 // requeue puts a refused request back for its retry (it departs when the host's window ends), with
 // its whole body, marked so that send bypasses Colly's revisit check as Request.Retry does.
-func (q *Queue) requeue(r *colly.Request) {
+func (q *Queue) requeue(r *colly.Request, retries int) {
 	d, err := captureRequest(r, q.p.cfg.hostKey(r.URL), true)
 	if err == nil {
 		d.Ctx[queueRetryKey] = "1"
+		d.Ctx[retriesCtxKey] = strconv.Itoa(retries)
 		err = q.add(d)
 	}
 	if err != nil {

@@ -66,6 +66,9 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	p := t.p
 	f := t.claim(req.URL)
 	if f == nil {
+		if req.Context().Err() != nil { // a request whose wait the crawl's end cut short: it does not leave
+			return nil, context.Cause(req.Context())
+		}
 		if p.cfg.robots && isRobotsRequest(req) && req.Context().Value(robotsFetchKey{}) == nil {
 			return p.serveRobots(req)
 		}
