@@ -89,11 +89,14 @@ func (b *binding) onRequestHeaders(r *colly.Request) {
 			agent = b.c.UserAgent
 		}
 		if _, err := p.ensureRobots(ctx, r.URL, agent); err != nil {
-			if ctx.Err() != nil {
+			switch {
+			case ctx.Err() != nil:
 				b.crawlEnded(r)
-				return
+			case errors.Is(err, errHostUnreachable):
+				p.rt.failWith(r.URL, err) // OnError gets the network's error, not "Aborted before Do Request"
+			default:
+				r.Abort()
 			}
-			r.Abort()
 			return
 		}
 	}
@@ -142,6 +145,9 @@ func (b *binding) onResponse(resp *colly.Response) {
 func (b *binding) onError(resp *colly.Response, err error) {
 	f := b.settle(resp)
 	if f == nil || resp.Request == nil {
+		if resp.Request != nil && resp.StatusCode == 0 {
+			b.p.rt.failing.Delete(urlID(resp.Request.URL)) // failed before the transport, if it never got there
+		}
 		return
 	}
 	b.retryRefused(f, resp, err)

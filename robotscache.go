@@ -63,6 +63,7 @@ type robotsEntry struct {
 	since       time.Time    // when the first of them ended
 	retryAt     time.Time    // when the next attempt is due (once the host's breaker lets it go)
 	cached      *robotsEntry // the last robots.txt read, which still applies; nil: none, pages wait
+	unreachable bool         // the origin cannot be reached at all (no such name, connection refused)
 	tripped     bool         // this failure opened the host's breaker (robots_unreachable)
 
 	// void: nothing was learned (the host's breaker refused the fetch, or its caller gave up); the
@@ -168,6 +169,9 @@ func (p *Pacer) robotsFor(ctx context.Context, u *url.URL, agent string, wait bo
 			}
 			if !wait || h.parked(now, p.cfg.breaker) {
 				return e, nil
+			}
+			if e.unreachable { // nothing to wait for: its pages fail at once, with the network's error
+				return nil, fmt.Errorf("%w: %s (robots.txt: %w)", errHostUnreachable, origin, e.err)
 			}
 			if err := p.sleepUntil(ctx, e.retryAt); err != nil { // held until the next try
 				return nil, fmt.Errorf("ext: waiting for robots.txt of %s: %w", origin, err)
