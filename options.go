@@ -219,8 +219,11 @@ func WithMaxRetryAfter(d time.Duration) Option {
 	return func(c *config) { setValid(c, "WithMaxRetryAfter", d, d > 0, "not positive", &c.maxRetryAfter) }
 }
 
-// WithMaxCrawlDelay sets the longest robots.txt Crawl-delay honoured (default 60 s). A longer one is
-// clamped to it and audited with compliance_flag=false. It must be positive.
+// WithMaxCrawlDelay sets the longest robots.txt Crawl-delay the crawl accepts (default 60 s). A host
+// whose Crawl-delay is longer is parked: its breaker opens (crawl_delay_above_cap, an alert) and its
+// requests are deferred, none lost, until robots.txt is read again, as Nutch skips such hosts. With
+// BreakerPolicy.IgnoreCaps it is crawled at this maximum instead, audited with compliance_flag=false.
+// It must be positive.
 func WithMaxCrawlDelay(d time.Duration) Option {
 	return func(c *config) { setValid(c, "WithMaxCrawlDelay", d, d > 0, "not positive", &c.maxCrawlDelay) }
 }

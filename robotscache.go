@@ -299,7 +299,7 @@ func (p *Pacer) applyCrawlDelay(h *host, e *robotsEntry) {
 	if info.Published > info.CrawlDelay {
 		p.audit.emit(zerolog.WarnLevel, auditEvent{at: now, host: h.key, event: audit.EventCrawlDelayClamped, trigger: audit.TriggerCrawlDelay,
 			base: h.policy.BaseDelay, computed: info.CrawlDelay, compliant: false, status: e.status,
-			detail: fmt.Sprintf("robots.txt asks for %v, honoured up to %v", info.Published, info.CrawlDelay)})
+			detail: p.crawlClampDetail(info)})
 	}
 	if info.CrawlDelay > 0 {
 		compliant := info.Published <= info.CrawlDelay
@@ -310,6 +310,16 @@ func (p *Pacer) applyCrawlDelay(h *host, e *robotsEntry) {
 		p.audit.emit(level, auditEvent{at: now, host: h.key, event: audit.EventCrawlDelayApplied, trigger: audit.TriggerCrawlDelay,
 			base: h.policy.BaseDelay, computed: info.CrawlDelay, compliant: compliant, status: e.status})
 	}
+}
+
+// crawlClampDetail says what a Crawl-delay above the cap does: it parks the host, or with IgnoreCaps
+// it is held to the cap.
+func (p *Pacer) crawlClampDetail(info robotsInfo) string {
+	if p.cfg.breaker.IgnoreCaps {
+		return fmt.Sprintf("robots.txt asks for %s, honoured up to %v (IgnoreCaps)", robotsFmtDelay(info.Published), info.CrawlDelay)
+	}
+	return fmt.Sprintf("robots.txt asks for %s, above the cap of %v: the host is parked (%s), its requests deferred until robots.txt is read again",
+		robotsFmtDelay(info.Published), p.cfg.maxCrawlDelay, audit.TripCrawlDelay)
 }
 
 // keyCrawlDelay returns the largest Crawl-delay, as honoured and as published, among the robots.txt
