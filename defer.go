@@ -46,7 +46,7 @@ func (b *binding) deferRequest(r *colly.Request, h *host, cause error) {
 			compliant: true, detail: "deferring to memory: " + err.Error()})
 		id, err = p.fallback.AddDeferred(ctx, d) // memory: nothing leaves the process
 	}
-	detail := fmt.Sprintf("deferred %s %s (id %d): %v", d.Method, redactURL(d.URL), id, cause)
+	detail := fmt.Sprintf("deferred %s %s (id %d): %v", d.Method, p.auditRawURL(d.URL), id, cause)
 	if d.BodyLost {
 		detail += "; its body could not be re-read and is not kept"
 	}
@@ -136,7 +136,7 @@ func (p *Pacer) Drain(ctx context.Context, c *colly.Collector, hosts ...string) 
 				}
 				if err := resend(c, d); err != nil {
 					p.audit.emit(zerolog.WarnLevel, auditEvent{at: now, host: d.Host, event: audit.EventDeferredDrained, trigger: audit.TriggerBreaker,
-						compliant: true, detail: fmt.Sprintf("could not resend %s: %v (kept)", redactURL(d.URL), err)})
+						compliant: true, detail: fmt.Sprintf("could not resend %s: %v (kept)", p.auditRawURL(d.URL), err)})
 					continue
 				}
 				done = append(done, d.ID)

@@ -447,7 +447,7 @@ func (q *Queue) send(c *colly.Collector, d DeferredRequest) bool {
 	r, err := buildRequest(c, d)
 	if err != nil {
 		q.p.audit.emit(zerolog.ErrorLevel, auditEvent{at: q.p.now(), host: d.Host, event: audit.EventRetriesExhausted, trigger: audit.TriggerDeparture,
-			compliant: true, detail: fmt.Sprintf("queued request %s could not be built: %v", redactURL(d.URL), err)})
+			compliant: true, detail: fmt.Sprintf("queued request %s could not be built: %v", q.p.auditRawURL(d.URL), err)})
 		return false
 	}
 	r.Ctx.Put(queueCtxKey, q)
