@@ -250,9 +250,15 @@ func (q *Queue) Stop() {
 
 // Run sends the queued requests (and those added meanwhile) with c, whose pacer must be the queue's,
 // and returns when the queue is empty and every worker idle, after Stop, or once c's Context ends.
+// It returns nil when the queue ran dry or was stopped; the context's error when the context ended
+// with requests still queued (they stay queued); an error, sending nothing, for an Async collector or
+// one the queue's pacer is not installed on (it would send unpaced).
 func (q *Queue) Run(c *colly.Collector) error {
 	if c.Async {
 		return ErrAsyncCollector
+	}
+	if _, ok := q.p.installed.Load(c); !ok {
+		return errQueueUnpaced
 	}
 	q.mu.Lock()
 	q.stopped = false
@@ -298,8 +304,16 @@ func (q *Queue) Run(c *colly.Collector) error {
 		})
 	}
 	wg.Wait()
+	if ctx.Err() != nil {
+		if left := q.Size(); left > 0 {
+			return fmt.Errorf("ext: queue: %d requests left queued: %w", left, context.Cause(ctx))
+		}
+	}
 	return nil
 }
+
+// errQueueUnpaced is returned by Queue.Run for a collector the queue's pacer is not installed on.
+var errQueueUnpaced = errors.New("ext: Queue.Run needs a collector paced by the queue's pacer (AdaptivePacing or Pacer.Install)")
 
 // task is a worker's next job: a request whose host can depart now, or first the robots.txt of a
 // host not seen yet (its Crawl-delay must be known before its schedule can be read).
