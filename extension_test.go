@@ -219,19 +219,28 @@ func TestParallelismRuleKeepsSpacing(t *testing.T) {
 	})
 }
 
-// Replacing the transport after installing is detected on the first response and said loudly;
-// departures keep their spacing, since they wait in OnRequestHeaders.
+// Replacing the transport after installing is detected on the first response and said loudly, in the
+// audit trail and to WithAlert; departures keep their spacing, since they wait in OnRequestHeaders.
 func TestBypassedTransportDetected(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		n := newFakeNet(t)
 		h, base := n.host("bypass.test", slowPage(0))
 		var buf auditBuf
-		c, _ := pacedCollector(n, WithBaseDelay(time.Second), WithoutRobots(), WithLogger(zerolog.New(&buf)))
+		var alerts atomic.Int32
+		c, _ := pacedCollector(n, WithBaseDelay(time.Second), WithoutRobots(), WithLogger(zerolog.New(&buf)),
+			WithAlert(func(a Alert) {
+				if a.Event == audit.EventPacingBypassed {
+					alerts.Add(1)
+				}
+			}))
 		c.WithTransport(n.tr) // the user's own transport, set after AdaptivePacing
 		visitAll(t, c, base, 3)
 		ev := findEvent(t, &buf, audit.EventPacingBypassed)
 		if ev == nil || ev["level"] != "error" {
 			t.Errorf("pacing_bypassed event = %v, want one at error level", ev)
+		}
+		if alerts.Load() != 1 {
+			t.Errorf("%d pacing_bypassed alerts, want 1", alerts.Load())
 		}
 		assertGaps(t, h.gaps("/p/"), time.Second)
 	})
