@@ -1,7 +1,3 @@
-// Module github.com/collypace/ext/cmd: the benchmarks and pacereport. No replace directive, so that
-// `go install github.com/collypace/ext/cmd/pacereport@version` works (the go command refuses a module
-// with one); inside this repository go.work builds it against ../ instead of the version required
-// below, which a release sets to the tagged github.com/collypace/ext.
 module github.com/collypace/ext/cmd
 
 go 1.26.0
@@ -46,3 +42,5 @@ require (
 	google.golang.org/appengine v1.6.8 // indirect
 	google.golang.org/protobuf v1.36.10 // indirect
 )
+
+replace github.com/collypace/ext => ../

@@ -93,18 +93,3 @@ func TestIssue17Item10BinaryExitStatus(t *testing.T) {
 		}
 	}
 }
-
-// TestIssue17Item10InstallableAtVersion: `go install github.com/collypace/ext/cmd/pacereport@version`
-// (the README's way from a user's module) refuses a module whose go.mod holds a replace directive, so
-// the cmd module has none; go.work links it to ../ inside the repository.
-func TestIssue17Item10InstallableAtVersion(t *testing.T) {
-	b, err := os.ReadFile("../go.mod")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i, l := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(l); len(f) > 0 && f[0] == "replace" {
-			t.Errorf("../go.mod:%d: %s: go install …@version fails on a replace directive", i+1, l)
-		}
-	}
-}
