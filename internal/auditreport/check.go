@@ -112,6 +112,7 @@ func (v Violation) String() string {
 // Host is everything the report says about one host key.
 type Host struct {
 	Key          string
+	Name         string // what the caller calls the host (NameHosts), shown beside its key; "" for none
 	Pipelines    []string
 	Departures   []Departure
 	Constraints  []ConstraintStat
@@ -124,6 +125,22 @@ type Host struct {
 	Deferred               []string // URLs (or the event's detail when it has none)
 	// WithoutURL counts departures without schema 2 fields (url, interval_ms): older trails.
 	WithoutURL int
+}
+
+// Title is the host's key, followed by its name in parentheses when it has one.
+func (h *Host) Title() string {
+	if h.Name == "" || h.Name == h.Key {
+		return h.Key
+	}
+	return h.Key + " (" + h.Name + ")"
+}
+
+// NameHosts gives hosts names to show beside their keys (a demo's 127.0.0.1 ports, say): names maps a
+// host key to its name.
+func (r *Report) NameHosts(names map[string]string) {
+	for _, h := range r.Hosts {
+		h.Name = names[h.Key]
+	}
 }
 
 // MinGap and MedianGap are over every gap of the host; 0 with fewer than two departures.

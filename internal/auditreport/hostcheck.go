@@ -16,7 +16,9 @@ type hostCheck struct {
 	tol Tolerance
 	// What each process (trail) has in force for the host's published constraints, and since when: a
 	// constraint one process learned binds every process from that instant until the process that
-	// learned it records another value or its trail ends.
+	// learned it records another value (a later departure's fields, a later event) or its trail ends.
+	// A process's own later record replaces its earlier one: a rate-limit interval that shrinks as the
+	// quota refills binds its next departure at its new value.
 	crawl, rate map[string]learned
 	ends        map[string]time.Time
 	open        map[string]int // process → index in h.Breaker of its open period
@@ -107,18 +109,19 @@ func (c *hostCheck) depart(e Event) {
 	if n := len(h.Departures); n > 0 {
 		prev := h.Departures[n-1]
 		d.Gap = d.At.Sub(prev.At)
-		const atPrev = "in force at the previous departure"
-		floor, crawl, rate := max(d.Floor, prev.Floor), max(d.CrawlDelay, prev.CrawlDelay), max(d.RateInterval, prev.RateInterval)
-		raise(prev.Floor, ConstraintFloor, atPrev)
-		raise(prev.CrawlDelay, ConstraintCrawlDelay, atPrev)
-		raise(prev.RateInterval, ConstraintRateLimit, atPrev)
-		if l, ok := c.fleet(c.crawl, d); ok {
+		// The floor in force at either departure binds the gap. A published constraint binds as the
+		// latest word of each process: d's own (what d's process knew when d left, learned after any
+		// earlier departure of its own), and what every other process knew then (the previous departure's,
+		// or what its process learned since).
+		floor, crawl, rate := max(d.Floor, prev.Floor), d.CrawlDelay, d.RateInterval
+		raise(prev.Floor, ConstraintFloor, "in force at the previous departure")
+		if l, ok := c.fleet(c.crawl, prev, d); ok {
 			crawl = max(crawl, l.value)
-			raise(l.value, ConstraintCrawlDelay, "learned by "+l.process+" at "+FormatTime(l.at))
+			raise(l.value, ConstraintCrawlDelay, l.from(prev))
 		}
-		if l, ok := c.fleet(c.rate, d); ok {
+		if l, ok := c.fleet(c.rate, prev, d); ok {
 			rate = max(rate, l.value)
-			raise(l.value, ConstraintRateLimit, "learned by "+l.process+" at "+FormatTime(l.at))
+			raise(l.value, ConstraintRateLimit, l.from(prev))
 		}
 		c.note(ConstraintFloor, floor, d.Gap)
 		if crawl > 0 {
@@ -148,16 +151,24 @@ func (c *hostCheck) depart(e Event) {
 }
 
 // fleet is the largest value of a constraint that another process than d's has in force when d
-// leaves, its trail still running.
-func (c *hostCheck) fleet(m map[string]learned, d Departure) (learned, bool) {
+// leaves: the previous departure's process, and every process whose trail still runs.
+func (c *hostCheck) fleet(m map[string]learned, prev, d Departure) (learned, bool) {
 	var best learned
 	for p, l := range m {
-		if p == d.Process || l.value <= best.value || c.ends[p].Before(d.At) {
+		if p == d.Process || l.value <= best.value || (p != prev.Process && c.ends[p].Before(d.At)) {
 			continue
 		}
 		best = l
 	}
 	return best, best.value > 0
+}
+
+// from says where a constraint binding the gap before a departure came from.
+func (l learned) from(prev Departure) string {
+	if l.process == prev.Process && l.at.Equal(prev.At) {
+		return "in force at the previous departure"
+	}
+	return "learned by " + l.process + " at " + FormatTime(l.at)
 }
 
 func (c *hostCheck) note(name string, value, gap time.Duration) {

@@ -21,7 +21,7 @@ func (r *Report) WriteSummary(w io.Writer) error {
 	tw := tabwriter.NewWriter(pw, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "host\tdepartures\tmin gap\tmedian gap\tconstraint\twindows\tinside\tverdict\t\n")
 	for _, h := range r.Hosts {
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%d\t%d\t%s\t\n", h.Key, len(h.Departures), gapOrDash(h, h.MinGap()), gapOrDash(h, h.MedianGap()),
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%d\t%d\t%s\t\n", h.Title(), len(h.Departures), gapOrDash(h, h.MinGap()), gapOrDash(h, h.MedianGap()),
 			strongest(h), len(h.Windows), inside(h), h.verdict(r.Violations))
 	}
 	_ = tw.Flush()
@@ -61,7 +61,7 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 		if n := len(h.Departures); n > 0 {
 			first, last = FormatTime(h.Departures[0].At), FormatTime(h.Departures[n-1].At)
 		}
-		pw.printf("| %s | %d | %s | %s | %s | %s | %s | %d | %d | %s |\n", md(h.Key), len(h.Departures), first, last,
+		pw.printf("| %s | %d | %s | %s | %s | %s | %s | %d | %d | %s |\n", md(h.Title()), len(h.Departures), first, last,
 			gapOrDash(h, h.MinGap()), gapOrDash(h, h.MedianGap()), strongest(h), len(h.Windows), inside(h), h.verdict(r.Violations))
 	}
 	for _, h := range r.Hosts {
@@ -92,7 +92,7 @@ func (r *Report) writeVerdict(pw *printer, strong string) {
 }
 
 func (h *Host) writeMarkdown(pw *printer) {
-	pw.printf("\n## %s\n\n", md(h.Key))
+	pw.printf("\n## %s\n\n", md(h.Title()))
 	pw.printf("%d departures", len(h.Departures))
 	if n := len(h.Departures); n > 0 {
 		pw.printf(", first %s, last %s", FormatTime(h.Departures[0].At), FormatTime(h.Departures[n-1].At))
