@@ -107,7 +107,7 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		site.Close() // waits for the handlers, so requests cut short are in the server logs
 	}
 	writeSummary(out, tr.snapshot(), rec, time.Since(start), outcome, audit, o.audit)
-	writeReport(out, o.audit)
+	writeReport(out, o.audit, targets)
 	return nil
 }
 

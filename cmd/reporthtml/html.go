@@ -76,6 +76,7 @@ pre{background:#f6f6f6;padding:1em;overflow-x:auto}
 table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:.2em .5em;text-align:left}
 .bad{color:#b00}.ok{color:#070}
 section.host{margin-top:2em}
+figure.chart{margin:1em 0}figure.chart svg{max-width:100%;height:auto}
 </style></head><body>
 <h1>Pacing report</h1>
 <p>Trails: {{range $i, $f := .Files}}{{if $i}}, {{end}}<code>{{$f}}</code>{{end}}. Chart time is seconds since {{.T0}}.</p>
@@ -85,7 +86,7 @@ section.host{margin-top:2em}
 {{else}}<p class="ok"><strong>No violation</strong>: no departure inside a window or an open breaker, no gap under a constraint, no bypass.</p>{{end}}
 <pre>{{.Summary}}</pre>
 {{range .Pages}}<section class="host">
-<h2>{{.Key}}</h2>
+<h2>{{.Title}}</h2>
 <p>{{len .Departures}} departures{{with .Pipelines}}; pipelines: {{range $i, $p := .}}{{if $i}}, {{end}}{{$p}}{{end}}{{end}}.</p>
 <figure class="chart">{{.Chart}}</figure>
 {{with .Constraints}}<table><tr><th>constraint</th><th>most in force</th><th>gaps</th><th>min gap</th><th>median gap</th><th>under it</th></tr>
