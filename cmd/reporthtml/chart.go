@@ -46,6 +46,7 @@ func chart(h *auditreport.Host, t0 time.Time, vs []auditreport.Violation) ([]byt
 	boxes, band := layoutLegend(entries, chartWidth)
 	c := vgsvg.New(chartWidth, chartHeight+band)
 	dc := draw.New(c)
+	dc.FillPolygon(color.White, []vg.Point{dc.Min, {X: dc.Max.X, Y: dc.Min.Y}, dc.Max, {X: dc.Min.X, Y: dc.Max.Y}}) // the band too
 	p.Draw(draw.Crop(dc, 0, 0, band, 0))
 	drawLegend(dc, boxes, band)
 	var buf bytes.Buffer
