@@ -11,11 +11,11 @@ import (
 	"testing"
 )
 
-// TestIssue17Item12BadFlagPrintsUsageAndExits2: a bad flag, unknown or with a value the crawler or the
+// TestBadFlagPrintsUsageAndExits2: a bad flag, unknown or with a value the crawler or the
 // pacer cannot use (which would otherwise become option_invalid and a default), prints the error and
 // the usage, and the built program exits 2 without crawling. `go run` turns any failure into its own
 // status 1 and prints "exit status 2".
-func TestIssue17Item12BadFlagPrintsUsageAndExits2(t *testing.T) {
+func TestBadFlagPrintsUsageAndExits2(t *testing.T) {
 	bin := filepath.Join(t.TempDir(), "example_crawler")
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
@@ -55,10 +55,10 @@ func TestIssue17Item12BadFlagPrintsUsageAndExits2(t *testing.T) {
 	}
 }
 
-// TestIssue17Item9GeneratedFilesIgnored: what a run with the default flags writes (the audit trail, its
+// TestDefaultRunLeavesNoUntrackedFile: what a run with the default flags writes (the audit trail, its
 // HTML report, the SQLite state and its journal files) is ignored by git, whether the crawler runs from
 // the repository's root (the README's `go run ./example_crawler`) or from its own directory.
-func TestIssue17Item9GeneratedFilesIgnored(t *testing.T) {
+func TestDefaultRunLeavesNoUntrackedFile(t *testing.T) {
 	fs := flag.NewFlagSet("example_crawler", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	o, err := parseFlags(fs, nil)

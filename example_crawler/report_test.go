@@ -8,10 +8,9 @@ import (
 	"testing"
 )
 
-// TestIssue17Item13DemoHostNamesInPaceReport is issue 17 item 13: the demo's pace report named its hosts
-// by port only. The summary and the HTML page name each host by its key and, beside it, the name the
+// TestPaceReportNamesDemoHosts: the demo's pace report once named its hosts by port only. The summary and the HTML page name each host by its key and, beside it, the name the
 // crawl's tables use.
-func TestIssue17Item13DemoHostNamesInPaceReport(t *testing.T) {
+func TestPaceReportNamesDemoHosts(t *testing.T) {
 	dir := t.TempDir()
 	trail := filepath.Join(dir, "audit.jsonl")
 	dep := func(ts, path string) string {

@@ -10,11 +10,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
-// TestIssue17Item12TopHostsInvalidValue: WithTopHosts follows the invalid-value rule (README "Invalid
+// TestTopHostsInvalidValue: WithTopHosts follows the invalid-value rule (README "Invalid
 // values"). A negative n is an error wrapping ext.ErrInvalidOption from NewErr; New uses the default
 // (50 hosts with series of their own) and exports collypace_option_invalid{option="WithTopHosts"} 1.
 // 0 is valid: every host under "other", and no invalid option exported.
-func TestIssue17Item12TopHostsInvalidValue(t *testing.T) {
+func TestTopHostsInvalidValue(t *testing.T) {
 	if m, err := pacemetrics.NewErr(pacemetrics.WithTopHosts(-1)); !errors.Is(err, ext.ErrInvalidOption) || m != nil ||
 		!strings.Contains(err.Error(), "WithTopHosts(-1)") {
 		t.Errorf("NewErr(WithTopHosts(-1)) = %v, %v; want no collector and an error naming WithTopHosts(-1), wrapping ErrInvalidOption", m, err)

@@ -100,13 +100,13 @@ func (m *member) close(t *testing.T) {
 	}
 }
 
-// TestIssue17Item10RealFleetTrail is issue 17 item 10's fleet case: two real pacers share a private
+// TestMergedFleetTrailRevealsOtherProcessesConstraint: two real pacers share a private
 // redis-server through redisstore and crawl one loopback host. The host publishes a rate limit (one
 // request left, reset in 2 s: an interval of 2 s) to member A only; the store shares departures and
 // holds but not the rate-limit interval, so B, pacing by its 50 ms floor, departs within 2 s of A's
 // departure. Each trail alone is clean; the merged report finds B's departure, under the interval A
 // learned.
-func TestIssue17Item10RealFleetTrail(t *testing.T) {
+func TestMergedFleetTrailRevealsOtherProcessesConstraint(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.UserAgent() == "member-a" {
 			w.Header().Set("X-RateLimit-Limit", "10")

@@ -52,10 +52,10 @@ func TestExitStatus(t *testing.T) {
 	}
 }
 
-// TestIssue17Item10BinaryExitStatus is issue 17 item 10's exit statuses, of the built binary (`go run`
+// TestBinaryExitStatus: the exit statuses of the built binary (`go run`
 // turns every failure into 1): a trail that proves nothing (empty, garbage, no departure) and bad usage
 // exit 2, a violation (a bypass) 1, a clean trail 0.
-func TestIssue17Item10BinaryExitStatus(t *testing.T) {
+func TestBinaryExitStatus(t *testing.T) {
 	bin := filepath.Join(t.TempDir(), "pacereport")
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)

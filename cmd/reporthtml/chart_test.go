@@ -79,7 +79,7 @@ func chartTexts(t *testing.T, svg []byte) (height float64, texts []svgText) {
 	return height, texts
 }
 
-// TestIssue17Item13LegendFitsWithAPlainMachinesFonts is issue 17 item 13: the chart legend was cut off
+// TestChartLegendFitsWithPlainMachineFonts: the chart legend was once cut off
 // at the right edge ("window: no departure allowed (Retry-After, rat…") and drawn over the points,
 // because gonum laid the text out with Liberation Serif, which a plain machine lacks, and drew the
 // legend inside the plot. Every text of a chart with every legend entry is now in DejaVu Sans (what a
@@ -87,7 +87,7 @@ func chartTexts(t *testing.T, svg []byte) (height float64, texts []svgText) {
 // under the plot, never over it; and it fits in the canvas even drawn 15 % wider than measured, with
 // no two labels of a row overlapping. (Checked by eye too: rsvg-convert at 864×441 px, the chart's
 // size, with Debian's fonts.)
-func TestIssue17Item13LegendFitsWithAPlainMachinesFonts(t *testing.T) {
+func TestChartLegendFitsWithPlainMachineFonts(t *testing.T) {
 	h := "shop.example"
 	trail := dep(h, 0, "/a", 0) + dep(h, 1000, "/b", 0) + hold(h, 1500, 3000) + dep(h, 2000, "/inside", 0) +
 		dep(h, 3000, "/c", 2000) + dep(h, 5000, "/d", 2000) +

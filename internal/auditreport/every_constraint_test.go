@@ -29,12 +29,11 @@ func event(host string, e audit.Event, ms int, fields map[string]any) string {
 	return line(host, e, at(ms), fields)
 }
 
-// TestIssue17Item10EveryConstraintAtEveryGap is issue 17 item 10: every doctored violation the report
-// used to pass (a departure in a park window, in a robots-unavailable hold, in an open-breaker period, a
+// TestReportChecksEveryConstraintAtEveryGap: every doctored violation the report once passed (a departure in a park window, in a robots-unavailable hold, in an open-breaker period, a
 // bypass, a gap under the earlier departure's constraint, a gap under a constraint another process
 // learned) is reported, by the departure to /x; the same trails without the doctored line are clean.
 // Each case is one or two trails (processes).
-func TestIssue17Item10EveryConstraintAtEveryGap(t *testing.T) {
+func TestReportChecksEveryConstraintAtEveryGap(t *testing.T) {
 	h := "shop.example"
 	const hour = 3600 * 1000
 	for _, tc := range []struct {
@@ -118,7 +117,7 @@ func TestIssue17Item10EveryConstraintAtEveryGap(t *testing.T) {
 }
 
 // A trail without a departure proves nothing, whatever else it holds.
-func TestIssue17Item10NoDepartureProvesNothing(t *testing.T) {
+func TestTrailWithoutDepartureProvesNothing(t *testing.T) {
 	h := "shop.example"
 	for name, trail := range map[string]string{
 		"empty":          "",
