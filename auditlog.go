@@ -101,12 +101,11 @@ func (p *Pacer) auditURL(u *url.URL) string {
 	return c.String()
 }
 
-// redactURL drops userinfo from a URL before it is logged.
-func redactURL(raw string) string {
+// auditRawURL is auditURL for a URL kept as a string (a deferred or queued request).
+func (p *Pacer) auditRawURL(raw string) string {
 	u, err := url.Parse(raw)
 	if err != nil {
 		return "(unparseable URL)"
 	}
-	u.User = nil
-	return u.String()
+	return p.auditURL(u)
 }

@@ -230,7 +230,7 @@ func (b *breaker) observeLocked(v Verdict, probe bool, adaptive time.Duration, p
 type Alert struct {
 	At     time.Time
 	Host   string
-	Event  audit.Event // audit.EventBreakerOpened, audit.EventStoreUnavailable or audit.EventOptionInvalid
+	Event  audit.Event // audit.EventBreakerOpened, EventStoreUnavailable, EventOptionInvalid, EventPacingBypassed or EventCallbacksBeforePacer
 	Detail string
 }
 

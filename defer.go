@@ -8,7 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"strings"
+	"strconv"
 	"time"
 
 	"github.com/collypace/ext/audit"
@@ -34,6 +34,9 @@ func (b *binding) deferRequest(r *colly.Request, h *host, cause error) {
 		d.Body, d.BodyLost = nil, true
 	}
 	d.DeferredAt, d.Reason = now, cause.Error()
+	if n := p.tries.retriesOf(headerOf(r)); n > 0 {
+		d.Ctx[retriesCtxKey] = strconv.Itoa(n) // its retries so far count when it is sent again
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
 	defer cancel()
 	id, err := p.deferStore.AddDeferred(ctx, p.storable(d))
@@ -43,7 +46,7 @@ func (b *binding) deferRequest(r *colly.Request, h *host, cause error) {
 			compliant: true, detail: "deferring to memory: " + err.Error()})
 		id, err = p.fallback.AddDeferred(ctx, d) // memory: nothing leaves the process
 	}
-	detail := fmt.Sprintf("deferred %s %s (id %d): %v", d.Method, redactURL(d.URL), id, cause)
+	detail := fmt.Sprintf("deferred %s %s (id %d): %v", d.Method, p.auditRawURL(d.URL), id, cause)
 	if d.BodyLost {
 		detail += "; its body could not be re-read and is not kept"
 	}
@@ -53,6 +56,7 @@ func (b *binding) deferRequest(r *colly.Request, h *host, cause error) {
 	p.audit.emit(zerolog.WarnLevel, auditEvent{at: now, host: h.key, event: audit.EventRequestDeferred, trigger: audit.TriggerBreaker, url: p.auditURL(r.URL),
 		base: h.policy.BaseDelay, compliant: true, detail: detail})
 	p.deferred.mark(r, now)
+	p.tries.settle(headerOf(r), tryDeferred, now) // a user's Retry of it would send it twice
 	r.Abort()
 }
 
@@ -132,7 +136,7 @@ func (p *Pacer) Drain(ctx context.Context, c *colly.Collector, hosts ...string) 
 				}
 				if err := resend(c, d); err != nil {
 					p.audit.emit(zerolog.WarnLevel, auditEvent{at: now, host: d.Host, event: audit.EventDeferredDrained, trigger: audit.TriggerBreaker,
-						compliant: true, detail: fmt.Sprintf("could not resend %s: %v (kept)", redactURL(d.URL), err)})
+						compliant: true, detail: fmt.Sprintf("could not resend %s: %v (kept)", p.auditRawURL(d.URL), err)})
 					continue
 				}
 				done = append(done, d.ID)
@@ -246,14 +250,14 @@ func buildRequest(c *colly.Collector, d DeferredRequest) (*colly.Request, error)
 	return c.UnmarshalRequest(raw)
 }
 
-// stringValues returns the string values of a colly.Context (with the retry count kept there).
+// stringValues returns the string values of a colly.Context.
 func stringValues(ctx *colly.Context) map[string]string {
 	if ctx == nil {
 		return nil
 	}
 	out := map[string]string{}
 	ctx.ForEach(func(k string, v any) any {
-		if s, ok := v.(string); ok && !strings.HasPrefix(k, sentKeyPrefix) {
+		if s, ok := v.(string); ok {
 			out[k] = s
 		}
 		return nil

@@ -8,7 +8,9 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/collypace/ext/audit"
 	"github.com/gocolly/colly/v2"
+	"github.com/rs/zerolog"
 )
 
 // credentialed sets on every request of c the credentials a store must not keep, and one header it must.
@@ -92,4 +94,28 @@ func TestStoredRequestsLeaveCredentialsOut(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A deferred request's audit detail names its URL as the url field does: no userinfo, and no query
+// (which often carries tokens) unless WithAuditQuery.
+func TestDeferredDetailDropsQuery(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := newFakeNet(t)
+		_, base := n.host("down.test", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusServiceUnavailable) })
+		var buf auditBuf
+		c, p := pacedCollector(n, WithoutRobots(), WithMaxRetries(0), WithLogger(zerolog.New(&buf)),
+			WithBreaker(BreakerPolicy{Failures: 1, Cooldown: time.Minute}))
+		defer p.Close()
+		for i := range 2 {
+			_ = c.Visit(fmt.Sprintf("%s/p/%d?token=secret", base, i))
+		}
+		c.Wait()
+		ev := findEvent(t, &buf, audit.EventRequestDeferred)
+		if ev == nil {
+			t.Fatal("no request_deferred event")
+		}
+		if d := ev[audit.FieldDetail].(string); strings.Contains(d, "secret") || !strings.Contains(d, "http://down.test/p/") {
+			t.Errorf("detail %q: want the URL without its query", d)
+		}
+	})
 }

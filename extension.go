@@ -5,7 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
+	"reflect"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -34,6 +35,8 @@ func (p *Pacer) Install(c *colly.Collector) {
 		return
 	}
 	b := &binding{p: p, c: c}
+	b.checkCallbackOrder()
+	c.OnRequest(b.onRequest)
 	c.OnRequestHeaders(b.onRequestHeaders)
 	c.OnResponse(b.onResponse)
 	c.OnError(b.onError)
@@ -45,42 +48,30 @@ type binding struct {
 	c       *colly.Collector
 	flights sync.Map     // request ID (uint32) → *flight, from departure to the request's callback
 	stacked atomic.Int32 // consecutive responses whose callbacks ran late, as after a LimitRule Delay
-	claimMu sync.Mutex   // makes claimAttempt's read and write of a request's Context one step
 }
 
-// claimAttempt reports whether r may go as the attempt its Context counts: false when that attempt
-// was sent already, by another copy. That happens when an OnError callback calls Retry for a request
-// the pacer retries too: both copies share the Context, so they share one retry counter, and the
-// second copy of an attempt is dropped. Requests the pacer never retried are not tracked.
-func (b *binding) claimAttempt(r *colly.Request) bool {
-	key := attemptsKey(r)
-	attempt := r.Ctx.Get(key)
-	if attempt == "" {
-		return true
+// checkCallbackOrder reports OnError and OnResponse callbacks registered before the pacer's: they run
+// before the pacer has decided whether to retry a refusal, so pacer.Retrying says false for a refusal
+// it goes on to retry, and a Retry they make goes out beside the pacer's own. Colly has no getter for
+// its callbacks; their count is read by reflection (nothing is found if a Colly release renames them).
+func (b *binding) checkCallbackOrder() {
+	v := reflect.ValueOf(b.c).Elem()
+	var before []string
+	for _, name := range []string{"errorCallbacks", "responseCallbacks"} {
+		if f := v.FieldByName(name); f.IsValid() && f.Kind() == reflect.Slice && f.Len() > 0 {
+			before = append(before, fmt.Sprintf("%d %s", f.Len(), name))
+		}
 	}
-	b.claimMu.Lock()
-	defer b.claimMu.Unlock()
-	sent := sentKeyPrefix + key
-	if r.Ctx.Get(sent) == attempt {
-		return false
+	if len(before) == 0 {
+		return
 	}
-	r.Ctx.Put(sent, attempt)
-	return true
-}
-
-// dropDuplicate aborts a second copy of an attempt: the pacer retries the request already, or has
-// given up on it. Its OnError sees ErrAbortedBeforeRequest with pacer.Retrying(resp) true.
-func (b *binding) dropDuplicate(r *colly.Request) {
 	p := b.p
 	now := p.now()
-	p.retrying.mark(r, now)
-	if p.warn.first("retry_duplicate") {
-		p.audit.emit(zerolog.WarnLevel, auditEvent{at: now, host: p.cfg.hostKey(r.URL), event: audit.EventRetryDuplicate, trigger: audit.TriggerRefusal,
-			url: p.auditURL(r.URL), compliant: true,
-			detail: "a refused request the pacer retries was retried by an OnError callback too: the second copy is dropped; " +
-				"call Retry only when !pacer.Retrying(resp), or turn the pacer's retries off with WithMaxRetries(0)"})
-	}
-	r.Abort()
+	detail := "callbacks registered before AdaptivePacing/Install (" + strings.Join(before, ", ") + ") see refusals before the pacer does: " +
+		"pacer.Retrying is false there for a refusal the pacer then retries, and a Retry they make is sent beside the pacer's; " +
+		"call AdaptivePacing right after NewCollector"
+	p.audit.emit(zerolog.WarnLevel, auditEvent{at: now, event: audit.EventCallbacksBeforePacer, trigger: audit.TriggerRefusal, compliant: true, detail: detail})
+	p.alert(Alert{At: now, Event: audit.EventCallbacksBeforePacer, Detail: detail})
 }
 
 // onRequestHeaders is where a Colly request waits for its departure: after the cache (hits are not
@@ -91,10 +82,6 @@ func (b *binding) onRequestHeaders(r *colly.Request) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	if !b.claimAttempt(r) {
-		b.dropDuplicate(r)
-		return
-	}
 	h := p.host(p.cfg.hostKey(r.URL))
 	if p.cfg.robots { // first, whatever the breaker says: robots.txt is read again on its TTL
 		agent := r.Headers.Get("User-Agent")
@@ -102,7 +89,14 @@ func (b *binding) onRequestHeaders(r *colly.Request) {
 			agent = b.c.UserAgent
 		}
 		if _, err := p.ensureRobots(ctx, r.URL, agent); err != nil {
-			r.Abort()
+			switch {
+			case ctx.Err() != nil:
+				b.crawlEnded(r)
+			case errors.Is(err, errHostUnreachable):
+				p.rt.failWith(r.URL, err) // OnError gets the network's error, not "Aborted before Do Request"
+			default:
+				r.Abort()
+			}
 			return
 		}
 	}
@@ -115,8 +109,8 @@ func (b *binding) onRequestHeaders(r *colly.Request) {
 		b.deferRequest(r, h, err)
 		return
 	}
-	if err != nil {
-		r.Abort()
+	if err != nil { // only the collector's context ends a first request's wait
+		b.crawlEnded(r)
 		return
 	}
 	p.markDispatched(*r.Headers)
@@ -125,14 +119,25 @@ func (b *binding) onRequestHeaders(r *colly.Request) {
 	p.rt.announce(r.URL, f)
 }
 
+// crawlEnded lets a request whose wait the collector's context ended go on to http.Client.Do, which
+// fails at once with the context's error (the transport sends nothing after the context ends): OnError
+// then sees an error that wraps context.Canceled, or the context's cause, rather than Colly's
+// "Aborted before Do Request". A Retry of it is dropped as a duplicate: the crawl is over.
+func (b *binding) crawlEnded(r *colly.Request) {
+	b.p.tries.settle(headerOf(r), tryCancelled, b.p.now())
+}
+
 // onResponse settles the flight. With ParseHTTPErrorResponse, refusals (429, 5xx) come here rather
 // than to OnError: they are retried the same way.
 func (b *binding) onResponse(resp *colly.Response) {
 	f := b.settle(resp)
-	if f == nil || resp.StatusCode < 400 {
+	if resp.StatusCode < 400 {
+		b.p.tries.forget(headerOf(resp.Request)) // nothing will retry it
 		return
 	}
-	b.retryRefused(f, resp, nil)
+	if f != nil {
+		b.retryRefused(f, resp, nil)
+	}
 }
 
 // onError settles the flight and retries a refused request after the host's window; a request whose
@@ -140,6 +145,9 @@ func (b *binding) onResponse(resp *colly.Response) {
 func (b *binding) onError(resp *colly.Response, err error) {
 	f := b.settle(resp)
 	if f == nil || resp.Request == nil {
+		if resp.Request != nil && resp.StatusCode == 0 {
+			b.p.rt.failing.Delete(urlID(resp.Request.URL)) // failed before the transport, if it never got there
+		}
 		return
 	}
 	b.retryRefused(f, resp, err)
@@ -154,7 +162,8 @@ func (b *binding) retryRefused(f *flight, resp *colly.Response, err error) {
 	}
 	v := b.verdict(f, resp, err)
 	if ctx := b.c.Context; ctx != nil && ctx.Err() != nil {
-		return // the crawl is ending: no retries
+		b.crawlEnded(resp.Request) // the crawl is ending: no retries
+		return
 	}
 	if v.Retry {
 		b.retry(resp, v)
@@ -228,10 +237,11 @@ func (b *binding) bypassed(f *flight, resp *colly.Response, now time.Time) {
 	o := Outcome{Status: resp.StatusCode, Header: responseHeader(resp), Latency: now.Sub(f.departed)}
 	f.verdict.Store(&flightVerdict{v: p.ObserveAt(f.res, o, now), status: o.Status})
 	if p.warn.first("bypass") {
+		detail := "the collector's transport was replaced after AdaptivePacing (SetProxy, SetProxyFunc, SetClient or WithTransport): " +
+			"redirect hops and robots.txt are no longer paced; pass your transport with ext.WithTransport instead"
 		p.audit.emit(zerolog.ErrorLevel, auditEvent{at: now, host: f.h.key, event: audit.EventPacingBypassed, trigger: audit.TriggerTransport,
-			base: f.h.policy.BaseDelay, status: resp.StatusCode, compliant: true,
-			detail: "the collector's transport was replaced after AdaptivePacing (SetProxy, SetProxyFunc, SetClient or WithTransport): " +
-				"redirect hops and robots.txt are no longer paced; pass your transport with ext.WithTransport instead"})
+			base: f.h.policy.BaseDelay, status: resp.StatusCode, compliant: true, detail: detail})
+		p.alert(Alert{At: now, Host: f.h.key, Event: audit.EventPacingBypassed, Detail: detail})
 	}
 }
 
@@ -255,106 +265,4 @@ func (b *binding) checkStacked(resp *colly.Response, now time.Time) {
 			base: h.policy.BaseDelay, computed: gap, compliant: true, status: resp.StatusCode,
 			detail: "responses reach callbacks late, as after a LimitRule Delay: it adds latency + delay on top of pacing; remove Delay from the LimitRule"})
 	}
-}
-
-// retry sends a refused request again, tracked by c.Wait; it departs once the host's window ends.
-func (b *binding) retry(resp *colly.Response, v Verdict) {
-	p := b.p
-	r := resp.Request
-	h := p.host(p.cfg.hostKey(r.URL))
-	key := attemptsKey(r)
-	attempts, _ := strconv.Atoi(r.Ctx.Get(key)) // a string, so it survives deferral and queueing
-	now := p.now()
-	ev := auditEvent{at: now, host: h.key, trigger: v.Trigger, base: h.policy.BaseDelay, compliant: true, status: resp.StatusCode, url: p.auditURL(r.URL)}
-	if attempts >= p.cfg.maxRetries {
-		ev.event, ev.detail = audit.EventRetriesExhausted, fmt.Sprintf("gave up after %d retries", attempts)
-		p.audit.emit(zerolog.WarnLevel, ev)
-		return
-	}
-	r.Ctx.Put(key, strconv.Itoa(attempts+1))
-	h.mu.Lock()
-	h.retries++
-	ev.computed = max(h.holdUntil.Sub(now), 0)
-	h.mu.Unlock()
-	ev.event, ev.detail = audit.EventRetryScheduled, fmt.Sprintf("retry %d of %d", attempts+1, p.cfg.maxRetries)
-	p.audit.emit(zerolog.InfoLevel, ev)
-	p.retrying.mark(r, now)
-	if q, ok := r.Ctx.GetAny(queueCtxKey).(*Queue); ok {
-		q.requeue(r) // a queue's worker must not wait out the window: the queue holds the retry
-		return
-	}
-	if err := retryWithOwnHeaders(r); err != nil {
-		p.retrying.unmark(r)
-		ev.event, ev.detail = audit.EventRetriesExhausted, "retry not sent: "+err.Error()
-		p.audit.emit(zerolog.WarnLevel, ev)
-	}
-}
-
-// sentKeyPrefix starts the Context key recording the attempt last sent. It is not captured with a
-// deferred or queued request: the copy sent again later is that attempt's only copy.
-const sentKeyPrefix = "_collypace_sent "
-
-// retryWithOwnHeaders sends r again with Request.Retry, giving the new request a copy of r's header
-// map: Colly's fetch writes to the map it is given (User-Agent), and an OnError callback after ours
-// that calls Retry too reads r's map meanwhile.
-func retryWithOwnHeaders(r *colly.Request) error {
-	orig := r.Headers
-	if orig != nil {
-		own := orig.Clone()
-		r.Headers = &own
-		defer func() { r.Headers = orig }()
-	}
-	return r.Retry()
-}
-
-// attemptsKey is the Context key counting the pacer's retries of r.
-func attemptsKey(r *colly.Request) string {
-	return "_collypace_attempts " + r.Method + " " + r.URL.String()
-}
-
-// Retrying reports, inside an OnError callback, whether the pacer is retrying this refused request;
-// the final failure of a request, when retries run out, reports false.
-func (p *Pacer) Retrying(resp *colly.Response) bool {
-	return p.retrying.marked(resp)
-}
-
-// responseMarks remembers responses whose request is being retried (or was deferred), for Retrying
-// and Deferred. Marks expire after retryMarkTTL, long after the OnError callbacks that read them have run.
-type responseMarks struct {
-	mu sync.Mutex // protects m
-	m  map[*colly.Request]time.Time
-}
-
-const retryMarkTTL = 10 * time.Minute
-
-func (m *responseMarks) mark(r *colly.Request, now time.Time) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.m == nil {
-		m.m = make(map[*colly.Request]time.Time)
-	}
-	if len(m.m) >= 1024 {
-		for r, at := range m.m {
-			if now.Sub(at) > retryMarkTTL {
-				delete(m.m, r)
-			}
-		}
-	}
-	m.m[r] = now
-}
-
-func (m *responseMarks) unmark(r *colly.Request) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	delete(m.m, r)
-}
-
-func (m *responseMarks) marked(resp *colly.Response) bool {
-	if resp == nil || resp.Request == nil {
-		return false
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	_, ok := m.m[resp.Request]
-	return ok
 }

@@ -219,19 +219,28 @@ func TestParallelismRuleKeepsSpacing(t *testing.T) {
 	})
 }
 
-// Replacing the transport after installing is detected on the first response and said loudly;
-// departures keep their spacing, since they wait in OnRequestHeaders.
+// Replacing the transport after installing is detected on the first response and said loudly, in the
+// audit trail and to WithAlert; departures keep their spacing, since they wait in OnRequestHeaders.
 func TestBypassedTransportDetected(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		n := newFakeNet(t)
 		h, base := n.host("bypass.test", slowPage(0))
 		var buf auditBuf
-		c, _ := pacedCollector(n, WithBaseDelay(time.Second), WithoutRobots(), WithLogger(zerolog.New(&buf)))
+		var alerts atomic.Int32
+		c, _ := pacedCollector(n, WithBaseDelay(time.Second), WithoutRobots(), WithLogger(zerolog.New(&buf)),
+			WithAlert(func(a Alert) {
+				if a.Event == audit.EventPacingBypassed {
+					alerts.Add(1)
+				}
+			}))
 		c.WithTransport(n.tr) // the user's own transport, set after AdaptivePacing
 		visitAll(t, c, base, 3)
 		ev := findEvent(t, &buf, audit.EventPacingBypassed)
 		if ev == nil || ev["level"] != "error" {
 			t.Errorf("pacing_bypassed event = %v, want one at error level", ev)
+		}
+		if alerts.Load() != 1 {
+			t.Errorf("%d pacing_bypassed alerts, want 1", alerts.Load())
 		}
 		assertGaps(t, h.gaps("/p/"), time.Second)
 	})
@@ -268,17 +277,18 @@ func TestNoStackedWarningWithoutDelay(t *testing.T) {
 	})
 }
 
-// Cancelling the collector's context ends the waits: the waiting requests are not sent.
+// Cancelling the collector's context ends the waits: the waiting requests are not sent, and OnError
+// sees an error that wraps context.Canceled, with neither Retrying nor Deferred.
 func TestCancelEndsWaits(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		n := newFakeNet(t)
 		h, base := n.host("cancel.test", slowPage(0))
-		c, _ := pacedCollector(n, WithBaseDelay(10*time.Second), WithoutRobots())
+		c, p := pacedCollector(n, WithBaseDelay(10*time.Second), WithoutRobots())
 		ctx, cancel := context.WithCancel(t.Context())
 		c.Context = ctx
 		var aborted atomic.Int32
-		c.OnError(func(_ *colly.Response, err error) {
-			if errors.Is(err, colly.ErrAbortedBeforeRequest) {
+		c.OnError(func(r *colly.Response, err error) {
+			if errors.Is(err, context.Canceled) && !p.Retrying(r) && !p.Deferred(r) {
 				aborted.Add(1)
 			}
 		})
@@ -292,7 +302,7 @@ func TestCancelEndsWaits(t *testing.T) {
 			t.Errorf("server saw %d requests, want only the first", got)
 		}
 		if got := aborted.Load(); got != 2 {
-			t.Errorf("%d waits ended in OnError, want 2", got)
+			t.Errorf("%d waits ended in OnError with context.Canceled, want 2", got)
 		}
 		if waited := time.Since(start); waited != time.Second {
 			t.Errorf("Wait returned after %v, want 1s (at the cancellation)", waited)
@@ -364,43 +374,6 @@ func TestCrawlEndIsNotAHostFailure(t *testing.T) {
 		}
 		time.Sleep(5 * time.Second) // let the server's handler finish inside the bubble
 	})
-}
-
-// refusingHost answers 429 + Retry-After: 1 to every page request.
-func refusingHost(w http.ResponseWriter, r *http.Request) {
-	if r.URL.Path == "/robots.txt" {
-		http.NotFound(w, r)
-		return
-	}
-	w.Header().Set("Retry-After", "1")
-	w.WriteHeader(http.StatusTooManyRequests)
-}
-
-// Issue 10 item 14: an OnError callback that calls Retry as well, with its own limit of 3, shares the
-// pacer's counter: a refused URL reaches the host 1 + 3 times, not 1 + 3 + 3, in Async mode and not.
-func TestUserRetryDoesNotDoubleRetries(t *testing.T) {
-	for _, async := range []bool{true, false} {
-		t.Run(fmt.Sprintf("async=%v", async), func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				n := newFakeNet(t)
-				h, base := n.host("refusing.test", refusingHost)
-				c, _ := pacedCollector(n, WithBaseDelay(100*time.Millisecond), WithoutRobots())
-				c.Async = async
-				c.OnError(func(r *colly.Response, err error) {
-					tries, _ := r.Ctx.GetAny("user_tries").(int)
-					if tries < 3 {
-						r.Ctx.Put("user_tries", tries+1)
-						_ = r.Request.Retry()
-					}
-				})
-				_ = c.Visit(base + "/p/0") // in sync mode, the refusal's error
-				c.Wait()
-				if got := len(h.log()); got != 4 {
-					t.Errorf("%d arrivals for one refused URL, want 4 (1 + 3 retries, one counter)", got)
-				}
-			})
-		})
-	}
 }
 
 // Issue 10 item 14: with ParseHTTPErrorResponse, refusals reach OnResponse instead of OnError; the

@@ -41,6 +41,36 @@ func hostAndPort(u *url.URL) (host, port string) {
 	return host, port
 }
 
+// normalizeKey normalizes a host key given to Wait, AdmitAt, ReserveAt or HostAt as DefaultHostKey
+// normalizes a URL's host: lowercase, no trailing dot, Unicode names in punycode, so "A.Example.COM."
+// and "a.example.com" are one host. A port is kept as given: without a scheme, a default port cannot be
+// told (pass "example.com", not "example.com:443", for https://example.com/). A key that is already
+// normalized is returned as it is, without allocating.
+func normalizeKey(key string) string {
+	clean := true
+	for i := 0; i < len(key); i++ {
+		if c := key[i]; c >= 'A' && c <= 'Z' || c >= 0x80 || c == '.' && (i == len(key)-1 || key[i+1] == ':') {
+			clean = false
+			break
+		}
+	}
+	if clean {
+		return key
+	}
+	host, port, err := net.SplitHostPort(key)
+	if err != nil {
+		host, port = key, ""
+	}
+	host = strings.TrimSuffix(strings.ToLower(host), ".")
+	if ascii, err := idna.Lookup.ToASCII(host); err == nil {
+		host = ascii
+	}
+	if port == "" {
+		return host
+	}
+	return net.JoinHostPort(host, port)
+}
+
 // ByRegistrableDomain is a WithHostKey function pacing every host of one registrable domain (the
 // public suffix plus one label, from the Public Suffix List) as one schedule, whatever the subdomain,
 // scheme or port: a.example.com and b.example.com:8080 share "example.com". IP literals, and names

@@ -1,6 +1,7 @@
 package ext
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -51,8 +52,9 @@ const robotsUnreachableLimit = 30 * time.Minute
 // setting keeps its default. NewPacerErr then returns every such value as an error wrapping
 // ErrInvalidOption and no Pacer. NewPacer and AdaptivePacing, which have no error result, build the
 // Pacer with the defaults in their place and report each value at construction: an option_invalid
-// audit event at error level and a call of the WithAlert function (pass WithAlert before the other
-// options to see them). Each option's comment says which values are valid.
+// audit event at error level and a call of the WithAlert function (wherever WithAlert stands among the
+// options), saying what applies instead. Each option's comment says which values are valid. A base
+// delay above the max delay is reported the same way (the max delay is raised to it: the floor wins).
 type Option func(*config)
 
 // HostPolicy overrides the pacing of the hosts matching a pattern (see WithHostPolicy).
@@ -102,19 +104,51 @@ type config struct {
 	invalid          []error // option values set aside (see Option)
 }
 
+// invalidOption is an option value set aside, and what applies in its place.
+type invalidOption struct {
+	err     error
+	option  string
+	applies string // "" until a later valid value of the same option is given: the default applies
+}
+
+func (e *invalidOption) Error() string { return e.err.Error() }
+func (e *invalidOption) Unwrap() error { return e.err }
+
 // reject sets aside an option value that cannot be used (see Option).
 func (c *config) reject(option string, value any, why string) {
-	c.invalid = append(c.invalid, fmt.Errorf("%w: %s(%v): %s", ErrInvalidOption, option, value, why))
+	c.invalid = append(c.invalid, &invalidOption{err: fmt.Errorf("%w: %s(%v): %s", ErrInvalidOption, option, value, why), option: option})
 }
 
 // setValid sets *dst to v when ok, and otherwise sets v aside as invalid, keeping the default (see
-// Option).
+// Option). A valid value given after an invalid one of the same option is the one that applies.
 func setValid[T any](c *config, option string, v T, ok bool, why string, dst *T) {
 	if !ok {
 		c.reject(option, v, why)
 		return
 	}
 	*dst = v
+	for _, err := range c.invalid {
+		if e, ok := err.(*invalidOption); ok && e.option == option {
+			e.applies = fmt.Sprintf("%s(%v), given after it, applies", option, v)
+		}
+	}
+}
+
+// checkConsistency rejects settings that are valid alone but not together, after every option has been
+// applied: a base delay above the max delay (the max delay is raised to it, the floor wins), globally
+// or in a host policy.
+func (c *config) checkConsistency() {
+	if c.baseDelay > c.maxDelay {
+		c.invalid = append(c.invalid, &invalidOption{option: "WithMaxDelay", applies: fmt.Sprintf("the max delay is raised to %v: the floor wins", c.baseDelay),
+			err: fmt.Errorf("%w: WithBaseDelay(%v) above WithMaxDelay(%v)", ErrInvalidOption, c.baseDelay, c.maxDelay)})
+	}
+	for _, r := range c.policies {
+		base, ceiling := cmp.Or(r.policy.BaseDelay, c.baseDelay), cmp.Or(r.policy.MaxDelay, c.maxDelay)
+		if base > ceiling {
+			c.invalid = append(c.invalid, &invalidOption{option: "WithHostPolicy", applies: fmt.Sprintf("its max delay is raised to %v: the floor wins", base),
+				err: fmt.Errorf("%w: WithHostPolicy(%q): base delay %v above max delay %v", ErrInvalidOption, r.pattern, base, ceiling)})
+		}
+	}
 }
 
 // fraction reports whether f is in [0, 1] (NaN is not).
@@ -127,6 +161,7 @@ func NewPacerErr(opts ...Option) (*Pacer, error) {
 	for _, o := range opts {
 		o(&cfg)
 	}
+	cfg.checkConsistency()
 	if err := errors.Join(cfg.invalid...); err != nil {
 		return nil, err
 	}
@@ -142,7 +177,10 @@ func (p *Pacer) reportInvalidOptions() {
 func (p *Pacer) reportInvalid(invalid []error) {
 	now := p.now()
 	for _, err := range invalid {
-		detail := err.Error() + "; the default is used"
+		detail := err.Error() + "; the default applies"
+		if e, ok := err.(*invalidOption); ok && e.applies != "" {
+			detail = err.Error() + "; " + e.applies
+		}
 		p.audit.emit(zerolog.ErrorLevel, auditEvent{at: now, event: audit.EventOptionInvalid, trigger: audit.TriggerOption, compliant: true, detail: detail})
 		p.alert(Alert{At: now, Event: audit.EventOptionInvalid, Detail: detail})
 	}
@@ -219,8 +257,11 @@ func WithMaxRetryAfter(d time.Duration) Option {
 	return func(c *config) { setValid(c, "WithMaxRetryAfter", d, d > 0, "not positive", &c.maxRetryAfter) }
 }
 
-// WithMaxCrawlDelay sets the longest robots.txt Crawl-delay honoured (default 60 s). A longer one is
-// clamped to it and audited with compliance_flag=false. It must be positive.
+// WithMaxCrawlDelay sets the longest robots.txt Crawl-delay the crawl accepts (default 60 s). A host
+// whose Crawl-delay is longer is parked: its breaker opens (crawl_delay_above_cap, an alert) and its
+// requests are deferred, none lost, until robots.txt is read again, as Nutch skips such hosts. With
+// BreakerPolicy.IgnoreCaps it is crawled at this maximum instead, audited with compliance_flag=false.
+// It must be positive.
 func WithMaxCrawlDelay(d time.Duration) Option {
 	return func(c *config) { setValid(c, "WithMaxCrawlDelay", d, d > 0, "not positive", &c.maxCrawlDelay) }
 }

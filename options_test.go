@@ -145,3 +145,68 @@ func TestInvalidOptionValuesOneRule(t *testing.T) {
 		t.Errorf("%d option_invalid events for the queue, want 2", n)
 	}
 }
+
+// The option_invalid report says what applies: a later valid value of the same option, or the
+// default; WithAlert sees it wherever it stands among the options.
+func TestInvalidOptionReportSaysWhatApplies(t *testing.T) {
+	var buf auditBuf
+	var alerts []Alert
+	p := NewPacer(WithBaseDelay(-1), WithBaseDelay(2*time.Second), WithMaxRetries(-1),
+		WithLogger(zerolog.New(&buf)), WithAlert(func(a Alert) { alerts = append(alerts, a) }))
+	if got := p.cfg.policyFor("x.test").BaseDelay; got != 2*time.Second {
+		t.Errorf("base delay %v, want the later valid 2s", got)
+	}
+	if len(alerts) != 2 {
+		t.Fatalf("%d alerts, want 2 (WithAlert given last)", len(alerts))
+	}
+	if d := alerts[0].Detail; !strings.Contains(d, "WithBaseDelay(2s), given after it, applies") {
+		t.Errorf("detail %q: want the later value named as the one that applies", d)
+	}
+	if d := alerts[1].Detail; !strings.Contains(d, "the default applies") {
+		t.Errorf("detail %q: want the default named", d)
+	}
+}
+
+// A base delay above the max delay, valid alone, is reported (NewPacerErr: an error); the max delay is
+// raised to it, globally and in a host policy.
+func TestBaseDelayAboveMaxDelayIsReported(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opts []Option
+		key  string
+	}{
+		{"global", []Option{WithBaseDelay(time.Minute), WithMaxDelay(time.Second)}, "x.test"},
+		{"policy", []Option{WithHostPolicy("slow.test", HostPolicy{BaseDelay: time.Minute})}, "slow.test"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := NewPacerErr(tc.opts...); !errors.Is(err, ErrInvalidOption) {
+				t.Errorf("NewPacerErr = %v, want ErrInvalidOption", err)
+			}
+			var alerts []Alert
+			p := NewPacer(append(tc.opts, WithAlert(func(a Alert) { alerts = append(alerts, a) }))...)
+			if len(alerts) != 1 || !strings.Contains(alerts[0].Detail, "raised") {
+				t.Errorf("alerts %v, want one saying the max delay is raised", alerts)
+			}
+			if pol := p.cfg.policyFor(tc.key); pol.MaxDelay != time.Minute {
+				t.Errorf("max delay %v, want raised to the 1m base", pol.MaxDelay)
+			}
+		})
+	}
+}
+
+// Host keys given to the explicit-time and blocking methods are normalized as DefaultHostKey does:
+// every spelling of one host shares its schedule.
+func TestHostKeysGivenAreNormalized(t *testing.T) {
+	p := NewPacer(WithBaseDelay(time.Second), WithJitter(0), WithoutRobots())
+	t0 := time.Unix(1000, 0)
+	p.ReserveAt("A.Example.COM.", t0)
+	if r := p.ReserveAt("a.example.com", t0); !r.At.Equal(t0.Add(time.Second)) {
+		t.Errorf("second departure at %v, want %v: one host, one schedule", r.At, t0.Add(time.Second))
+	}
+	if _, ok := p.HostAt("a.EXAMPLE.com", t0); !ok {
+		t.Error("HostAt does not find the host under another spelling")
+	}
+	if got := normalizeKey("Bücher.Example:8080"); got != "xn--bcher-kva.example:8080" {
+		t.Errorf("normalizeKey = %q", got)
+	}
+}

@@ -23,6 +23,7 @@ type Pacer struct {
 	rt         *transport // the pacing RoundTripper installed on collectors
 	warn       warnOnce
 	retrying   responseMarks
+	tries      tries // each refused attempt's fate: tells a user's Retry from a duplicate (retry.go)
 	deferred   responseMarks
 	persist    *persistence // nil without a store
 	deferStore Store        // where deferred and spilled requests go: the store, or memory
@@ -41,6 +42,7 @@ func NewPacer(opts ...Option) *Pacer {
 	for _, o := range opts {
 		o(&cfg)
 	}
+	cfg.checkConsistency()
 	p := &Pacer{
 		cfg:   cfg,
 		audit: auditLog{logger: cfg.logger, pipelineID: cfg.pipelineID},
@@ -86,9 +88,12 @@ func (p *Pacer) hostAt(key string, now time.Time) *host {
 }
 
 // Wait blocks until a request to hostKey may depart: an in-flight slot is free and its departure slot
-// has come. The returned release function must be called when the response is done.
+// has come. The returned release function must be called when the response is done. hostKey is what the
+// pacer's host key function returns for the request's URL (DefaultHostKey(u) by default); this method,
+// AdmitAt, ReserveAt and HostAt normalize it as DefaultHostKey does a host (case, trailing dot, punycode),
+// but take its port as given: "example.com", not "example.com:443", for https://example.com/.
 func (p *Pacer) Wait(ctx context.Context, hostKey string) (Reservation, func(), error) {
-	f, err := p.depart(ctx, p.host(hostKey), false, false)
+	f, err := p.depart(ctx, p.host(normalizeKey(hostKey)), false, false)
 	if err != nil {
 		return Reservation{}, nil, err
 	}
@@ -120,7 +125,7 @@ func (p *Pacer) Host(hostKey string) (HostSnapshot, bool) {
 
 // HostAt returns the state of one host at now.
 func (p *Pacer) HostAt(hostKey string, now time.Time) (HostSnapshot, bool) {
-	h, ok := p.hosts.Load(hostKey)
+	h, ok := p.hosts.Load(normalizeKey(hostKey))
 	if !ok {
 		return HostSnapshot{}, false
 	}

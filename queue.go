@@ -7,6 +7,7 @@ import (
 	"maps"
 	"net/http"
 	"net/url"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -136,10 +137,11 @@ func (q *Queue) AddRequest(r *colly.Request) error {
 
 // requeue puts a refused request back for its retry (it departs when the host's window ends), with
 // its whole body, marked so that send bypasses Colly's revisit check as Request.Retry does.
-func (q *Queue) requeue(r *colly.Request) {
+func (q *Queue) requeue(r *colly.Request, retries int) {
 	d, err := captureRequest(r, q.p.cfg.hostKey(r.URL), true)
 	if err == nil {
 		d.Ctx[queueRetryKey] = "1"
+		d.Ctx[retriesCtxKey] = strconv.Itoa(retries)
 		err = q.add(d)
 	}
 	if err != nil {
@@ -248,9 +250,15 @@ func (q *Queue) Stop() {
 
 // Run sends the queued requests (and those added meanwhile) with c, whose pacer must be the queue's,
 // and returns when the queue is empty and every worker idle, after Stop, or once c's Context ends.
+// It returns nil when the queue ran dry or was stopped; the context's error when the context ended
+// with requests still queued (they stay queued); an error, sending nothing, for an Async collector or
+// one the queue's pacer is not installed on (it would send unpaced).
 func (q *Queue) Run(c *colly.Collector) error {
 	if c.Async {
 		return ErrAsyncCollector
+	}
+	if _, ok := q.p.installed.Load(c); !ok {
+		return errQueueUnpaced
 	}
 	q.mu.Lock()
 	q.stopped = false
@@ -296,8 +304,16 @@ func (q *Queue) Run(c *colly.Collector) error {
 		})
 	}
 	wg.Wait()
+	if ctx.Err() != nil {
+		if left := q.Size(); left > 0 {
+			return fmt.Errorf("ext: queue: %d requests left queued: %w", left, context.Cause(ctx))
+		}
+	}
 	return nil
 }
+
+// errQueueUnpaced is returned by Queue.Run for a collector the queue's pacer is not installed on.
+var errQueueUnpaced = errors.New("ext: Queue.Run needs a collector paced by the queue's pacer (AdaptivePacing or Pacer.Install)")
 
 // task is a worker's next job: a request whose host can depart now, or first the robots.txt of a
 // host not seen yet (its Crawl-delay must be known before its schedule can be read).
@@ -445,7 +461,7 @@ func (q *Queue) send(c *colly.Collector, d DeferredRequest) bool {
 	r, err := buildRequest(c, d)
 	if err != nil {
 		q.p.audit.emit(zerolog.ErrorLevel, auditEvent{at: q.p.now(), host: d.Host, event: audit.EventRetriesExhausted, trigger: audit.TriggerDeparture,
-			compliant: true, detail: fmt.Sprintf("queued request %s could not be built: %v", redactURL(d.URL), err)})
+			compliant: true, detail: fmt.Sprintf("queued request %s could not be built: %v", q.p.auditRawURL(d.URL), err)})
 		return false
 	}
 	r.Ctx.Put(queueCtxKey, q)

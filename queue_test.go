@@ -3,6 +3,7 @@ package ext
 import (
 	"context"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -212,7 +213,28 @@ func TestQueueRefusesAsyncCollector(t *testing.T) {
 	}
 }
 
-// Run returns once the collector's context ends; what is left stays queued.
+// Run refuses a collector its pacer is not installed on: it would send unpaced.
+func TestQueueRefusesUnpacedCollector(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := newFakeNet(t)
+		h, base := n.host("unpaced.test", slowPage(0))
+		p := NewPacer(WithTransport(n.tr), WithBaseDelay(500*time.Millisecond), WithoutRobots())
+		q := NewQueue(p, 2)
+		for i := range 3 {
+			_ = q.AddURL(fmt.Sprintf("%s/p/%d", base, i))
+		}
+		c := colly.NewCollector()
+		c.WithTransport(n.tr)
+		if err := q.Run(c); err == nil || len(h.log()) != 0 {
+			t.Errorf("Run on an unpaced collector = %v with %d requests sent, want an error and none", err, len(h.log()))
+		}
+		if q.Size() != 3 {
+			t.Errorf("%d queued after the refusal, want 3", q.Size())
+		}
+	})
+}
+
+// Run returns once the collector's context ends, with the context's error: what is left stays queued.
 func TestQueueStopsWithCollectorContext(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		n := newFakeNet(t)
@@ -224,8 +246,8 @@ func TestQueueStopsWithCollectorContext(t *testing.T) {
 		for i := range 10 {
 			_ = q.AddURL(fmt.Sprintf("%s/p/%d", base, i))
 		}
-		if err := q.Run(c); err != nil {
-			t.Fatal(err)
+		if err := q.Run(c); !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("Run = %v, want the context's error: requests are left", err)
 		}
 		if left := q.Size(); left != 7 {
 			t.Errorf("%d requests left queued, want 7 (3 sent at 0, 1, 2 s)", left)

@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-// TestReadmeQuickStartCompiles is issue 10 item 2: the README's quick start is docs/quickstart/main.go
+// TestReadmeQuickStartCompiles checks that the README's quick start is docs/quickstart/main.go
 // as it is (from its package clause), which `go build ./...` and `go vet ./...` compile, so it
 // compiles as pasted, imports included.
 func TestReadmeQuickStartCompiles(t *testing.T) {
@@ -29,7 +29,7 @@ func TestReadmeQuickStartCompiles(t *testing.T) {
 	}
 }
 
-// TestRootModuleIsLean is issue 11 item 6: the library's go.mod requires only what its packages
+// TestRootModuleIsLean checks that the library's go.mod requires only what its packages
 // import; the plotting library that the benchmarks and reports use lives in the cmd module.
 func TestRootModuleIsLean(t *testing.T) {
 	mod, err := os.ReadFile("go.mod")

@@ -122,10 +122,7 @@ func parseRobots(status int, body []byte, agent string, max time.Duration) robot
 		published = math.MaxInt64
 	}
 	info.Published = published
-	info.CrawlDelay = min(published, max)
-	if info.CrawlDelay < published {
-		info.Problems = append(info.Problems, fmt.Sprintf("Crawl-delay %s for %s clamped to %s", robotsFmtDelay(published), quoteValue(agent, maxRobotsValueQuote), max))
-	}
+	info.CrawlDelay = min(published, max) // a clamp is the pacer's cap, not a problem of the file: crawl_delay_clamped
 	return info
 }
 

@@ -2,12 +2,18 @@ package ext
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"fmt"
 	"math"
+	"net"
+	"net/http"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/gocolly/colly/v2"
 	"github.com/temoto/robotstxt"
 )
 
@@ -212,8 +218,8 @@ func TestParseRobotsClamp(t *testing.T) {
 			if info.CrawlDelay != tt.wantDelay {
 				t.Errorf("CrawlDelay = %v; want %v", info.CrawlDelay, tt.wantDelay)
 			}
-			if clamped := tt.wantPublished > tt.wantDelay; clamped != hasRobotsProblem(info.Problems, "clamped") {
-				t.Errorf("Problems = %q; want a clamp Problem: %v", info.Problems, clamped)
+			if hasRobotsProblem(info.Problems, "clamped") { // the clamp is crawl_delay_clamped, not robots_invalid
+				t.Errorf("Problems = %q; want no clamp among them", info.Problems)
 			}
 			data := reparseRobots(t, info.Body)
 			if d := data.FindGroup("mybot").CrawlDelay; d < 0 {
@@ -468,5 +474,56 @@ func TestParseRobotsDoesNotMutateSharedGroup(t *testing.T) {
 	data, _ := robotstxt.FromBytes(nil)
 	if d := data.FindGroup("mybot").CrawlDelay; d != 0 {
 		t.Fatalf("shared empty group's CrawlDelay = %v", d)
+	}
+}
+
+// A host that cannot be reached at all (connection refused, a name that does not resolve) fails its
+// requests at once: OnError gets the network's error, not "Aborted before Do Request", and nothing waits
+// for a robots.txt that no retry will reach soon.
+func TestUnreachableHostFailsFast(t *testing.T) {
+	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := "http://" + closed.Addr().String()
+	closed.Close()
+	noName := &http.Transport{DialContext: func(context.Context, string, string) (net.Conn, error) {
+		return nil, &net.OpError{Op: "dial", Net: "tcp", Err: &net.DNSError{Err: "no such host", Name: "misspelt.example", IsNotFound: true}}
+	}}
+	for _, tc := range []struct {
+		name, url string
+		tr        http.RoundTripper
+		is        func(error) bool
+	}{
+		{"connection refused", refused + "/", http.DefaultTransport, func(err error) bool { return errors.Is(err, syscall.ECONNREFUSED) }},
+		{"no such host", "http://misspelt.example/", noName, func(err error) bool {
+			var dns *net.DNSError
+			return errors.As(err, &dns) && dns.IsNotFound
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second) // a bound, not a measure
+			defer cancel()
+			c := colly.NewCollector()
+			c.Context = ctx
+			p := AdaptivePacing(c, WithTransport(tc.tr))
+			var got error
+			c.OnError(func(r *colly.Response, err error) {
+				if !p.Retrying(r) && !p.Deferred(r) {
+					got = err
+				}
+			})
+			for range 2 { // the second request fails from what the first learnt
+				got = nil
+				_ = c.Visit(tc.url)
+				if ctx.Err() != nil {
+					t.Fatal("the request waited for the bound instead of failing")
+				}
+				if got == nil || !tc.is(got) || errors.Is(got, colly.ErrAbortedBeforeRequest) {
+					t.Fatalf("OnError got %v, want the network's error", got)
+				}
+				c.AllowURLRevisit = true
+			}
+		})
 	}
 }

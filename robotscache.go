@@ -63,6 +63,7 @@ type robotsEntry struct {
 	since       time.Time    // when the first of them ended
 	retryAt     time.Time    // when the next attempt is due (once the host's breaker lets it go)
 	cached      *robotsEntry // the last robots.txt read, which still applies; nil: none, pages wait
+	unreachable bool         // the origin cannot be reached at all (no such name, connection refused)
 	tripped     bool         // this failure opened the host's breaker (robots_unreachable)
 
 	// void: nothing was learned (the host's breaker refused the fetch, or its caller gave up); the
@@ -168,6 +169,9 @@ func (p *Pacer) robotsFor(ctx context.Context, u *url.URL, agent string, wait bo
 			}
 			if !wait || h.parked(now, p.cfg.breaker) {
 				return e, nil
+			}
+			if e.unreachable { // nothing to wait for: its pages fail at once, with the network's error
+				return nil, fmt.Errorf("%w: %s (robots.txt: %w)", errHostUnreachable, origin, e.err)
 			}
 			if err := p.sleepUntil(ctx, e.retryAt); err != nil { // held until the next try
 				return nil, fmt.Errorf("ext: waiting for robots.txt of %s: %w", origin, err)
@@ -295,7 +299,7 @@ func (p *Pacer) applyCrawlDelay(h *host, e *robotsEntry) {
 	if info.Published > info.CrawlDelay {
 		p.audit.emit(zerolog.WarnLevel, auditEvent{at: now, host: h.key, event: audit.EventCrawlDelayClamped, trigger: audit.TriggerCrawlDelay,
 			base: h.policy.BaseDelay, computed: info.CrawlDelay, compliant: false, status: e.status,
-			detail: fmt.Sprintf("robots.txt asks for %v, honoured up to %v", info.Published, info.CrawlDelay)})
+			detail: p.crawlClampDetail(info)})
 	}
 	if info.CrawlDelay > 0 {
 		compliant := info.Published <= info.CrawlDelay
@@ -306,6 +310,16 @@ func (p *Pacer) applyCrawlDelay(h *host, e *robotsEntry) {
 		p.audit.emit(level, auditEvent{at: now, host: h.key, event: audit.EventCrawlDelayApplied, trigger: audit.TriggerCrawlDelay,
 			base: h.policy.BaseDelay, computed: info.CrawlDelay, compliant: compliant, status: e.status})
 	}
+}
+
+// crawlClampDetail says what a Crawl-delay above the cap does: it parks the host, or with IgnoreCaps
+// it is held to the cap.
+func (p *Pacer) crawlClampDetail(info robotsInfo) string {
+	if p.cfg.breaker.IgnoreCaps {
+		return fmt.Sprintf("robots.txt asks for %s, honoured up to %v (IgnoreCaps)", robotsFmtDelay(info.Published), info.CrawlDelay)
+	}
+	return fmt.Sprintf("robots.txt asks for %s, above the cap of %v: the host is parked (%s), its requests deferred until robots.txt is read again",
+		robotsFmtDelay(info.Published), p.cfg.maxCrawlDelay, audit.TripCrawlDelay)
 }
 
 // keyCrawlDelay returns the largest Crawl-delay, as honoured and as published, among the robots.txt

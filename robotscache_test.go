@@ -147,3 +147,29 @@ func TestRobotsBodyCapped(t *testing.T) {
 		assertGaps(t, h.gaps("/p/"), 2*time.Second)
 	})
 }
+
+// A valid robots.txt whose Crawl-delay is above the cap draws no robots_invalid warning: the clamp is
+// reported once, as crawl_delay_clamped, saying the host is parked.
+func TestCrawlDelayAboveCapIsNotInvalid(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := newFakeNet(t)
+		_, base := n.host("slow.test", func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/robots.txt" {
+				fmt.Fprint(w, "User-agent: *\nCrawl-delay: 120\n")
+				return
+			}
+			fmt.Fprint(w, "ok")
+		})
+		var buf auditBuf
+		c, _ := pacedCollector(n, WithLogger(zerolog.New(&buf)))
+		_ = c.Visit(base + "/")
+		c.Wait()
+		if ev := findEvent(t, &buf, audit.EventRobotsInvalid); ev != nil {
+			t.Errorf("a valid robots.txt drew %v", ev)
+		}
+		ev := findEvent(t, &buf, audit.EventCrawlDelayClamped)
+		if ev == nil || !strings.Contains(ev[audit.FieldDetail].(string), "parked") {
+			t.Errorf("crawl_delay_clamped = %v, want one saying the host is parked", ev)
+		}
+	})
+}

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptrace"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/collypace/ext/audit"
@@ -150,6 +152,7 @@ func (c *robotsClock) stop() { c.pause() }
 func (p *Pacer) robotsFailed(e, prev *robotsEntry, h *host) {
 	now := e.fetchedAt
 	e.unavailable, e.attempt, e.since = true, 1, now
+	e.unreachable = unreachable(e.err)
 	if prev != nil {
 		e.cached = prev.rules()
 		if prev.unavailable {
@@ -208,12 +211,30 @@ func (p *Pacer) robotsFailed(e, prev *robotsEntry, h *host) {
 	case e.tripped:
 		ev.detail = fmt.Sprintf("%s; unreachable for %v: host parked (%s), its requests deferred; %s",
 			detail, now.Sub(e.since).Round(time.Second), audit.TripRobotsUnreachable, next)
+	case e.unreachable:
+		ev.windowStart, ev.windowEnd = now, e.retryAt
+		ev.detail = fmt.Sprintf("%s; the host cannot be reached: its requests fail at once with this error until %s",
+			detail, next)
 	default:
 		ev.windowStart, ev.windowEnd = now, e.retryAt
 		ev.detail = fmt.Sprintf("%s; no rules known: the host's requests wait, %s; parked after %v unreachable",
 			detail, next, robotsUnreachableLimit)
 	}
 	p.audit.emit(zerolog.WarnLevel, ev)
+}
+
+// errHostUnreachable is why a request fails without leaving: its origin cannot be reached at all.
+var errHostUnreachable = errors.New("ext: host cannot be reached")
+
+// unreachable reports whether err says that a host cannot be reached at all: its name does not resolve,
+// or its address refuses connections or has no route. Such a host fails its requests at once (a user
+// who misspelt a name or a port hears of it in OnError, as with plain Colly), rather than holding them
+// as RFC 9309 asks for a robots.txt that is unavailable (5xx, timeouts), which a passing fault explains.
+// Nothing is sent to the host either way.
+func unreachable(err error) bool {
+	var dns *net.DNSError
+	return errors.As(err, &dns) && !dns.IsTimeout && !dns.IsTemporary ||
+		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.EHOSTUNREACH) || errors.Is(err, syscall.ENETUNREACH)
 }
 
 func earlier(a, b time.Time) time.Time {

@@ -23,6 +23,12 @@ type transport struct {
 	p         *Pacer
 	inner     http.RoundTripper
 	announced sync.Map // URL identity (uintptr) → *flight waiting for its first hop
+	failing   sync.Map // URL identity (uintptr) → error: a request that must fail without leaving
+}
+
+// failWith makes the first hop carrying u fail with err, without leaving: OnError then sees err.
+func (t *transport) failWith(u *url.URL, err error) {
+	t.failing.Store(urlID(u), err)
 }
 
 // announce registers a departed request whose first hop will carry u.
@@ -66,6 +72,12 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	p := t.p
 	f := t.claim(req.URL)
 	if f == nil {
+		if err, ok := t.failing.LoadAndDelete(urlID(req.URL)); ok {
+			return nil, err.(error)
+		}
+		if req.Context().Err() != nil { // a request whose wait the crawl's end cut short: it does not leave
+			return nil, context.Cause(req.Context())
+		}
 		if p.cfg.robots && isRobotsRequest(req) && req.Context().Value(robotsFetchKey{}) == nil {
 			return p.serveRobots(req)
 		}

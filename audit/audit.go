@@ -13,35 +13,36 @@ type Event string
 
 // The events.
 const (
-	EventDelayApplied        Event = "delay_applied"          // a request departed (at the instant its headers reached the wire)
-	EventDelayIncreased      Event = "delay_increased"        // the adaptive delay grew (refusal or latency)
-	EventDelayDecreased      Event = "delay_decreased"        // the adaptive delay gave capacity back
-	EventRetryAfterHonoured  Event = "retry_after_honoured"   // no departure to the host before the window ends
-	EventRetryAfterNow       Event = "retry_after_now"        // a Retry-After of 0 or a past date: no hold, the backoff only
-	EventCrawlDelayApplied   Event = "crawl_delay_applied"    // a robots.txt Crawl-delay became part of the interval
-	EventRateLimitApplied    Event = "rate_limit_applied"     // rate-limit headers set the interval or a hold
-	EventHeaderInvalid       Event = "header_invalid"         // a Retry-After or rate-limit field was ignored
-	EventRobotsInvalid       Event = "robots_invalid"         // part of robots.txt was not taken as published
-	EventRobotsUnavailable   Event = "robots_unavailable"     // robots.txt could not be read (5xx, 429, network): the host is held, retried
-	EventRetryScheduled      Event = "retry_scheduled"        // a refused request will be sent again after the window
-	EventRetriesExhausted    Event = "retries_exhausted"      // a refused request reached the retry limit
-	EventRetryDuplicate      Event = "retry_duplicate"        // an OnError callback retried a request the pacer retries: the copy was dropped
-	EventPacingBypassed      Event = "pacing_bypassed"        // requests reach the network without the pacer's transport
-	EventLimitRuleStacked    Event = "limit_rule_stacked"     // a LimitRule Delay adds latency + delay on top of pacing
-	EventDepartureAbandoned  Event = "departure_abandoned"    // a wait ended by cancellation or a deadline
-	EventRetryAfterTooLong   Event = "retry_after_too_long"   // a Retry-After above the maximum
-	EventCrawlDelayClamped   Event = "crawl_delay_clamped"    // a Crawl-delay above the maximum was clamped
-	EventRedirectHopTimedOut Event = "redirect_hop_timed_out" // a redirect hop's wait reached its request's deadline: retried
-	EventBreakerOpened       Event = "breaker_opened"         // the host is parked: its requests are deferred
-	EventBreakerHalfOpen     Event = "breaker_half_open"      // the cool-down is over: one probe goes out
-	EventBreakerClosed       Event = "breaker_closed"         // the probe succeeded: the host is crawled again
-	EventRequestDeferred     Event = "request_deferred"       // a request to a parked host was stored, not sent
-	EventDeferredDrained     Event = "deferred_drained"       // deferred requests were handed back to a collector
-	EventStateRepaired       Event = "state_repaired"         // a stored value could not be trusted and was fixed
-	EventStateCorrupt        Event = "state_corrupt"          // a stored row could not be decoded: the host starts afresh
-	EventStoreUnavailable    Event = "store_unavailable"      // the store failed: pacing continues locally
-	EventStoreRecovered      Event = "store_recovered"        // the store answers again
-	EventOptionInvalid       Event = "option_invalid"         // an option value was set aside at construction: the default is used
+	EventDelayApplied         Event = "delay_applied"          // a request departed (at the instant its headers reached the wire)
+	EventDelayIncreased       Event = "delay_increased"        // the adaptive delay grew (refusal or latency)
+	EventDelayDecreased       Event = "delay_decreased"        // the adaptive delay gave capacity back
+	EventRetryAfterHonoured   Event = "retry_after_honoured"   // no departure to the host before the window ends
+	EventRetryAfterNow        Event = "retry_after_now"        // a Retry-After of 0 or a past date: no hold, the backoff only
+	EventCrawlDelayApplied    Event = "crawl_delay_applied"    // a robots.txt Crawl-delay became part of the interval
+	EventRateLimitApplied     Event = "rate_limit_applied"     // rate-limit headers set the interval or a hold
+	EventHeaderInvalid        Event = "header_invalid"         // a Retry-After or rate-limit field was ignored
+	EventRobotsInvalid        Event = "robots_invalid"         // part of robots.txt was not taken as published
+	EventRobotsUnavailable    Event = "robots_unavailable"     // robots.txt could not be read (5xx, 429, network): the host is held, retried
+	EventRetryScheduled       Event = "retry_scheduled"        // a refused request will be sent again after the window
+	EventRetriesExhausted     Event = "retries_exhausted"      // a refused request reached the retry limit
+	EventRetryDuplicate       Event = "retry_duplicate"        // an OnError callback retried a request the pacer retries: the copy was dropped
+	EventPacingBypassed       Event = "pacing_bypassed"        // requests reach the network without the pacer's transport
+	EventCallbacksBeforePacer Event = "callbacks_before_pacer" // OnError/OnResponse callbacks were registered before the pacer's
+	EventLimitRuleStacked     Event = "limit_rule_stacked"     // a LimitRule Delay adds latency + delay on top of pacing
+	EventDepartureAbandoned   Event = "departure_abandoned"    // a wait ended by cancellation or a deadline
+	EventRetryAfterTooLong    Event = "retry_after_too_long"   // a Retry-After above the maximum
+	EventCrawlDelayClamped    Event = "crawl_delay_clamped"    // a Crawl-delay above the maximum was clamped
+	EventRedirectHopTimedOut  Event = "redirect_hop_timed_out" // a redirect hop's wait reached its request's deadline: retried
+	EventBreakerOpened        Event = "breaker_opened"         // the host is parked: its requests are deferred
+	EventBreakerHalfOpen      Event = "breaker_half_open"      // the cool-down is over: one probe goes out
+	EventBreakerClosed        Event = "breaker_closed"         // the probe succeeded: the host is crawled again
+	EventRequestDeferred      Event = "request_deferred"       // a request to a parked host was stored, not sent
+	EventDeferredDrained      Event = "deferred_drained"       // deferred requests were handed back to a collector
+	EventStateRepaired        Event = "state_repaired"         // a stored value could not be trusted and was fixed
+	EventStateCorrupt         Event = "state_corrupt"          // a stored row could not be decoded: the host starts afresh
+	EventStoreUnavailable     Event = "store_unavailable"      // the store failed: pacing continues locally
+	EventStoreRecovered       Event = "store_recovered"        // the store answers again
+	EventOptionInvalid        Event = "option_invalid"         // an option value was set aside at construction: the default is used
 )
 
 // Trigger is the value of an event's "trigger" field: what set a host's interval (or held it), or

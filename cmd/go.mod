@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	github.com/collypace/ext v0.0.0
 	github.com/gocolly/colly/v2 v2.3.0
+	github.com/google/licensecheck v0.3.1
 	github.com/rs/zerolog v1.35.1
 	golang.org/x/net v0.47.0
 	gonum.org/v1/plot v0.17.0

@@ -10,7 +10,7 @@ import (
 	"testing"
 )
 
-// TestDefaultsInFreshDirectory is issue 10 item 1: what a newcomer runs first, `go run ./example_crawler`
+// TestDefaultsInFreshDirectory runs what a newcomer runs first, `go run ./example_crawler`
 // with no flags, in a directory holding nothing yet. Its relative default paths for the state file and
 // the audit trail must work, and the demo crawl must finish.
 func TestDefaultsInFreshDirectory(t *testing.T) {

@@ -592,7 +592,7 @@ func TestAdmitMatchesGo(t *testing.T) {
 	}
 }
 
-// TestTTLRefreshedOnWrite is issue 10 item 19: with WithTTL, a host key expires that long after its
+// TestTTLRefreshedOnWrite checks that, with WithTTL, a host key expires that long after its
 // last write, and every admitted departure and saved state refreshes it; without it, keys never expire.
 func TestTTLRefreshedOnWrite(t *testing.T) {
 	c := redistest.Start(t).Client()

@@ -12,7 +12,7 @@ import (
 	"github.com/collypace/ext/sqlitestore"
 )
 
-// TestOpenRelativeAndOddPaths is issue 10 item 1: the package doc's Open("pacing.db") failed with
+// TestOpenRelativeAndOddPaths: the package doc's Open("pacing.db") once failed with
 // "invalid uri authority". Every path the os package accepts opens, and names the file it says.
 func TestOpenRelativeAndOddPaths(t *testing.T) {
 	dir := t.TempDir()
@@ -56,7 +56,7 @@ func TestOpenRelativeAndOddPaths(t *testing.T) {
 	}
 }
 
-// TestOpenMissingDirectoryNamesIt is issue 10 item 1: a path in a directory that does not exist fails
+// TestOpenMissingDirectoryNamesIt checks that a path in a directory that does not exist fails
 // with an error naming that directory.
 func TestOpenMissingDirectoryNamesIt(t *testing.T) {
 	missing := filepath.Join(t.TempDir(), "no-such-dir")
@@ -66,7 +66,7 @@ func TestOpenMissingDirectoryNamesIt(t *testing.T) {
 	}
 }
 
-// TestOpenCreatesOwnerOnlyFile is issue 10 item 22: deferred requests are stored in the file, so a
+// TestOpenCreatesOwnerOnlyFile: deferred requests are stored in the file, so a
 // new file is readable by its owner only, and so are the WAL files SQLite creates beside it.
 func TestOpenCreatesOwnerOnlyFile(t *testing.T) {
 	path := tempPath(t)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime"
 	"strings"
@@ -89,7 +90,9 @@ func measure(ctx context.Context, cfg config, m mode) (result, error) {
 			}
 		}
 		if err == nil {
-			err = q.Run(c)
+			if err = q.Run(c); ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+				err = nil // a bounded stop with URLs left: reported as boundedStop
+			}
 		}
 	}
 	close(stop)

@@ -3,6 +3,8 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"log"
 	"os"
@@ -27,7 +29,8 @@ func main() {
 	)
 	c.OnHTML("a[href]", func(e *colly.HTMLElement) { e.Request.Visit(e.Attr("href")) })
 	c.OnError(func(r *colly.Response, err error) {
-		if !pacer.Retrying(r) { // false for the final failure, after the pacer's retries
+		// Retrying: the pacer sends it again; Deferred: its host is parked, it is kept; Canceled: the crawl ended.
+		if !pacer.Retrying(r) && !pacer.Deferred(r) && !errors.Is(err, context.Canceled) {
 			log.Printf("gave up on %s: %v", r.Request.URL, err)
 		}
 	})

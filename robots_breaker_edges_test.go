@@ -15,8 +15,9 @@ import (
 	"github.com/rs/zerolog"
 )
 
-// Regression tests for issue 10, items 5, 6, 7, 8 and 13: robots.txt, the breaker and Retry-After at
-// their edges.
+// Where robots.txt, the breaker and Retry-After meet: a Crawl-delay obeyed rather than punished, one
+// over the cap parked until robots.txt asks for less, a Retry-After over the cap parked until the time
+// announced, an unreachable robots.txt holding pages rather than disallowing them for good.
 
 // mutableRobots serves robots.txt from body (or, when status answers non-zero for the n-th fetch,
 // that status) and "ok" pages, counting the robots.txt fetches.
@@ -68,9 +69,10 @@ func robotsArrivals(h *fakeHost) []time.Time {
 	return out
 }
 
-// Item 5: an honoured Crawl-delay above the breaker's threshold is obeyed, not punished: a host asking
-// for 50 s between requests is crawled at 50 s for minutes, never parked.
-func TestIssue10Item5CrawlDelayDoesNotTripBreaker(t *testing.T) {
+// TestCrawlDelayAboveThresholdDoesNotTripBreaker: an honoured Crawl-delay above the breaker's threshold
+// is obeyed, not punished: a host asking for 50 s between requests is crawled at 50 s for minutes,
+// never parked.
+func TestCrawlDelayAboveThresholdDoesNotTripBreaker(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		n := newFakeNet(t)
 		h, base := n.host("slowbot.test", robotsSite(200, "User-agent: *\nCrawl-delay: 50\n", nil))
@@ -90,9 +92,10 @@ func TestIssue10Item5CrawlDelayDoesNotTripBreaker(t *testing.T) {
 	})
 }
 
-// Item 5: neither a rate-limit interval nor the user's own base delay trips the sustained-delay rule;
-// an adaptive delay that refusals drove above the threshold still does.
-func TestIssue10Item5OnlyRefusalDrivenDelayTrips(t *testing.T) {
+// TestSustainedDelayTripsOnlyWhenRefusalsDroveIt: neither a rate-limit interval nor the user's own base
+// delay trips the sustained-delay rule; an adaptive delay that refusals drove above the threshold still
+// does.
+func TestSustainedDelayTripsOnlyWhenRefusalsDroveIt(t *testing.T) {
 	pol := WithBreaker(BreakerPolicy{Failures: -1}) // only the sustained-delay rule
 	// A host publishing a quota of 1 request per 50 s, answering 200 for 5 minutes.
 	p := NewPacer(WithBaseDelay(time.Second), WithJitter(0), pol)
@@ -127,10 +130,11 @@ func TestIssue10Item5OnlyRefusalDrivenDelayTrips(t *testing.T) {
 	}
 }
 
-// Item 6: a Crawl-delay above the cap parks the host until its robots.txt asks for less, and robots.txt
-// is read again on its TTL whatever the breaker says: after 50 h still over the cap, 3 reads (0, 24 and
-// 48 h) and no page; once it asks for 2 s, the next read brings the host back and its pages drain.
-func TestIssue10Item6CrawlDelayAboveCapReadAgainOnTTL(t *testing.T) {
+// TestCrawlDelayAboveCapParksUntilRobotsReadAgainOnTTL: a Crawl-delay above the cap parks the host
+// until its robots.txt asks for less, and robots.txt is read again on its TTL whatever the breaker
+// says: after 50 h still over the cap, 3 reads (0, 24 and 48 h) and no page; once it asks for 2 s, the
+// next read brings the host back and its pages drain.
+func TestCrawlDelayAboveCapParksUntilRobotsReadAgainOnTTL(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		n := newFakeNet(t)
 		robots := newMutableRobots("User-agent: *\nCrawl-delay: 600\n")
@@ -179,9 +183,9 @@ func TestIssue10Item6CrawlDelayAboveCapReadAgainOnTTL(t *testing.T) {
 	})
 }
 
-// Item 6, through the host-aware queue: a host parked over the Crawl-delay cap comes back when its
-// robots.txt, read again on its TTL, asks for less.
-func TestIssue10Item6QueueReadsRobotsAgainOnTTL(t *testing.T) {
+// TestQueueUnparksHostWhenRobotsReadAgainOnTTL, through the host-aware queue: a host parked over the
+// Crawl-delay cap comes back when its robots.txt, read again on its TTL, asks for less.
+func TestQueueUnparksHostWhenRobotsReadAgainOnTTL(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		n := newFakeNet(t)
 		robots := newMutableRobots("User-agent: *\nCrawl-delay: 600\n")
@@ -217,9 +221,9 @@ func TestIssue10Item6QueueReadsRobotsAgainOnTTL(t *testing.T) {
 	})
 }
 
-// Item 7: a host evicted after 31 idle minutes, without a store, keeps its Crawl-delay: the robots cache
-// still knows it (and robots.txt is not due again).
-func TestIssue10Item7EvictionKeepsCrawlDelay(t *testing.T) {
+// TestEvictionKeepsCrawlDelay: a host evicted after 31 idle minutes, without a store, keeps its
+// Crawl-delay: the robots cache still knows it (and robots.txt is not due again).
+func TestEvictionKeepsCrawlDelay(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		n := newFakeNet(t)
 		var fetches atomic.Int32
@@ -246,9 +250,10 @@ func TestIssue10Item7EvictionKeepsCrawlDelay(t *testing.T) {
 	})
 }
 
-// Item 7: the clamp is restored too (compliance_flag stays false with IgnoreCaps), and through the
-// queue, which reads the schedule before any request of the new host state departs.
-func TestIssue10Item7QueueEvictionKeepsClampedCrawlDelay(t *testing.T) {
+// TestQueueEvictionKeepsClampedCrawlDelay: the clamp is restored too (compliance_flag stays false with
+// IgnoreCaps), and through the queue, which reads the schedule before any request of the new host state
+// departs.
+func TestQueueEvictionKeepsClampedCrawlDelay(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		n := newFakeNet(t)
 		h, base := n.host("cd.test", robotsSite(200, "User-agent: *\nCrawl-delay: 100\n", nil))
@@ -295,10 +300,10 @@ func retryAfterEarliest(t *testing.T, value string, opts ...Option) (time.Time, 
 	return earliest, p
 }
 
-// Item 8: a longer Retry-After never gets a shorter wait. Above the cap (10 min) the host is parked
-// until the time announced (+10 %), not merely for the breaker's 5-minute cool-down, and held until
-// then too; arithmetic saturates.
-func TestIssue10Item8LongerRetryAfterNeverWaitsLess(t *testing.T) {
+// TestLongerRetryAfterNeverWaitsLess: a longer Retry-After never gets a shorter wait. Above the cap (10
+// min) the host is parked until the time announced (+10 %), not merely for the breaker's 5-minute
+// cool-down, and held until then too; arithmetic saturates.
+func TestLongerRetryAfterNeverWaitsLess(t *testing.T) {
 	prev := t0
 	for _, v := range []string{"1", "60", "540", "599", "600", "601", "660", "3600", "86400", "1000000", "99999999999999999999"} {
 		earliest, p := retryAfterEarliest(t, v)
@@ -338,10 +343,11 @@ func TestIssue10Item8LongerRetryAfterNeverWaitsLess(t *testing.T) {
 	}
 }
 
-// Item 8, through Colly: after a 429 with Retry-After 660 (above the 10 min cap), the next page is
-// deferred, Drain leaves it during the whole announced window (past the breaker's cool-down), and it
-// is sent exactly when the window (+10 %) ends. Retry-After 540 holds the next page 594 s.
-func TestIssue10Item8RetryAfterAboveCapParksUntilAnnounced(t *testing.T) {
+// TestRetryAfterAboveCapParksUntilAnnounced, through Colly: after a 429 with Retry-After 660 (above the
+// 10 min cap), the next page is deferred, Drain leaves it during the whole announced window (past the
+// breaker's cool-down), and it is sent exactly when the window (+10 %) ends. Retry-After 540 holds the
+// next page 594 s.
+func TestRetryAfterAboveCapParksUntilAnnounced(t *testing.T) {
 	for _, tc := range []struct {
 		value  string
 		wait   time.Duration
@@ -411,11 +417,11 @@ func TestIssue10Item8RetryAfterAboveCapParksUntilAnnounced(t *testing.T) {
 	}
 }
 
-// Item 13: robots.txt unreachable (503, 429, a dropped connection, no answer) means disallow for now:
-// the host's pages wait, holding no in-flight slot, while robots.txt is asked again after 1 s, 2 s,
-// 4 s… (paced like any departure); each try is audited with its attempt and next try; once it is read,
-// every page goes, none lost.
-func TestIssue10Item13UnreachableRobotsHoldsPages(t *testing.T) {
+// TestUnreachableRobotsHoldsPages: robots.txt unreachable (503, 429, a dropped connection, no answer)
+// means disallow for now: the host's pages wait, holding no in-flight slot, while robots.txt is asked
+// again after 1 s, 2 s, 4 s… (paced like any departure); each try is audited with its attempt and next
+// try; once it is read, every page goes, none lost.
+func TestUnreachableRobotsHoldsPages(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		status int
@@ -500,10 +506,11 @@ func TestIssue10Item13UnreachableRobotsHoldsPages(t *testing.T) {
 	}
 }
 
-// Item 13: after robotsUnreachableLimit of failures the host's breaker opens (robots_unreachable): its
-// pages are deferred, nothing lost, the alert fires; after the cool-down the breaker's probe is the next
-// robots.txt read, and once it succeeds the deferred pages go.
-func TestIssue10Item13UnreachableRobotsParksAfterLimit(t *testing.T) {
+// TestUnreachableRobotsParksAfterLimit: after robotsUnreachableLimit of failures the host's breaker
+// opens (robots_unreachable): its pages are deferred, nothing lost, the alert fires; after the
+// cool-down the breaker's probe is the next robots.txt read, and once it succeeds the deferred pages
+// go.
+func TestUnreachableRobotsParksAfterLimit(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		n := newFakeNet(t)
 		var up atomic.Bool
@@ -560,10 +567,10 @@ func TestIssue10Item13UnreachableRobotsParksAfterLimit(t *testing.T) {
 	})
 }
 
-// Item 13: the host-aware queue does not spin on a host whose robots.txt is unreachable: the host is not
-// ready until its next try, one worker is enough for the other host meanwhile, and the held host's pages
-// go once robots.txt is read.
-func TestIssue10Item13QueueDoesNotSpinOnUnreachableRobots(t *testing.T) {
+// TestQueueDoesNotSpinOnUnreachableRobots: the host-aware queue does not spin on a host whose
+// robots.txt is unreachable: the host is not ready until its next try, one worker is enough for the
+// other host meanwhile, and the held host's pages go once robots.txt is read.
+func TestQueueDoesNotSpinOnUnreachableRobots(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		n := newFakeNet(t)
 		robots := newMutableRobots("User-agent: *\n")
@@ -600,9 +607,10 @@ func TestIssue10Item13QueueDoesNotSpinOnUnreachableRobots(t *testing.T) {
 	})
 }
 
-// Item 13: a robots.txt read before and unreachable now still applies (RFC 9309 §2.4): pages are not
-// held, its Crawl-delay stays in force, and the failure is audited.
-func TestIssue10Item13EarlierCopyStillApplies(t *testing.T) {
+// TestUnreachableRobotsEarlierCopyStillApplies: a robots.txt read before and unreachable now still
+// applies (RFC 9309 §2.4): pages are not held, its Crawl-delay stays in force, and the failure is
+// audited.
+func TestUnreachableRobotsEarlierCopyStillApplies(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		n := newFakeNet(t)
 		robots := newMutableRobots("User-agent: *\nCrawl-delay: 2\n")
@@ -638,9 +646,10 @@ func TestIssue10Item13EarlierCopyStillApplies(t *testing.T) {
 	})
 }
 
-// Item 13: Colly's own robots check (IgnoreRobotsTxt = false) waits for an unreachable robots.txt too,
-// instead of reading a 5xx as disallow-all for the collector's whole life.
-func TestIssue10Item13CollyRobotsCheckWaits(t *testing.T) {
+// TestCollyRobotsCheckWaitsForUnreachableRobots: Colly's own robots check (IgnoreRobotsTxt = false)
+// waits for an unreachable robots.txt too, instead of reading a 5xx as disallow-all for the collector's
+// whole life.
+func TestCollyRobotsCheckWaitsForUnreachableRobots(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		n := newFakeNet(t)
 		robots := newMutableRobots("User-agent: *\nDisallow: /private\n")
@@ -666,9 +675,10 @@ func TestIssue10Item13CollyRobotsCheckWaits(t *testing.T) {
 	})
 }
 
-// Item 13: robots.txt read again while its host is held (here a Retry-After of 30 s, as a Crawl-delay
-// or the backoff would) waits for its turn: the wait is not taken for an unreachable robots.txt.
-func TestIssue10Item13RobotsReadWaitsItsTurn(t *testing.T) {
+// TestRobotsReadAgainWaitsItsTurnWhileHeld: robots.txt read again while its host is held (here a
+// Retry-After of 30 s, as a Crawl-delay or the backoff would) waits for its turn: the wait is not taken
+// for an unreachable robots.txt.
+func TestRobotsReadAgainWaitsItsTurnWhileHeld(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		n := newFakeNet(t)
 		var fetches atomic.Int32
