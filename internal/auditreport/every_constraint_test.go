@@ -41,9 +41,9 @@ func TestReportChecksEveryConstraintAtEveryGap(t *testing.T) {
 		trails []string
 		bad    string // a phrase of the violation of /x; "" = none
 	}{
-		{"departure 1.9 s into another process's 2 h park",
-			[]string{dep(h, 0, "/a", 0) + windowed(h, audit.EventRetryAfterTooLong, 100, 2*hour+100, 2*hour) + event(h, audit.EventBreakerOpened, 100, nil),
-				dep(h, 2000, "/x", 0)},
+		{"departure 200 ms into another process's 2 h park",
+			[]string{dep(h, -1000, "/a", 0) + windowed(h, audit.EventRetryAfterTooLong, 100, 2*hour+100, 2*hour) + event(h, audit.EventBreakerOpened, 100, nil),
+				dep(h, 300, "/x", 0)},
 			"inside the retry_after_too_long window"},
 		{"departure after the park", []string{dep(h, 0, "/a", 0) + windowed(h, audit.EventRetryAfterTooLong, 100, 2*hour+100, 2*hour), dep(h, 2*hour+100, "/b", 0)}, ""},
 		// IgnoreCaps: the pacer held to its maximum (1 h) only; the server asked for 2 h.
