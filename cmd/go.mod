@@ -3,10 +3,12 @@ module github.com/collypace/ext/cmd
 go 1.26.0
 
 require (
+	codeberg.org/go-fonts/dejavu v0.4.0
 	github.com/collypace/ext v0.0.0
 	github.com/gocolly/colly/v2 v2.3.0
 	github.com/google/licensecheck v0.3.1
 	github.com/rs/zerolog v1.35.1
+	golang.org/x/image v0.30.0
 	golang.org/x/net v0.47.0
 	gonum.org/v1/plot v0.17.0
 )
@@ -37,7 +39,6 @@ require (
 	github.com/saintfish/chardet v0.0.0-20230101081208-5e3ef4b5456d // indirect
 	github.com/temoto/robotstxt v1.1.2 // indirect
 	go.uber.org/atomic v1.12.0 // indirect
-	golang.org/x/image v0.30.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
 	golang.org/x/text v0.31.0 // indirect
 	google.golang.org/appengine v1.6.8 // indirect

@@ -45,9 +45,25 @@ Usage:
 Flags:
 `
 
-// parseFlags parses args into options; -h prints the intro and the flags.
+// parseFlags parses args into options; -h prints the intro and the flags (flag.ErrHelp). A bad flag
+// (unknown, malformed, or a value the crawler or the pacer cannot use) prints the error and the usage to
+// fs.Output() and returns the error: main exits 2, never crawling with a default in its place.
 func parseFlags(fs *flag.FlagSet, args []string) (options, error) {
 	var o options
+	o.define(fs)
+	if err := fs.Parse(args); err != nil {
+		return o, err // fs.Parse has printed it with the usage
+	}
+	if err := o.check(fs); err != nil {
+		_, _ = fmt.Fprintf(fs.Output(), "%s: %v\n", fs.Name(), err)
+		fs.Usage()
+		return o, err
+	}
+	return o, nil
+}
+
+// define defines the flags on fs, setting o's fields.
+func (o *options) define(fs *flag.FlagSet) {
 	fs.StringVar(&o.url, "url", "", "crawl this site instead of the demo site (same-host links, robots.txt on)")
 	fs.IntVar(&o.pages, "pages", 50, "page budget of the whole run with -url (the demo site crawls all its pages unless set)")
 	fs.StringVar(&o.audit, "audit", "audit.jsonl", "file the audit trail is written to, as JSON lines")
@@ -67,11 +83,12 @@ func parseFlags(fs *flag.FlagSet, args []string) (options, error) {
 		_, _ = io.WriteString(w, intro)
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		return o, err
-	}
+}
+
+// check checks the values parsed by fs and sets the defaults that depend on the mode.
+func (o *options) check(fs *flag.FlagSet) error {
 	if fs.NArg() > 0 {
-		return o, fmt.Errorf("unexpected arguments %q (see -h)", fs.Args())
+		return fmt.Errorf("unexpected arguments %q (see -h)", fs.Args())
 	}
 	pagesSet := false
 	fs.Visit(func(f *flag.Flag) { pagesSet = pagesSet || f.Name == "pages" })
@@ -79,12 +96,12 @@ func parseFlags(fs *flag.FlagSet, args []string) (options, error) {
 	case o.url == "" && !pagesSet:
 		o.pages = 0
 	case o.pages < 1:
-		return o, errors.New("-pages must be at least 1")
+		return errors.New("-pages must be at least 1")
 	}
 	if o.url != "" {
 		u, err := url.Parse(o.url)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return o, fmt.Errorf("-url %q: want an absolute http or https URL", o.url)
+			return fmt.Errorf("-url %q: want an absolute http or https URL", o.url)
 		}
 	}
 	if o.baseDelay == 0 {
@@ -95,13 +112,19 @@ func parseFlags(fs *flag.FlagSet, args []string) (options, error) {
 	}
 	switch {
 	case o.baseDelay < 0 || o.maxDelay <= 0 || o.timeout <= 0 || o.duration <= 0:
-		return o, errors.New("-base-delay, -max-delay, -timeout and -duration must be positive")
+		return errors.New("-base-delay, -max-delay, -timeout and -duration must be positive")
 	case o.jitter < 0 || o.jitter > 1:
-		return o, errors.New("-jitter must be between 0 and 1")
+		return errors.New("-jitter must be between 0 and 1")
 	case o.maxInFlight < 1 || o.maxRetries < 0:
-		return o, errors.New("-max-inflight must be at least 1 and -max-retries at least 0")
+		return errors.New("-max-inflight must be at least 1 and -max-retries at least 0")
 	}
-	return o, nil
+	// Whatever else the pacer would set aside (option_invalid, its default in its place) is a bad flag.
+	p, err := ext.NewPacerErr(o.pacingOptions()...)
+	if err != nil {
+		return err
+	}
+	_ = p.Close()
+	return nil
 }
 
 // pacingOptions turns the options into the pacer's.

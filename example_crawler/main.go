@@ -28,9 +28,12 @@ const (
 )
 
 func main() {
-	o, err := parseFlags(flag.CommandLine, os.Args[1:])
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "example_crawler:", err)
+	fs := flag.NewFlagSet("example_crawler", flag.ContinueOnError)
+	o, err := parseFlags(fs, os.Args[1:]) // a bad flag prints its error and the usage
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		os.Exit(0)
+	case err != nil:
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
@@ -104,7 +107,7 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		site.Close() // waits for the handlers, so requests cut short are in the server logs
 	}
 	writeSummary(out, tr.snapshot(), rec, time.Since(start), outcome, audit, o.audit)
-	writeReport(out, o.audit)
+	writeReport(out, o.audit, targets)
 	return nil
 }
 

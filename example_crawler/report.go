@@ -23,8 +23,9 @@ func reportPath(auditPath string) string {
 }
 
 // writeReport checks the audit trail as cmd/pacereport does, prints the report's summary and writes
-// its HTML page beside the trail.
-func writeReport(out io.Writer, auditPath string) {
+// its HTML page beside the trail. Hosts are named as in the crawl's tables (the demo's hosts by their
+// character, beside their 127.0.0.1 ports).
+func writeReport(out io.Writer, auditPath string, targets []target) {
 	_, _ = fmt.Fprintln(out)
 	trail, err := auditreport.Load(auditPath)
 	if err != nil {
@@ -32,6 +33,11 @@ func writeReport(out io.Writer, auditPath string) {
 		return
 	}
 	rep := auditreport.Check(trail, auditreport.DefaultTolerance)
+	names := make(map[string]string, len(targets))
+	for _, t := range targets {
+		names[t.key] = t.name
+	}
+	rep.NameHosts(names)
 	_ = rep.WriteSummary(out)
 	var page bytes.Buffer
 	path := reportPath(auditPath)

@@ -48,6 +48,8 @@ var (
 		"Requests in flight to the host.", labelHost)
 	descHosts = newDesc("hosts",
 		"Hosts whose pacing state is in memory.")
+	descOptionInvalid = newDesc("option_invalid",
+		"1 for each option of New whose value was invalid: its default is used instead.", "option")
 	descQueueDepth = newDesc("queue_depth",
 		"Requests queued for the host.", labelHost)
 )
@@ -56,7 +58,7 @@ var (
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		descDepartures, descWaited, descRefusals, descRetryWaits, descRetrySeconds, descTransitions,
-		descBreakerState, descBreakerHosts, descDelay, descInFlight, descHosts, descQueueDepth,
+		descBreakerState, descBreakerHosts, descDelay, descInFlight, descHosts, descQueueDepth, descOptionInvalid,
 	} {
 		ch <- d
 	}
@@ -83,6 +85,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 
 	for _, m := range ms {
 		ch <- m
+	}
+	for _, inv := range c.invalid {
+		ch <- prometheus.MustNewConstMetric(descOptionInvalid, prometheus.GaugeValue, 1, inv.option)
 	}
 	ch <- c.wait
 }

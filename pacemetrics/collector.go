@@ -1,6 +1,8 @@
 package pacemetrics
 
 import (
+	"errors"
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -47,15 +49,26 @@ type Option func(*config)
 
 type config struct {
 	topHosts int
+	invalid  []invalidOption // values set aside: the default is used (see New)
+}
+
+// invalidOption is an option value New set aside.
+type invalidOption struct {
+	option string
+	err    error
 }
 
 // WithTopHosts sets how many of the most active hosts get series of their own (default 50); the
-// others are aggregated under host="other". 0 keeps every host under "other"; negative values are ignored.
+// others are aggregated under host="other". 0 keeps every host under "other"; a negative n is invalid
+// (see New).
 func WithTopHosts(n int) Option {
 	return func(c *config) {
-		if n >= 0 {
-			c.topHosts = n
+		if n < 0 {
+			c.invalid = append(c.invalid, invalidOption{"WithTopHosts",
+				fmt.Errorf("%w: pacemetrics.WithTopHosts(%d): negative", ext.ErrInvalidOption, n)})
+			return
 		}
+		c.topHosts = n
 	}
 }
 
@@ -63,6 +76,7 @@ func WithTopHosts(n int) Option {
 // scrape time, as Prometheus metrics (see the package doc). It is an ext.Observer to pass to
 // ext.WithObserver and a prometheus.Collector to register. It is safe for concurrent use.
 type Collector struct {
+	invalid  []invalidOption // exported as collypace_option_invalid
 	topHosts int
 	now      func() time.Time // test seam
 	hosts    shardmap.Map[*hostStats]
@@ -83,13 +97,37 @@ var (
 )
 
 // New returns a Collector. Pass it to ext.WithObserver, call Watch with the pacer, and register it
-// (or serve Handler).
+// (or serve Handler). An invalid option value (README "Invalid values") never panics and is never
+// clamped: New uses the default in its place and exports it as collypace_option_invalid{option} = 1,
+// so that it shows (and can be alerted on) where the metrics are read; NewErr returns it as an error.
 func New(opts ...Option) *Collector {
 	cfg := config{topHosts: DefaultTopHosts}
 	for _, o := range opts {
 		o(&cfg)
 	}
+	return newCollector(cfg)
+}
+
+// NewErr is New reporting invalid option values as an error wrapping ext.ErrInvalidOption, and no
+// Collector, instead of using the defaults in their place.
+func NewErr(opts ...Option) (*Collector, error) {
+	cfg := config{topHosts: DefaultTopHosts}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	errs := make([]error, len(cfg.invalid))
+	for i, inv := range cfg.invalid {
+		errs[i] = inv.err
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return newCollector(cfg), nil
+}
+
+func newCollector(cfg config) *Collector {
 	c := &Collector{
+		invalid:  cfg.invalid,
 		topHosts: cfg.topHosts,
 		now:      time.Now,
 		wait: prometheus.NewHistogram(prometheus.HistogramOpts{

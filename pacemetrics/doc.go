@@ -33,6 +33,8 @@
 //	collypace_departure_wait_seconds          histogram  (none)         time each request waited before departing,
 //	                                                                    buckets 1, 2.5, 5, 10 … 250, 500 ms, 1, 2.5, 5,
 //	                                                                    10, 30 s, 1, 2, 5 min
+//	collypace_option_invalid                  gauge      option         1 for an option of New whose value was invalid
+//	                                                                    (its default is used); absent when none was
 //
 // The counters come from the Observer: without ext.WithObserver(m) they stay at zero and no host has
 // series of its own. The gauges collypace_host_delay_seconds, collypace_in_flight and collypace_hosts

@@ -5,8 +5,12 @@
 //	go run ./cmd/pacereport [-html report.html] audit.jsonl [more.jsonl ...]
 //
 // Several trails (one per process of a fleet) are merged into one schedule per host. The report is
-// Markdown on stdout. Exit status: 0 no violation, 1 a violation (each named on stderr with host, time
-// and URL), 2 bad usage or an unreadable file. Malformed lines are skipped and listed, not fatal.
+// Markdown on stdout. Malformed lines are skipped and listed, not fatal. Exit status (of the built
+// binary; `go run` turns every non-zero status into 1):
+//
+//	0  no violation, and at least one departure checked
+//	1  a violation (each named on stderr with host, time and URL)
+//	2  bad usage, an unreadable file, or a trail without a departure (it proves nothing)
 package main
 
 import (
@@ -24,6 +28,13 @@ func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
+// Exit statuses.
+const (
+	exitOK        = 0
+	exitViolation = 1
+	exitUnusable  = 2
+)
+
 // run is the command with its streams; it returns the exit status.
 func run(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("pacereport", flag.ContinueOnError)
@@ -36,38 +47,53 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
-		return 2
+		return exitUnusable
 	}
-	if fs.NArg() == 0 || *tolAbs < 0 || *tolFrac < 0 || *tolFrac >= 1 {
-		fs.Usage()
-		return 2
+	switch {
+	case *tolAbs < 0:
+		fmt.Fprintf(stderr, "pacereport: -tolerance %v: must not be negative\n", *tolAbs)
+	case *tolFrac < 0 || *tolFrac >= 1:
+		fmt.Fprintf(stderr, "pacereport: -tolerance-frac %v: must be in [0, 1)\n", *tolFrac)
+	case fs.NArg() == 0:
+	default:
+		return report(fs.Args(), *htmlPath, auditreport.Tolerance{Abs: *tolAbs, Frac: *tolFrac}, stdout, stderr)
 	}
-	trail, err := auditreport.Load(fs.Args()...)
+	fs.Usage()
+	return exitUnusable
+}
+
+// report checks the trails at paths and writes the report; it returns the exit status.
+func report(paths []string, htmlPath string, tol auditreport.Tolerance, stdout, stderr io.Writer) int {
+	trail, err := auditreport.Load(paths...)
 	if err != nil {
 		fmt.Fprintln(stderr, "pacereport:", err)
-		return 2
+		return exitUnusable
 	}
-	rep := auditreport.Check(trail, auditreport.Tolerance{Abs: *tolAbs, Frac: *tolFrac})
+	rep := auditreport.Check(trail, tol)
 	for _, w := range rep.Warnings {
 		fmt.Fprintln(stderr, "pacereport: skipped", w)
 	}
 	if err := rep.WriteMarkdown(stdout); err != nil {
 		fmt.Fprintln(stderr, "pacereport:", err)
-		return 2
+		return exitUnusable
 	}
-	if *htmlPath != "" {
-		if err := writeHTML(rep, *htmlPath); err != nil {
+	if htmlPath != "" {
+		if err := writeHTML(rep, htmlPath); err != nil {
 			fmt.Fprintln(stderr, "pacereport:", err)
-			return 2
+			return exitUnusable
 		}
 	}
 	if !rep.OK() {
 		for _, v := range rep.Violations {
 			fmt.Fprintln(stderr, "pacereport: violation:", v)
 		}
-		return 1
+		return exitViolation
 	}
-	return 0
+	if !rep.Proves() {
+		fmt.Fprintf(stderr, "pacereport: %s: %d events read, %d line(s) skipped\n", auditreport.NoDepartures, rep.Events, len(rep.Warnings))
+		return exitUnusable
+	}
+	return exitOK
 }
 
 func writeHTML(rep *auditreport.Report, path string) error {

@@ -2,7 +2,9 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -47,5 +49,47 @@ func TestExitStatus(t *testing.T) {
 	}
 	if b, err := os.ReadFile(page); err != nil || !bytes.Contains(b, []byte("<svg")) {
 		t.Errorf("-html: %v", err)
+	}
+}
+
+// TestBinaryExitStatus: the exit statuses of the built binary (`go run`
+// turns every failure into 1): a trail that proves nothing (empty, garbage, no departure) and bad usage
+// exit 2, a violation (a bypass) 1, a clean trail 0.
+func TestBinaryExitStatus(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "pacereport")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	bypass := `{"timestamp":"2026-12-02T12:00:01Z","pipeline_id":"p","target_domain":"shop.example","event":"pacing_bypassed","trigger":"transport","base_delay_ms":1000,"computed_delay_ms":0,"jitter_ms":0,"compliance_flag":true,"status_code":200,"schema":2,"detail":"transport replaced"}`
+	for _, tc := range []struct {
+		name   string
+		args   []string
+		status int
+		stderr string
+	}{
+		{"clean", []string{write(t, "clean.jsonl", dep1, hold, depOK)}, exitOK, ""},
+		{"bypass", []string{write(t, "bypass.jsonl", dep1, bypass)}, exitViolation, "pacing_bypassed"},
+		{"empty", []string{write(t, "empty.jsonl")}, exitUnusable, "No departure in the trail"},
+		{"garbage", []string{write(t, "garbage.jsonl", "not json", `{"event":"delay_applied"}`)}, exitUnusable, "No departure in the trail"},
+		{"no departure", []string{write(t, "hold.jsonl", hold)}, exitUnusable, "No departure in the trail"},
+		{"no file", nil, exitUnusable, "usage"},
+		{"unknown flag", []string{"-nonsense", "x.jsonl"}, exitUnusable, "usage"},
+		{"bad tolerance", []string{"-tolerance-frac", "2", write(t, "c.jsonl", dep1)}, exitUnusable, "-tolerance-frac"},
+		{"missing file", []string{filepath.Join(t.TempDir(), "missing.jsonl")}, exitUnusable, "no such file"},
+	} {
+		var stderr bytes.Buffer
+		cmd := exec.Command(bin, tc.args...)
+		cmd.Stderr = &stderr
+		err := cmd.Run()
+		status := 0
+		var exit *exec.ExitError
+		if errors.As(err, &exit) {
+			status = exit.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		if status != tc.status || !strings.Contains(stderr.String(), tc.stderr) {
+			t.Errorf("%s: exit status %d, want %d with %q on stderr:\n%s", tc.name, status, tc.status, tc.stderr, stderr.String())
+		}
 	}
 }

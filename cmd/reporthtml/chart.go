@@ -8,6 +8,7 @@ import (
 
 	"github.com/collypace/ext/internal/auditreport"
 	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/font"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
@@ -34,15 +35,20 @@ var (
 )
 
 // chart draws the host's timeline as an SVG document: departures along the bottom, each gap at the
-// departure that ends it, the interval in force and each constraint, windows shaded, violations marked.
-// The x axis is seconds since t0. No text from the trail is drawn: the caller titles the chart.
+// departure that ends it, the interval in force and each constraint, windows shaded, violations marked;
+// the legend in a band under the plot, never over a point. The x axis is seconds since t0. No text
+// from the trail is drawn: the caller titles the chart.
 func chart(h *auditreport.Host, t0 time.Time, vs []auditreport.Violation) ([]byte, error) {
-	p, err := chartPlot(h, t0, vs)
+	p, entries, err := chartPlot(h, t0, vs)
 	if err != nil {
 		return nil, err
 	}
-	c := vgsvg.New(chartWidth, chartHeight)
-	p.Draw(draw.New(c))
+	boxes, band := layoutLegend(entries, chartWidth)
+	c := vgsvg.New(chartWidth, chartHeight+band)
+	dc := draw.New(c)
+	dc.FillPolygon(color.White, []vg.Point{dc.Min, {X: dc.Max.X, Y: dc.Min.Y}, dc.Max, {X: dc.Min.X, Y: dc.Max.Y}}) // the band too
+	p.Draw(draw.Crop(dc, 0, 0, band, 0))
+	drawLegend(dc, boxes, band)
 	var buf bytes.Buffer
 	if _, err := c.WriteTo(&buf); err != nil {
 		return nil, err
@@ -55,12 +61,15 @@ func chart(h *auditreport.Host, t0 time.Time, vs []auditreport.Violation) ([]byt
 	return []byte(s), nil
 }
 
-func chartPlot(h *auditreport.Host, t0 time.Time, vs []auditreport.Violation) (*plot.Plot, error) {
+// chartPlot returns the host's plot and its legend, which the caller draws under the plot.
+func chartPlot(h *auditreport.Host, t0 time.Time, vs []auditreport.Violation) (*plot.Plot, []legendEntry, error) {
 	p := plot.New()
 	p.X.Label.Text = "seconds since the report's origin (first departure or window)"
 	p.Y.Label.Text = "seconds"
-	p.Legend.Top = true
+	p.X.Label.TextStyle.Font, p.Y.Label.TextStyle.Font = font.From(chartFont(), 10), font.From(chartFont(), 10)
+	p.X.Tick.Label.Font, p.Y.Tick.Label.Font = font.From(chartFont(), 9), font.From(chartFont(), 9)
 	p.Add(plotter.NewGrid())
+	var entries []legendEntry
 	sec := func(t time.Time) float64 { return t.Sub(t0).Seconds() }
 
 	top := 0.0
@@ -81,11 +90,11 @@ func chartPlot(h *auditreport.Host, t0 time.Time, vs []auditreport.Violation) (*
 	if top == 0 {
 		top = 1
 	}
-	top *= 1.5 // room for the legend
+	top *= 1.1 // the legend is under the plot
 	for _, w := range h.Windows {
 		poly, err := plotter.NewPolygon(plotter.XYs{{X: sec(w.Start), Y: 0}, {X: sec(w.End), Y: 0}, {X: sec(w.End), Y: top}, {X: sec(w.Start), Y: top}})
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		poly.Color, poly.LineStyle = windowColor, windowOutline
 		p.Add(poly)
@@ -93,10 +102,10 @@ func chartPlot(h *auditreport.Host, t0 time.Time, vs []auditreport.Violation) (*
 	if len(h.Windows) > 0 {
 		legend, _ := plotter.NewPolygon(plotter.XYs{{}, {X: 1}, {X: 1, Y: 1}})
 		legend.Color, legend.LineStyle = windowColor, windowOutline
-		p.Legend.Add("window: no departure allowed (Retry-After, rate limit)", legend)
+		entries = append(entries, legendEntry{"window: no departure allowed", []plot.Thumbnailer{legend}})
 	}
-	if err := addSteps(p, floor, floorColor, dashes, "floor (base delay)"); err != nil {
-		return nil, err
+	if err := addSteps(p, &entries, floor, floorColor, dashes, "floor (base delay)"); err != nil {
+		return nil, nil, err
 	}
 	for _, s := range []struct {
 		pts   plotter.XYs
@@ -104,21 +113,21 @@ func chartPlot(h *auditreport.Host, t0 time.Time, vs []auditreport.Violation) (*
 		label string
 	}{{crawl, crawlDelayColor, "robots.txt Crawl-delay"}, {rate, rateColor, "rate-limit interval"}} {
 		if nonZero(s.pts) {
-			if err := addSteps(p, s.pts, s.c, dashes, s.label); err != nil {
-				return nil, err
+			if err := addSteps(p, &entries, s.pts, s.c, dashes, s.label); err != nil {
+				return nil, nil, err
 			}
 		}
 	}
 	if len(interval) > 0 {
-		if err := addSteps(p, interval, intervalColor, nil, "pacer's interval"); err != nil {
-			return nil, err
+		if err := addSteps(p, &entries, interval, intervalColor, nil, "pacer's interval"); err != nil {
+			return nil, nil, err
 		}
 	}
-	if err := addGlyphs(p, gaps, draw.GlyphStyle{Color: gapColor, Radius: vg.Points(2), Shape: draw.CircleGlyph{}}, "gap before a departure"); err != nil {
-		return nil, err
+	if err := addGlyphs(p, &entries, gaps, draw.GlyphStyle{Color: gapColor, Radius: vg.Points(2), Shape: draw.CircleGlyph{}}, "gap before a departure"); err != nil {
+		return nil, nil, err
 	}
-	if err := addGlyphs(p, deps, draw.GlyphStyle{Color: departureColor, Radius: vg.Points(3), Shape: draw.PlusGlyph{}}, "departure"); err != nil {
-		return nil, err
+	if err := addGlyphs(p, &entries, deps, draw.GlyphStyle{Color: departureColor, Radius: vg.Points(3), Shape: draw.PlusGlyph{}}, "departure"); err != nil {
+		return nil, nil, err
 	}
 	var bad plotter.XYs
 	for _, v := range vs {
@@ -126,14 +135,14 @@ func chartPlot(h *auditreport.Host, t0 time.Time, vs []auditreport.Violation) (*
 			bad = append(bad, plotter.XY{X: sec(v.At), Y: 0})
 		}
 	}
-	if err := addGlyphs(p, bad, draw.GlyphStyle{Color: violationColor, Radius: vg.Points(6), Shape: draw.CrossGlyph{}}, "violation"); err != nil {
-		return nil, err
+	if err := addGlyphs(p, &entries, bad, draw.GlyphStyle{Color: violationColor, Radius: vg.Points(6), Shape: draw.CrossGlyph{}}, "violation"); err != nil {
+		return nil, nil, err
 	}
 	p.Y.Min, p.Y.Max = 0, top
-	return p, nil
+	return p, entries, nil
 }
 
-func addSteps(p *plot.Plot, pts plotter.XYs, c color.Color, d []vg.Length, label string) error {
+func addSteps(p *plot.Plot, entries *[]legendEntry, pts plotter.XYs, c color.Color, d []vg.Length, label string) error {
 	if len(pts) == 0 {
 		return nil
 	}
@@ -144,11 +153,11 @@ func addSteps(p *plot.Plot, pts plotter.XYs, c color.Color, d []vg.Length, label
 	l.StepStyle = plotter.PreStep // the value carried by a departure held over the gap before it
 	l.Color, l.Width, l.Dashes = c, vg.Points(1.2), d
 	p.Add(l)
-	p.Legend.Add(label, l)
+	*entries = append(*entries, legendEntry{label, []plot.Thumbnailer{l}})
 	return nil
 }
 
-func addGlyphs(p *plot.Plot, pts plotter.XYs, g draw.GlyphStyle, label string) error {
+func addGlyphs(p *plot.Plot, entries *[]legendEntry, pts plotter.XYs, g draw.GlyphStyle, label string) error {
 	if len(pts) == 0 {
 		return nil
 	}
@@ -158,7 +167,7 @@ func addGlyphs(p *plot.Plot, pts plotter.XYs, g draw.GlyphStyle, label string) e
 	}
 	s.GlyphStyle = g
 	p.Add(s)
-	p.Legend.Add(label, s)
+	*entries = append(*entries, legendEntry{label, []plot.Thumbnailer{s}})
 	return nil
 }
 

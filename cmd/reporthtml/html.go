@@ -76,15 +76,17 @@ pre{background:#f6f6f6;padding:1em;overflow-x:auto}
 table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:.2em .5em;text-align:left}
 .bad{color:#b00}.ok{color:#070}
 section.host{margin-top:2em}
+figure.chart{margin:1em 0}figure.chart svg{max-width:100%;height:auto}
 </style></head><body>
 <h1>Pacing report</h1>
 <p>Trails: {{range $i, $f := .Files}}{{if $i}}, {{end}}<code>{{$f}}</code>{{end}}. Chart time is seconds since {{.T0}}.</p>
-{{if .OK}}<p class="ok"><strong>No violation</strong>: no departure inside a window, no gap under a constraint.</p>
-{{else}}<p class="bad"><strong>{{len .Violations}} violation(s)</strong></p>
-<ul>{{range .Violations}}<li class="bad">{{.String}}</li>{{end}}</ul>{{end}}
+{{if not .OK}}<p class="bad"><strong>{{len .Violations}} violation(s)</strong></p>
+<ul>{{range .Violations}}<li class="bad">{{.String}}</li>{{end}}</ul>
+{{else if not .Proves}}<p class="bad"><strong>No departure in the trail</strong>: it proves nothing about the crawl.</p>
+{{else}}<p class="ok"><strong>No violation</strong>: no departure inside a window or an open breaker, no gap under a constraint, no bypass.</p>{{end}}
 <pre>{{.Summary}}</pre>
 {{range .Pages}}<section class="host">
-<h2>{{.Key}}</h2>
+<h2>{{.Title}}</h2>
 <p>{{len .Departures}} departures{{with .Pipelines}}; pipelines: {{range $i, $p := .}}{{if $i}}, {{end}}{{$p}}{{end}}{{end}}.</p>
 <figure class="chart">{{.Chart}}</figure>
 {{with .Constraints}}<table><tr><th>constraint</th><th>most in force</th><th>gaps</th><th>min gap</th><th>median gap</th><th>under it</th></tr>
@@ -93,7 +95,8 @@ section.host{margin-top:2em}
 {{with .Windows}}<h3>Windows</h3><ul>{{range .}}<li>{{.Kind}} {{time .Start}} – {{time .End}} (status {{.Status}}): {{len .Inside}} departure(s) inside</li>{{end}}</ul>{{end}}
 {{with .Violations}}<h3>Violations</h3><ul>{{range .}}<li class="bad">{{.String}}</li>{{end}}</ul>{{end}}
 {{with .NonCompliant}}<h3>Not compliant</h3><ul>{{range .}}<li>{{time .At}} {{.Name}}: {{.Detail}}</li>{{end}}</ul>{{end}}
-{{with .Breaker}}<h3>Breaker open</h3><ul>{{range .}}<li>{{time .Opened}}{{if not .Closed.IsZero}} – {{time .Closed}}{{else}}, open at the end{{end}}: {{.Detail}}</li>{{end}}</ul>{{end}}
+{{with .Bypassed}}<h3>Pacing bypassed</h3><ul>{{range .}}<li class="bad">{{time .At}} {{.Pipeline}}: {{.Detail}}</li>{{end}}</ul>{{end}}
+{{with .Breaker}}<h3>Breaker open</h3><ul>{{range .}}<li>{{.Process}}: {{time .Opened}}{{if .EndedBy}} – {{time .Ended}} ({{.EndedBy}}){{else}}, open at the end{{end}}; {{len .Inside}} departure(s) inside: {{.Detail}}</li>{{end}}</ul>{{end}}
 {{with .Deferred}}<h3>Deferred</h3><ul>{{range .}}<li>{{.}}</li>{{end}}</ul>{{end}}
 </section>
 {{end}}</body></html>

@@ -39,6 +39,7 @@ type Departure struct {
 	At       time.Time
 	URL      string // "" when the trail predates schema 2
 	Pipeline string
+	Process  string // the trail (file) it was read from
 	Source   string // file:line
 
 	Wait         time.Duration
@@ -47,14 +48,19 @@ type Departure struct {
 	CrawlDelay   time.Duration // in force; from crawl_delay_applied events when the departure lacks it
 	RateInterval time.Duration // in force (0: none or unknown)
 
-	Gap      time.Duration // since the host's previous departure; 0 for the first
-	Required time.Duration // the largest of Floor, CrawlDelay and RateInterval
-	Binding  string        // the constraint Required comes from
+	Gap time.Duration // since the host's previous departure; 0 for the first
+	// Required is the largest constraint binding the gap before this departure: in force at either
+	// departure of the pair, or learned by any process of the fleet before this one left.
+	Required time.Duration
+	Binding  string // the constraint Required comes from
+	From     string // where it was in force: "" (this departure), the previous departure, or the process that learned it
 }
 
-// Window is a period with no departure allowed: a Retry-After or an exhausted rate-limit quota.
+// Window is a period with no departure allowed, for any process of the fleet: a Retry-After, a park
+// (a Retry-After above the maximum), an exhausted rate-limit quota or a robots.txt that could not be
+// read.
 type Window struct {
-	Kind       string // the event: retry_after_honoured or rate_limit_applied
+	Kind       string // the event: retry_after_honoured, retry_after_too_long, rate_limit_applied or robots_unavailable
 	Start, End time.Time
 	Status     int
 	Detail     string
@@ -63,10 +69,16 @@ type Window struct {
 	Derived    bool // the event had no window fields: [timestamp, timestamp+computed_delay_ms)
 }
 
-// BreakerPeriod is a time the host's breaker was open (its requests deferred).
+// BreakerPeriod is a time one process's breaker for the host was open: that process deferred the
+// host's requests, and none of its departures may fall inside. The breaker is the process's own (a
+// shared store does not admit by it), so it binds that process only.
 type BreakerPeriod struct {
-	Opened, Closed time.Time // Closed is zero when the trail ends with the breaker open
-	Detail         string
+	Process string
+	Opened  time.Time
+	Ended   time.Time   // the half-open probe or the closing; zero when the trail ends with the breaker open
+	EndedBy audit.Event // breaker_half_open or breaker_closed; "" when open at the end
+	Detail  string
+	Inside  []Departure
 }
 
 // ConstraintStat compares the gaps with one constraint, over the gaps it was in force for.
@@ -78,7 +90,7 @@ type ConstraintStat struct {
 	Short             int // gaps under the constraint beyond the tolerance
 }
 
-// Violation is a departure the trail shows was impolite.
+// Violation is a departure (or an event) the trail shows was impolite.
 type Violation struct {
 	Host     string
 	At       time.Time
@@ -100,6 +112,7 @@ func (v Violation) String() string {
 // Host is everything the report says about one host key.
 type Host struct {
 	Key          string
+	Name         string // what the caller calls the host (NameHosts), shown beside its key; "" for none
 	Pipelines    []string
 	Departures   []Departure
 	Constraints  []ConstraintStat
@@ -108,9 +121,26 @@ type Host struct {
 	// NonCompliantDepartures counts departures flagged compliance_flag=false (a constraint clamped).
 	NonCompliantDepartures int
 	Breaker                []BreakerPeriod
+	Bypassed               []Event  // pacing_bypassed: requests left without the pacer's transport
 	Deferred               []string // URLs (or the event's detail when it has none)
 	// WithoutURL counts departures without schema 2 fields (url, interval_ms): older trails.
 	WithoutURL int
+}
+
+// Title is the host's key, followed by its name in parentheses when it has one.
+func (h *Host) Title() string {
+	if h.Name == "" || h.Name == h.Key {
+		return h.Key
+	}
+	return h.Key + " (" + h.Name + ")"
+}
+
+// NameHosts gives hosts names to show beside their keys (a demo's 127.0.0.1 ports, say): names maps a
+// host key to its name.
+func (r *Report) NameHosts(names map[string]string) {
+	for _, h := range r.Hosts {
+		h.Name = names[h.Key]
+	}
 }
 
 // MinGap and MedianGap are over every gap of the host; 0 with fewer than two departures.
@@ -138,8 +168,13 @@ type Report struct {
 	Tolerance  Tolerance
 }
 
-// OK reports whether the trail shows no violation.
+// OK reports whether the trail shows no violation. A trail without departures shows none and proves
+// nothing: see Proves.
 func (r *Report) OK() bool { return len(r.Violations) == 0 }
+
+// Proves reports whether the trail records at least one departure: without one, "no violation" says
+// nothing about the crawl (an empty file, a file of other lines, the wrong file).
+func (r *Report) Proves() bool { return r.Departures() > 0 }
 
 // Departures counts the departures of every host.
 func (r *Report) Departures() int {
@@ -150,145 +185,30 @@ func (r *Report) Departures() int {
 	return n
 }
 
-// Check reads the merged trail as one schedule per host and checks it.
+// Check reads the merged trail as one schedule per host and checks it. Each file of the trail is one
+// process of a fleet.
 func Check(t *Trail, tol Tolerance) *Report {
 	r := &Report{Files: t.Files, Events: len(t.Events), Warnings: t.Warnings, Tolerance: tol}
-	hosts := map[string]*Host{}
-	crawlDelay := map[string]time.Duration{} // from crawl_delay_applied, for departures without the field
+	ends := map[string]time.Time{} // each process's last event: what it learned binds until then
 	for _, e := range t.Events {
-		h := hosts[e.Host]
-		if h == nil {
-			h = &Host{Key: e.Host}
-			hosts[e.Host] = h
-		}
-		if e.Pipeline != "" && !slices.Contains(h.Pipelines, e.Pipeline) {
-			h.Pipelines = append(h.Pipelines, e.Pipeline)
-		}
-		if !e.Compliant {
-			if e.Name == audit.EventDelayApplied {
-				h.NonCompliantDepartures++
-			} else {
-				h.NonCompliant = append(h.NonCompliant, e)
-			}
-		}
-		switch e.Name {
-		case audit.EventDelayApplied:
-			h.Departures = append(h.Departures, departure(e, crawlDelay[e.Host]))
-			if !e.HasDeparture || e.URL == "" {
-				h.WithoutURL++
-			}
-		case audit.EventCrawlDelayApplied:
-			crawlDelay[e.Host] = e.Computed
-		case audit.EventRetryAfterHonoured, audit.EventRateLimitApplied:
-			if w, ok := window(e); ok {
-				h.Windows = append(h.Windows, w)
-			}
-		case audit.EventBreakerOpened:
-			if n := len(h.Breaker); n == 0 || !h.Breaker[n-1].Closed.IsZero() {
-				h.Breaker = append(h.Breaker, BreakerPeriod{Opened: e.At, Detail: e.Detail})
-			}
-		case audit.EventBreakerClosed:
-			if n := len(h.Breaker); n > 0 && h.Breaker[n-1].Closed.IsZero() {
-				h.Breaker[n-1].Closed = e.At
-			}
-		case audit.EventRequestDeferred:
-			d := e.URL
-			if d == "" {
-				d = e.Detail
-			}
-			h.Deferred = append(h.Deferred, d)
-		}
+		ends[e.File] = e.At
 	}
-	for _, h := range hosts {
-		r.Violations = append(r.Violations, h.check(tol)...)
-		r.Hosts = append(r.Hosts, h)
+	hosts := map[string]*hostCheck{}
+	for _, e := range t.Events {
+		hc := hosts[e.Host]
+		if hc == nil {
+			hc = newHostCheck(e.Host, ends, tol)
+			hosts[e.Host] = hc
+		}
+		hc.add(e)
+	}
+	for _, hc := range hosts {
+		r.Violations = append(r.Violations, hc.finish()...)
+		r.Hosts = append(r.Hosts, hc.h)
 	}
 	sort.Slice(r.Hosts, func(i, j int) bool { return r.Hosts[i].Key < r.Hosts[j].Key })
 	slices.SortStableFunc(r.Violations, func(a, b Violation) int { return a.At.Compare(b.At) })
 	return r
-}
-
-// departure reads a delay_applied event; crawlDelay is the Crawl-delay last applied to its host, used
-// when the event predates the departure fields.
-func departure(e Event, crawlDelay time.Duration) Departure {
-	d := Departure{At: e.At, URL: e.URL, Pipeline: e.Pipeline, Source: e.Source, Wait: e.Wait,
-		Interval: e.Computed, Floor: e.Base, CrawlDelay: crawlDelay}
-	if e.HasDeparture {
-		d.Interval, d.CrawlDelay, d.RateInterval = e.Interval, e.CrawlDelay, e.RateInterval
-	}
-	d.Required, d.Binding = d.Floor, ConstraintFloor
-	if d.CrawlDelay > d.Required {
-		d.Required, d.Binding = d.CrawlDelay, ConstraintCrawlDelay
-	}
-	if d.RateInterval > d.Required {
-		d.Required, d.Binding = d.RateInterval, ConstraintRateLimit
-	}
-	return d
-}
-
-// window reads a hold. A retry_after_honoured without window fields (schema 1) lasts computed_delay_ms
-// from its timestamp; a rate_limit_applied without them is an interval, not a hold, or cannot be told
-// apart from one, and is not a window.
-func window(e Event) (Window, bool) {
-	w := Window{Kind: string(e.Name), Start: e.WindowStart, End: e.WindowEnd, Status: e.Status, Detail: e.Detail, Source: e.Source}
-	if w.End.IsZero() {
-		if e.Name != audit.EventRetryAfterHonoured || e.Computed <= 0 {
-			return Window{}, false
-		}
-		w.Start, w.End, w.Derived = e.At, e.At.Add(e.Computed), true
-	}
-	return w, w.End.After(w.Start)
-}
-
-// check measures the gaps and finds the departures inside windows.
-func (h *Host) check(tol Tolerance) []Violation {
-	var out []Violation
-	stats := map[string]*ConstraintStat{}
-	gaps := map[string][]time.Duration{}
-	note := func(name string, value, gap time.Duration) {
-		s := stats[name]
-		if s == nil {
-			s = &ConstraintStat{Name: name, Least: value, Most: value}
-			stats[name] = s
-		}
-		s.Least, s.Most = min(s.Least, value), max(s.Most, value)
-		s.Gaps++
-		gaps[name] = append(gaps[name], gap)
-		if gap+tol.of(value) < value {
-			s.Short++
-		}
-	}
-	for i := 1; i < len(h.Departures); i++ {
-		d := &h.Departures[i]
-		d.Gap = d.At.Sub(h.Departures[i-1].At)
-		note(ConstraintFloor, d.Floor, d.Gap)
-		if d.CrawlDelay > 0 {
-			note(ConstraintCrawlDelay, d.CrawlDelay, d.Gap)
-		}
-		if d.RateInterval > 0 {
-			note(ConstraintRateLimit, d.RateInterval, d.Gap)
-		}
-		if d.Gap+tol.of(d.Required) < d.Required {
-			out = append(out, h.violation(*d, fmt.Sprintf("%s after the previous departure, under the %s of %s",
-				FormatDuration(d.Gap), d.Binding, FormatDuration(d.Required))))
-		}
-	}
-	for _, name := range []string{ConstraintFloor, ConstraintCrawlDelay, ConstraintRateLimit} {
-		if s := stats[name]; s != nil {
-			s.MinGap, s.MedianGap = scenario.Quantile(gaps[name], 0), scenario.Median(gaps[name])
-			h.Constraints = append(h.Constraints, *s)
-		}
-	}
-	for i := range h.Windows {
-		w := &h.Windows[i]
-		j := sort.Search(len(h.Departures), func(k int) bool { return !h.Departures[k].At.Before(w.Start) })
-		for ; j < len(h.Departures) && h.Departures[j].At.Before(w.End); j++ {
-			d := h.Departures[j]
-			w.Inside = append(w.Inside, d)
-			out = append(out, h.violation(d, fmt.Sprintf("inside the %s window %s – %s", w.Kind, FormatTime(w.Start), FormatTime(w.End))))
-		}
-	}
-	return out
 }
 
 func (h *Host) violation(d Departure, what string) Violation {

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/collypace/ext/audit"
 )
 
 // maxListed bounds the violations and deferred URLs a summary lists one by one.
@@ -19,7 +21,7 @@ func (r *Report) WriteSummary(w io.Writer) error {
 	tw := tabwriter.NewWriter(pw, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "host\tdepartures\tmin gap\tmedian gap\tconstraint\twindows\tinside\tverdict\t\n")
 	for _, h := range r.Hosts {
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%d\t%d\t%s\t\n", h.Key, len(h.Departures), gapOrDash(h, h.MinGap()), gapOrDash(h, h.MedianGap()),
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%d\t%d\t%s\t\n", h.Title(), len(h.Departures), gapOrDash(h, h.MinGap()), gapOrDash(h, h.MedianGap()),
 			strongest(h), len(h.Windows), inside(h), h.verdict(r.Violations))
 	}
 	_ = tw.Flush()
@@ -59,7 +61,7 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 		if n := len(h.Departures); n > 0 {
 			first, last = FormatTime(h.Departures[0].At), FormatTime(h.Departures[n-1].At)
 		}
-		pw.printf("| %s | %d | %s | %s | %s | %s | %s | %d | %d | %s |\n", md(h.Key), len(h.Departures), first, last,
+		pw.printf("| %s | %d | %s | %s | %s | %s | %s | %d | %d | %s |\n", md(h.Title()), len(h.Departures), first, last,
 			gapOrDash(h, h.MinGap()), gapOrDash(h, h.MedianGap()), strongest(h), len(h.Windows), inside(h), h.verdict(r.Violations))
 	}
 	for _, h := range r.Hosts {
@@ -74,16 +76,23 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 	return pw.err
 }
 
+// NoDepartures is the verdict on a trail without a departure.
+const NoDepartures = "No departure in the trail: it proves nothing about the crawl (an empty file, lines that are not audit events, or the wrong file)"
+
 func (r *Report) writeVerdict(pw *printer, strong string) {
+	if !r.Proves() && r.OK() {
+		pw.printf("%s%s%s.\n", strong, NoDepartures, strong)
+		return
+	}
 	if r.OK() {
-		pw.printf("%sNo violation%s: no departure inside a window, no gap under a constraint.\n", strong, strong)
+		pw.printf("%sNo violation%s: no departure inside a window or an open breaker, no gap under a constraint, no bypass.\n", strong, strong)
 		return
 	}
 	pw.printf("%s%d violation(s)%s:\n", strong, len(r.Violations), strong)
 }
 
 func (h *Host) writeMarkdown(pw *printer) {
-	pw.printf("\n## %s\n\n", md(h.Key))
+	pw.printf("\n## %s\n\n", md(h.Title()))
 	pw.printf("%d departures", len(h.Departures))
 	if n := len(h.Departures); n > 0 {
 		pw.printf(", first %s, last %s", FormatTime(h.Departures[0].At), FormatTime(h.Departures[n-1].At))
@@ -129,14 +138,16 @@ func (h *Host) writeMarkdown(pw *printer) {
 			pw.printf("- %d departure(s) flagged: a published constraint was not honoured in full (see above)\n", h.NonCompliantDepartures)
 		}
 	}
+	if len(h.Bypassed) > 0 {
+		pw.printf("\nPacing bypassed (a violation: requests left without the pacer's transport):\n\n")
+		for _, e := range h.Bypassed {
+			pw.printf("- %s %s: %s\n", FormatTime(e.At), md(e.Pipeline), md(e.Detail))
+		}
+	}
 	if len(h.Breaker) > 0 {
-		pw.printf("\nBreaker open:\n\n")
+		pw.printf("\nBreaker open (binds the departures of the process it opened in):\n\n")
 		for _, b := range h.Breaker {
-			closed := "open at the end of the trail"
-			if !b.Closed.IsZero() {
-				closed = "closed " + FormatTime(b.Closed) + " (" + FormatDuration(b.Closed.Sub(b.Opened)) + ")"
-			}
-			pw.printf("- %s, %s: %s\n", FormatTime(b.Opened), closed, md(b.Detail))
+			pw.printf("- %s, %s, %s; %d departure(s) inside: %s\n", md(b.Process), FormatTime(b.Opened), b.ending(), len(b.Inside), md(b.Detail))
 		}
 	}
 	if len(h.Deferred) > 0 {
@@ -145,6 +156,17 @@ func (h *Host) writeMarkdown(pw *printer) {
 			pw.printf("- %s\n", md(d))
 		}
 	}
+}
+
+// ending says how a breaker period ended.
+func (b BreakerPeriod) ending() string {
+	switch b.EndedBy {
+	case "":
+		return "open at the end of the trail"
+	case audit.EventBreakerHalfOpen:
+		return "probe " + FormatTime(b.Ended) + " (" + FormatDuration(b.Ended.Sub(b.Opened)) + ")"
+	}
+	return "closed " + FormatTime(b.Ended) + " (" + FormatDuration(b.Ended.Sub(b.Opened)) + ")"
 }
 
 // verdict is "ok" or the number of the host's violations.

@@ -47,6 +47,7 @@ type Event struct {
 	// Hold fields (schema 2); zero when absent.
 	WindowStart, WindowEnd time.Time
 
+	File   string // the trail it was read from: one process of a fleet
 	Source string // file:line
 }
 
@@ -98,7 +99,7 @@ func (t *Trail) Read(r io.Reader, name string) error {
 				if e, err := parseLine(b); err != nil {
 					t.Warnings = append(t.Warnings, Warning{src, err.Error()})
 				} else {
-					e.Source = src
+					e.File, e.Source = name, src
 					t.Events = append(t.Events, *e)
 				}
 			}
