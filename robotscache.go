@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -254,14 +255,24 @@ func (p *Pacer) reapplyRobots(h *host, e, r *robotsEntry) {
 	if !p.applyRules(h, e, r, now) || r.info.CrawlDelay == 0 {
 		return
 	}
-	compliant := r.info.Published <= r.info.CrawlDelay
-	level := zerolog.InfoLevel
-	if !compliant {
-		level = zerolog.WarnLevel
-	}
+	compliant, level, why := p.crawlDelayCompliance(r.info)
 	p.audit.emit(level, auditEvent{at: now, host: h.key, event: audit.EventCrawlDelayApplied, trigger: audit.TriggerCrawlDelay,
 		base: h.policy.BaseDelay, computed: r.info.CrawlDelay, compliant: compliant, status: r.status,
-		detail: "restored from the robots.txt read at " + r.fetchedAt.UTC().Format(time.RFC3339)})
+		detail: why + "restored from the robots.txt read at " + r.fetchedAt.UTC().Format(time.RFC3339)})
+}
+
+// crawlDelayCompliance says whether crawling at info's Crawl-delay complies with what robots.txt asks:
+// it does when the delay is taken as published, and when it is above the cap and the host is parked
+// (nothing departs); it does not with BreakerPolicy.IgnoreCaps, which crawls at the cap. why starts the
+// event's detail.
+func (p *Pacer) crawlDelayCompliance(info robotsInfo) (compliant bool, level zerolog.Level, why string) {
+	switch {
+	case info.Published <= info.CrawlDelay:
+		return true, zerolog.InfoLevel, ""
+	case p.cfg.breaker.IgnoreCaps:
+		return false, zerolog.WarnLevel, fmt.Sprintf("robots.txt asks for %s; crawled at the cap (IgnoreCaps); ", robotsFmtDelay(info.Published))
+	}
+	return true, zerolog.WarnLevel, fmt.Sprintf("robots.txt asks for %s, above the cap: the host is parked, nothing departs; ", robotsFmtDelay(info.Published))
 }
 
 // applyRules makes the Crawl-delay of r, the rules read for e's origin, part of h's interval at now
@@ -296,19 +307,15 @@ func (p *Pacer) applyCrawlDelay(h *host, e *robotsEntry) {
 		p.audit.emit(zerolog.WarnLevel, auditEvent{at: now, host: h.key, event: audit.EventRobotsInvalid, trigger: audit.TriggerRobots,
 			base: h.policy.BaseDelay, computed: info.CrawlDelay, compliant: true, status: e.status, detail: problem})
 	}
+	compliant, level, why := p.crawlDelayCompliance(info)
 	if info.Published > info.CrawlDelay {
 		p.audit.emit(zerolog.WarnLevel, auditEvent{at: now, host: h.key, event: audit.EventCrawlDelayClamped, trigger: audit.TriggerCrawlDelay,
-			base: h.policy.BaseDelay, computed: info.CrawlDelay, compliant: false, status: e.status,
+			base: h.policy.BaseDelay, computed: info.CrawlDelay, compliant: compliant, status: e.status,
 			detail: p.crawlClampDetail(info)})
 	}
 	if info.CrawlDelay > 0 {
-		compliant := info.Published <= info.CrawlDelay
-		level := zerolog.InfoLevel
-		if !compliant {
-			level = zerolog.WarnLevel
-		}
 		p.audit.emit(level, auditEvent{at: now, host: h.key, event: audit.EventCrawlDelayApplied, trigger: audit.TriggerCrawlDelay,
-			base: h.policy.BaseDelay, computed: info.CrawlDelay, compliant: compliant, status: e.status})
+			base: h.policy.BaseDelay, computed: info.CrawlDelay, compliant: compliant, status: e.status, detail: strings.TrimSuffix(why, "; ")})
 	}
 }
 

@@ -149,7 +149,8 @@ func TestRobotsBodyCapped(t *testing.T) {
 }
 
 // A valid robots.txt whose Crawl-delay is above the cap draws no robots_invalid warning: the clamp is
-// reported once, as crawl_delay_clamped, saying the host is parked.
+// reported once, as crawl_delay_clamped, saying the host is parked; parked, nothing departs, so neither
+// it nor crawl_delay_applied says the crawl is not compliant, and both say why.
 func TestCrawlDelayAboveCapIsNotInvalid(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		n := newFakeNet(t)
@@ -168,8 +169,12 @@ func TestCrawlDelayAboveCapIsNotInvalid(t *testing.T) {
 			t.Errorf("a valid robots.txt drew %v", ev)
 		}
 		ev := findEvent(t, &buf, audit.EventCrawlDelayClamped)
-		if ev == nil || !strings.Contains(ev[audit.FieldDetail].(string), "parked") {
-			t.Errorf("crawl_delay_clamped = %v, want one saying the host is parked", ev)
+		if ev == nil || !strings.Contains(ev[audit.FieldDetail].(string), "parked") || ev[audit.FieldComplianceFlag] != true {
+			t.Errorf("crawl_delay_clamped = %v, want one saying the host is parked, compliant", ev)
+		}
+		ev = findEvent(t, &buf, audit.EventCrawlDelayApplied)
+		if ev == nil || !strings.Contains(ev[audit.FieldDetail].(string), "parked") || ev[audit.FieldComplianceFlag] != true {
+			t.Errorf("crawl_delay_applied = %v, want one saying the host is parked, compliant", ev)
 		}
 	})
 }
