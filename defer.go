@@ -56,7 +56,7 @@ func (b *binding) deferRequest(r *colly.Request, h *host, cause error) {
 	p.audit.emit(zerolog.WarnLevel, auditEvent{at: now, host: h.key, event: audit.EventRequestDeferred, trigger: audit.TriggerBreaker, url: p.auditURL(r.URL),
 		base: h.policy.BaseDelay, compliant: true, detail: detail})
 	p.deferred.mark(r, now)
-	p.tries.settle(headerOf(r), tryDeferred, now) // a user's Retry of it would send it twice
+	p.tries.settle(r, tryDeferred, now) // a user's Retry of it would send it twice
 	r.Abort()
 }
 

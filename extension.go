@@ -124,7 +124,7 @@ func (b *binding) onRequestHeaders(r *colly.Request) {
 // then sees an error that wraps context.Canceled, or the context's cause, rather than Colly's
 // "Aborted before Do Request". A Retry of it is dropped as a duplicate: the crawl is over.
 func (b *binding) crawlEnded(r *colly.Request) {
-	b.p.tries.settle(headerOf(r), tryCancelled, b.p.now())
+	b.p.tries.settle(r, tryCancelled, b.p.now())
 }
 
 // onResponse settles the flight. With ParseHTTPErrorResponse, refusals (429, 5xx) come here rather

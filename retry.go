@@ -20,7 +20,8 @@ import (
 // map. Request.Retry hands the request's own map to the copy it makes, while Visit, Post and Request
 // give each new request a map of its own. The Context cannot tell them apart (a page's children share
 // it), nor can the URL or the body. So the pacer keeps, for each header map it has seen refused, the
-// fate of that attempt (tries), and a Retry of it is recognised when it reaches OnRequest:
+// fate of that attempt (tries), with its method and URL (Collector.Request may be given one map for
+// several URLs: those are new requests), and a Retry of it is recognised when it reaches OnRequest:
 //   - the pacer retries that attempt itself: the copy is a duplicate, dropped silently in OnRequest
 //     (an aborted OnRequest never reaches OnError, so a callback that retries every error cannot loop);
 //   - the pacer gave up on it (or was told not to retry): the copy is the user's own retry, and goes;
@@ -54,10 +55,12 @@ type tryRequest struct {
 // key), the request it belongs to and its fate.
 type tryEntry struct {
 	header http.Header
-	req    *tryRequest
-	fate   tryFate
-	left   bool      // it reached OnRequest: Retry's error, in sync mode, is then its outcome's, not "not sent"
-	at     time.Time // last change, for expiry
+	target string // method and URL: a new request that shares a header map (Collector.Request with the
+	// same map for several URLs) is not a copy of this attempt
+	req  *tryRequest
+	fate tryFate
+	left bool      // it reached OnRequest: Retry's error, in sync mode, is then its outcome's, not "not sent"
+	at   time.Time // last change, for expiry
 }
 
 // tries maps header-map identities to attempts. Only refused, deferred and retried attempts are in it:
@@ -72,11 +75,16 @@ type tries struct {
 // have run (in sync mode they run after the pacer's whole retry chain, Retry-After windows included).
 const tryTTL = time.Hour
 
-// entry returns the attempt of header h, creating it (fate trySent, its own request) when absent.
-// Called with t.mu held.
-func (t *tries) entry(h http.Header, now time.Time) *tryEntry {
+// target is what a copy of r repeats besides its header map: its method and URL.
+func target(r *colly.Request) string {
+	return r.Method + " " + r.URL.String()
+}
+
+// entry returns the attempt of header h, creating it (fate trySent, its own request) when absent or
+// when the map now carries another request (target). Called with t.mu held.
+func (t *tries) entry(h http.Header, target string, now time.Time) *tryEntry {
 	id := headerID(h)
-	if e, ok := t.m[id]; ok {
+	if e, ok := t.m[id]; ok && e.target == target {
 		return e
 	}
 	if t.m == nil {
@@ -89,7 +97,7 @@ func (t *tries) entry(h http.Header, now time.Time) *tryEntry {
 			}
 		}
 	}
-	e := &tryEntry{header: h, req: &tryRequest{}, at: now}
+	e := &tryEntry{header: h, target: target, req: &tryRequest{}, at: now}
 	t.m[id] = e
 	t.size.Store(int32(len(t.m)))
 	return e
@@ -99,19 +107,20 @@ func (t *tries) entry(h http.Header, now time.Time) *tryEntry {
 // duplicate: a copy of an attempt the pacer retries itself, or of one deferred. A copy of an attempt
 // the pacer gave up on is the user's retry: it goes, counted as one more attempt of that request.
 // retries is the count a rebuilt request carries in its Context (-1: none).
-func (t *tries) claim(h http.Header, retries int, now time.Time) bool {
+func (t *tries) claim(r *colly.Request, retries int, now time.Time) bool {
+	h := headerOf(r)
 	if h == nil || (retries < 0 && t.size.Load() == 0) {
 		return true
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if retries >= 0 {
-		e := t.entry(h, now)
+		e := t.entry(h, target(r), now)
 		e.req.retries, e.fate, e.at = retries, trySent, now
 		return true
 	}
 	e, ok := t.m[headerID(h)]
-	if !ok {
+	if !ok || e.target != target(r) {
 		return true
 	}
 	e.left = true
@@ -128,10 +137,10 @@ func (t *tries) claim(h http.Header, retries int, now time.Time) bool {
 // decide records the pacer's decision on a refused attempt with header h, which its verdict says to
 // retry: whether the pacer retries it (below the bound), and the retry's number. Once decided, a copy of h is a duplicate
 // when the pacer retries, the user's retry when it does not.
-func (t *tries) decide(h http.Header, maxRetries int, now time.Time) (*tryRequest, int, bool) {
+func (t *tries) decide(r *colly.Request, maxRetries int, now time.Time) (*tryRequest, int, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	e := t.entry(h, now)
+	e := t.entry(headerOf(r), target(r), now)
 	e.at = now
 	if e.fate != trySent { // decided already: another callback pass over the same response
 		return e.req, e.req.retries, false
@@ -147,25 +156,26 @@ func (t *tries) decide(h http.Header, maxRetries int, now time.Time) (*tryReques
 
 // follow registers the header map of the pacer's own copy of a retried attempt as the next attempt
 // of the same request.
-func (t *tries) follow(h http.Header, req *tryRequest, now time.Time) {
+func (t *tries) follow(h http.Header, target string, req *tryRequest, now time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.m == nil {
 		t.m = make(map[uintptr]*tryEntry)
 	}
-	t.m[headerID(h)] = &tryEntry{header: h, req: req, fate: trySent, at: now}
+	t.m[headerID(h)] = &tryEntry{header: h, target: target, req: req, fate: trySent, at: now}
 	t.size.Store(int32(len(t.m)))
 }
 
 // settle records the fate of an attempt that was not retried: deferred, cancelled, or sent for
 // nothing (the retry could not be sent: a Retry of it is the user's).
-func (t *tries) settle(h http.Header, fate tryFate, now time.Time) {
+func (t *tries) settle(r *colly.Request, fate tryFate, now time.Time) {
+	h := headerOf(r)
 	if h == nil {
 		return
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	e := t.entry(h, now)
+	e := t.entry(h, target(r), now)
 	e.fate, e.at = fate, now
 }
 
@@ -222,7 +232,7 @@ func (b *binding) onRequest(r *colly.Request) {
 		}
 	}
 	now := p.now()
-	if p.tries.claim(headerOf(r), retries, now) {
+	if p.tries.claim(r, retries, now) {
 		return
 	}
 	if p.warn.first("retry_duplicate") {
@@ -243,7 +253,7 @@ func (b *binding) retry(resp *colly.Response, v Verdict) {
 	if r.Headers == nil {
 		r.Headers = &http.Header{}
 	}
-	req, attempt, ok := p.tries.decide(*r.Headers, p.cfg.maxRetries, now)
+	req, attempt, ok := p.tries.decide(r, p.cfg.maxRetries, now)
 	h := p.host(p.cfg.hostKey(r.URL))
 	ev := auditEvent{at: now, host: h.key, trigger: v.Trigger, base: h.policy.BaseDelay, compliant: true, status: resp.StatusCode, url: p.auditURL(r.URL)}
 	if !ok {
@@ -265,10 +275,10 @@ func (b *binding) retry(resp *colly.Response, v Verdict) {
 		return
 	}
 	var own http.Header
-	err := retryWithOwnHeaders(r, func(h http.Header) { own = h; p.tries.follow(h, req, now) })
+	err := retryWithOwnHeaders(r, func(h http.Header) { own = h; p.tries.follow(h, target(r), req, now) })
 	if err != nil && !p.tries.left(own) { // in sync mode, Retry returns the retry's own failure too
 		p.retrying.unmark(r)
-		p.tries.settle(*r.Headers, tryFinal, now)
+		p.tries.settle(r, tryFinal, now)
 		ev.event, ev.detail = audit.EventRetriesExhausted, "retry not sent: "+err.Error()
 		p.audit.emit(zerolog.WarnLevel, ev)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -257,22 +258,31 @@ func TestCancelledWaitIsNotAFailure(t *testing.T) {
 }
 
 // The fate of an attempt decides what a copy of it is: a duplicate while the pacer retries it, the
-// user's own (and counted) once the pacer gave up; the pacer's bound counts every attempt sent.
+// user's own (and counted) once the pacer gave up; the pacer's bound counts every attempt sent; a new
+// request sharing the header map but not the URL is not a copy.
 func TestTriesDecideAndClaim(t *testing.T) {
 	now := time.Unix(1000, 0)
+	u, _ := url.Parse("http://a.test/p")
+	other, _ := url.Parse("http://a.test/q")
+	req := func(h http.Header, u *url.URL) *colly.Request {
+		return &colly.Request{Method: "GET", URL: u, Headers: &h}
+	}
 	var tr tries
-	first := http.Header{}
+	first := req(http.Header{}, u)
 	if !tr.claim(first, -1, now) {
 		t.Fatal("a new request was refused")
 	}
-	req, n, ok := tr.decide(first, 2, now)
+	r1, n, ok := tr.decide(first, 2, now)
 	if !ok || n != 1 {
 		t.Fatalf("decide = %d, %v; want retry 1", n, ok)
 	}
-	own := http.Header{}
-	tr.follow(own, req, now)
-	if tr.claim(first, -1, now) {
+	own := req(http.Header{}, u)
+	tr.follow(*own.Headers, target(own), r1, now)
+	if tr.claim(req(*first.Headers, u), -1, now) {
 		t.Error("a copy of an attempt the pacer retries was let go")
+	}
+	if !tr.claim(req(*first.Headers, other), -1, now) {
+		t.Error("a new request to another URL sharing the header map was dropped")
 	}
 	if !tr.claim(own, -1, now) {
 		t.Error("the pacer's own copy was refused")
@@ -280,23 +290,45 @@ func TestTriesDecideAndClaim(t *testing.T) {
 	if _, n, ok := tr.decide(own, 2, now); !ok || n != 2 {
 		t.Errorf("second decide = %d, %v; want retry 2", n, ok)
 	}
-	third := http.Header{}
-	tr.follow(third, req, now)
+	third := req(http.Header{}, u)
+	tr.follow(*third.Headers, target(third), r1, now)
 	if _, n, ok := tr.decide(third, 2, now); ok || n != 2 {
 		t.Errorf("decide at the bound = %d, %v; want no retry after 2", n, ok)
 	}
 	if !tr.claim(third, -1, now) {
 		t.Error("the user's retry after the pacer gave up was dropped")
 	}
-	if got := tr.retriesOf(third); got != 3 {
+	if got := tr.retriesOf(*third.Headers); got != 3 {
 		t.Errorf("retries after the user's retry = %d, want 3", got)
 	}
-	rebuilt := http.Header{}
-	if !tr.claim(rebuilt, 2, now) || tr.retriesOf(rebuilt) != 2 {
-		t.Errorf("a rebuilt request's carried count was not adopted: %d", tr.retriesOf(rebuilt))
+	rebuilt := req(http.Header{}, u)
+	if !tr.claim(rebuilt, 2, now) || tr.retriesOf(*rebuilt.Headers) != 2 {
+		t.Errorf("a rebuilt request's carried count was not adopted: %d", tr.retriesOf(*rebuilt.Headers))
 	}
-	tr.forget(rebuilt)
-	if got := tr.retriesOf(rebuilt); got != 0 {
+	tr.forget(*rebuilt.Headers)
+	if got := tr.retriesOf(*rebuilt.Headers); got != 0 {
 		t.Errorf("a forgotten attempt still counts %d retries", got)
 	}
+}
+
+// Requests made with Collector.Request and one header map shared by several URLs are several
+// requests: after one of them is refused and retried, the others still leave.
+func TestSharedHeaderMapIsNotARetry(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := newFakeNet(t)
+		srv := &refuseOnce{}
+		_, base := n.host("shared.test", srv.serve)
+		c, _ := pacedCollector(n, WithBaseDelay(100*time.Millisecond), WithoutRobots())
+		c.Async = false
+		shared := http.Header{"Accept": {"text/html"}}
+		for i := range 3 {
+			_ = c.Request("GET", fmt.Sprintf("%s/p/%d", base, i), nil, nil, shared)
+		}
+		c.Wait()
+		for i := range 3 {
+			if got := srv.count(fmt.Sprintf("GET /p/%d", i)); got != 2 {
+				t.Errorf("/p/%d reached the host %d times, want 2 (refused once, retried)", i, got)
+			}
+		}
+	})
 }
