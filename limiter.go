@@ -269,6 +269,9 @@ func (p *Pacer) depart(ctx context.Context, h *host, traced, hop bool) (*flight,
 	if traced {
 		f.wirePending.Store(true)
 	} else {
+		if res.fleet { // no wire instant will come: it departs now
+			p.fleetWired(h, res.At, res.At)
+		}
 		p.auditDeparture(f, res.At)
 	}
 	return f, nil
@@ -282,7 +285,7 @@ func (p *Pacer) waitDeparture(ctx context.Context, h *host, start time.Time, tra
 	h.mu.Lock()
 	if len(h.waiters) == 0 && h.brk.state == BreakerClosed {
 		// The fast path: nobody waits, and the rule may let it go at once (no fleet to ask).
-		if at, res := h.earliestLocked(start, p.cfg.jitter, w.r); !at.After(start) && !p.fleetActive(start) {
+		if at, res := h.earliestLocked(start, p.cfg.jitter, w.r); !at.After(start) && !p.fleetActive() {
 			h.departLocked(&res, start, traced)
 			h.mu.Unlock()
 			h.markDirty(p)
@@ -340,7 +343,7 @@ func (p *Pacer) waitDeparture(ctx context.Context, h *host, start time.Time, tra
 		at, res := h.earliestLocked(now, p.cfg.jitter, w.r)
 		h.mu.Unlock()
 		if !at.After(now) {
-			res.fleet = p.fleetActive(now)
+			res.fleet = p.fleetActive()
 			if wait, ok := p.fleetAdmit(ctx, h, res.Interval+res.Jitter, now); !ok {
 				at = now.Add(wait)
 			} else {
@@ -431,10 +434,13 @@ func (f *flight) wire(p *Pacer, at time.Time, sent bool) {
 		return
 	}
 	f.h.wired(at, sent)
-	if sent {
-		if f.res.fleet && at.Sub(f.res.At) > fleetWireSlack {
-			p.fleetWired(f.h, at)
+	if f.res.fleet { // the store holds the fleet's next departure until it knows the wire instant
+		if !sent {
+			at = f.res.At
 		}
+		p.fleetWired(f.h, f.res.At, at)
+	}
+	if sent {
 		p.auditDeparture(f, at)
 	}
 }
