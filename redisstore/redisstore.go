@@ -390,23 +390,34 @@ func (s *Store) CheckLost(ctx context.Context) (bool, error) {
 }
 
 // lookAtEpoch reads the epoch, creating it when missing, and reports whether it differs from the one
-// this Store knew.
+// this Store knew. A Store that knew none and finds one that another Store created less than
+// lostGrace ago (a process joining just after a loss) keeps the grace too.
 func (s *Store) lookAtEpoch(ctx context.Context) (bool, error) {
-	res, err := epochScript.Run(ctx, s.c, []string{s.epochKey()}, newToken()).StringSlice()
-	if err != nil || len(res) != 2 {
-		return false, wrapErr(errors.Join(err, errors.New("bad epoch answer")), "read the epoch")
+	res, err := epochScript.Run(ctx, s.c, []string{s.epochKey()}, newToken()).Slice()
+	if err == nil && len(res) != 3 {
+		err = fmt.Errorf("script returned %v", res)
 	}
-	seen := res[0]
+	if err != nil {
+		return false, wrapErr(err, "read the epoch")
+	}
+	seen, _ := res[0].(string)
+	nowText, _ := res[1].(string)
+	created, _ := res[2].(int64)
 	known := s.epoch.Swap(&seen)
-	if known == nil || *known == seen {
+	if known != nil && *known == seen {
 		return false, nil
 	}
-	born, _, _ := strings.Cut(seen, ":")
-	if b, err := parseInt(born, 64); err == nil {
-		nb := strconv.FormatInt(b+int64(lostGrace), 10)
+	bornText, _, _ := strings.Cut(seen, ":")
+	born, berr := parseInt(bornText, 64)
+	now, nerr := parseInt(nowText, 64)
+	if berr != nil || nerr != nil {
+		return known != nil, nil
+	}
+	if known != nil || (created == 0 && now-born < int64(lostGrace)) {
+		nb := strconv.FormatInt(born+int64(lostGrace), 10)
 		s.notBefore.Store(&nb)
 	}
-	return true, nil
+	return known != nil, nil
 }
 
 // newToken returns a random hex string naming one take, or one epoch.

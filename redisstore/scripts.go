@@ -220,16 +220,18 @@ refresh(ARGV[15])
 return 1
 `)
 
-// epochScript returns the store's epoch (KEYS[1]) and the server's now, creating the epoch when it is
-// missing: "<the server's now in unix nanoseconds>:<ARGV[1]>". A server restarted empty, or flushed,
-// has lost it: the Store that knew the old one finds another, or none.
+// epochScript returns the store's epoch (KEYS[1]), the server's now and 1 when it created the epoch,
+// which it does when it is missing: "<the server's now in unix nanoseconds>:<ARGV[1]>". A server
+// restarted empty, or flushed, has lost it: the Store that knew the old one finds another, or none.
 var epochScript = redis.NewScript(timeLua + nowLua + `
 local v = redis.call('GET', KEYS[1])
+local created = 0
 if not v then
   v = format(now_s, now_n) .. ':' .. ARGV[1]
   redis.call('SET', KEYS[1], v)
+  created = 1
 end
-return {v, format(now_s, now_n)}
+return {v, format(now_s, now_n), created}
 `)
 
 // A take (TakeSpilled, TakeDeferred) is two steps, each one script on one key: the take marks the
