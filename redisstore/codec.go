@@ -46,6 +46,7 @@ const (
 	fieldLastDeparture = "last_departure"
 	fieldHoldServer    = "hold_srv"
 	fieldPending       = "pending"
+	fieldPendingBy     = "pending_by"
 	fieldRateServer    = "rate_srv"
 )
 
@@ -132,7 +133,8 @@ func decodeHostHash(host string, m map[string]string) (st ext.StoredHost, ok boo
 	if !saved {
 		ld, admitted := m[fieldLastDeparture]
 		_, pending := m[fieldPending]
-		if len(m) == 0 || (admitted && len(m) == 1) || (admitted && pending && len(m) == 2) {
+		_, pendingBy := m[fieldPendingBy]
+		if len(m) == 0 || (admitted && len(m) == 1) || (admitted && pending && pendingBy && len(m) == 3) {
 			if _, err := decodeTime(ld); err != nil {
 				return ext.StoredHost{}, false, corrupt(host, "field %s %q: %v", fieldLastDeparture, ld, err)
 			}

@@ -30,6 +30,7 @@ type Store struct {
 	owned  bool          // the client was made by Open: Close closes it
 
 	invalid []error // option values set aside (see Option)
+	token   string  // names this Store's pending departures (admitScript)
 
 	epoch     atomic.Pointer[string] // the store's epoch as last seen (epochScript); nil before the first look
 	notBefore atomic.Pointer[string] // after a loss: nothing admitted before this server instant (unix ns)
@@ -91,7 +92,7 @@ func (s *Store) InvalidOptions() []error { return s.invalid }
 // (2 s) holds: without it go-redis waits for its own read and write timeouts. Invalid option values
 // are replaced by their defaults (see Option).
 func New(client redis.UniversalClient, opts ...Option) *Store {
-	s := &Store{c: client, prefix: DefaultPrefix}
+	s := &Store{c: client, prefix: DefaultPrefix, token: newToken()}
 	for _, o := range opts {
 		o(s)
 	}
@@ -303,7 +304,7 @@ func (s *Store) admit(ctx context.Context, host string, gap time.Duration) (ext.
 		notBefore = *nb
 	}
 	keys := []string{s.hostKey(host)}
-	args := []any{int64(gap / time.Second), int64(gap % time.Second), s.ttlMS(), int64(pendingBound), notBefore}
+	args := []any{int64(gap / time.Second), int64(gap % time.Second), s.ttlMS(), int64(pendingBound), notBefore, s.token}
 	var epoch *redis.StringCmd
 	var res *redis.Cmd
 	run := func() ([]redis.Cmder, error) {

@@ -83,7 +83,9 @@ end
 // ARGV[1] and ARGV[2] the gap (at least 0) as seconds and nanoseconds, ARGV[3] the key's TTL in
 // milliseconds (0: none), ARGV[4] how long an admitted departure stays pending (nanoseconds, 0: not
 // recorded), ARGV[5] an instant before which nothing is admitted (unix nanoseconds, "" for none: the
-// grace after the store lost its state). The gap is the longest of ARGV's, adaptive_delay, crawl_delay
+// grace after the store lost its state), ARGV[6] the asking Store's token. A pending departure the
+// asking Store recorded itself (pending_by) does not hold it: the pacer asks again only once its own
+// departures reached the wire, so it is one whose answer never arrived (a timeout). The gap is the longest of ARGV's, adaptive_delay, crawl_delay
 // and, before rate_srv, rate_interval. The departure may go when now >= max(last_departure + gap,
 // hold_srv, ARGV[5]) and no departure is pending (pending, the instant it stops being: until Departed
 // clears it). Then last_departure = now, pending = now + ARGV[4], and it returns {1, "0", now,
@@ -94,7 +96,7 @@ end
 // that is not a hash).
 var admitScript = redis.NewScript(timeLua + nowLua + ttlLua + `
 local f = redis.call('HMGET', KEYS[1], 'last_departure', 'hold_srv', 'adaptive_delay', 'known_limit',
-  'crawl_delay', 'rate_interval', 'rate_srv', 'pending')
+  'crawl_delay', 'rate_interval', 'rate_srv', 'pending', 'pending_by')
 local ad, kl = f[3] or '', f[4] or ''
 if not parse(kl) then kl = '' end
 local ld_s, ld_n = parse(f[1])
@@ -118,6 +120,7 @@ if hu_s and less(al_s, al_n, hu_s, hu_n) then al_s, al_n = hu_s, hu_n end
 local nb_s, nb_n = parse(ARGV[5])
 if nb_s and less(al_s, al_n, nb_s, nb_n) then al_s, al_n = nb_s, nb_n end
 local pd_s, pd_n = parse(f[8])
+if f[9] == ARGV[6] then pd_s = nil end
 if not less(now_s, now_n, al_s, al_n) and pd_s and less(now_s, now_n, pd_s, pd_n) then
   al_s, al_n = add(now_s, now_n, 0, ` + pendingPollNS + `)
   if less(pd_s, pd_n, al_s, al_n) then al_s, al_n = pd_s, pd_n end
@@ -130,9 +133,9 @@ end
 redis.call('HSET', KEYS[1], 'last_departure', format(now_s, now_n))
 local pend = tonumber(ARGV[4])
 if pend > 0 then
-  redis.call('HSET', KEYS[1], 'pending', format(add(now_s, now_n, math.floor(pend / E9), pend % E9)))
+  redis.call('HSET', KEYS[1], 'pending', format(add(now_s, now_n, math.floor(pend / E9), pend % E9)), 'pending_by', ARGV[6])
 else
-  redis.call('HDEL', KEYS[1], 'pending')
+  redis.call('HDEL', KEYS[1], 'pending', 'pending_by')
 end
 refresh(ARGV[3])
 return {1, '0', format(now_s, now_n), ad, kl}
@@ -154,7 +157,7 @@ local ld_s, ld_n = parse(redis.call('HGET', KEYS[1], 'last_departure'))
 if ld_s == false or not ld_s or less(ld_s, ld_n, c_s, c_n) then
   redis.call('HSET', KEYS[1], 'last_departure', format(c_s, c_n))
 end
-redis.call('HDEL', KEYS[1], 'pending')
+redis.call('HDEL', KEYS[1], 'pending', 'pending_by')
 refresh(ARGV[2])
 return 1
 `)
