@@ -102,14 +102,14 @@ func (s *fleetSite) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	now := time.Now()
 	s.mu.Lock()
 	s.arrivals = append(s.arrivals, siteArrival{r.URL.Path, now})
-	refuse := len(s.arrivals) == s.refuseNth
+	refuse, retry := len(s.arrivals) == s.refuseNth, s.retry
 	if refuse {
 		s.refusedAt = now
 		close(s.refused)
 	}
 	s.mu.Unlock()
 	if refuse {
-		w.Header().Set("Retry-After", fmt.Sprint(int(s.retry/time.Second)))
+		w.Header().Set("Retry-After", fmt.Sprint(int(retry/time.Second)))
 		w.WriteHeader(http.StatusTooManyRequests)
 		return
 	}
@@ -222,17 +222,17 @@ func (r *fleetRun) check() {
 			t.Errorf("%s and %s reached the server %v apart, under the %v interval", log[i-1].path, log[i].path, gap, r.interval)
 		}
 	}
-	if r.site.refuseNth > 0 {
-		r.site.mu.Lock()
-		at := r.site.refusedAt
-		r.site.mu.Unlock()
+	r.site.mu.Lock()
+	refuseNth, at, retry := r.site.refuseNth, r.site.refusedAt, r.site.retry
+	r.site.mu.Unlock()
+	if refuseNth > 0 {
 		if at.IsZero() {
 			t.Fatal("the refusal never happened")
 		}
-		end := at.Add(r.site.retry * 11 / 10) // the pacer's 10% buffer
+		end := at.Add(retry * 11 / 10) // the pacer's 10% buffer
 		for _, a := range log {
 			if a.at.After(at) && a.at.Before(end) {
-				t.Errorf("%s reached the server %v into the %v Retry-After window", a.path, a.at.Sub(at), r.site.retry)
+				t.Errorf("%s reached the server %v into the %v Retry-After window", a.path, a.at.Sub(at), retry)
 			}
 		}
 	}
@@ -295,7 +295,9 @@ func TestFleetFaultRedisStopped(t *testing.T) {
 // holds back, and admit nothing until they had time to: nobody departs inside the window.
 func TestFleetFaultRedisRestartedEmptyInHold(t *testing.T) {
 	r := newFleetRun(t, 4, 5, 200*time.Millisecond)
+	r.site.mu.Lock() // the server runs already
 	r.site.refuseNth, r.site.retry = 3, 4*time.Second
+	r.site.mu.Unlock()
 	for w := range 3 {
 		r.start(w)
 	}

@@ -31,7 +31,25 @@ type fleetMember struct {
 	st    *redisstore.Store
 	c     *colly.Collector
 	p     *ext.Pacer
-	trail *strings.Builder
+	trail *lockedTrail
+}
+
+// lockedTrail is an audit trail that the pacer's goroutines write and the test reads.
+type lockedTrail struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedTrail) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedTrail) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 func newMember(t *testing.T, srv *redistest.Server, async bool, opts ...ext.Option) *fleetMember {
@@ -41,10 +59,10 @@ func newMember(t *testing.T, srv *redistest.Server, async bool, opts ...ext.Opti
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = st.Close() })
-	trail := &strings.Builder{}
+	trail := &lockedTrail{}
 	c := colly.NewCollector(colly.Async(async))
 	opts = append([]ext.Option{ext.WithStore(st), ext.WithJitter(0), ext.WithoutRobots(), ext.WithMaxRetries(0),
-		ext.WithLogger(zerolog.New(zerolog.SyncWriter(trail)))}, opts...)
+		ext.WithLogger(zerolog.New(trail))}, opts...)
 	p := ext.AdaptivePacing(c, opts...)
 	t.Cleanup(func() { _ = p.Close() })
 	return &fleetMember{st: st, c: c, p: p, trail: trail}
