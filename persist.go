@@ -356,17 +356,31 @@ const fleetWireSlack = time.Millisecond
 // fleetWired ends the pending departure of h the store admitted at admitted: it reached the wire at at
 // (or never will: at is then admitted), so that no process departs within an interval of the wire
 // instant. It runs in the background: the store's answer does not hold up the request, and the other
-// processes wait meanwhile (the departure is pending).
+// processes wait meanwhile (the departure is pending). A store that fails is asked again, for as long
+// as the departure would stay pending, so that an outage does not leave the host held after it.
 func (p *Pacer) fleetWired(h *host, admitted, at time.Time) {
 	if at.Sub(admitted) <= fleetWireSlack {
 		at = admitted
 	}
 	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
-		defer cancel()
-		now := p.now()
-		if err := p.persist.shared.Departed(ctx, h.key, now.Sub(at)); err != nil {
-			p.storeStalled(h.key, "departed", err, now, p.now())
+		for backoff := storeRetryFirst; ; backoff = min(2*backoff, storeRetryMax) {
+			ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+			start := p.now()
+			err := p.persist.shared.Departed(ctx, h.key, start.Sub(at))
+			cancel()
+			if err == nil {
+				return
+			}
+			now := p.now()
+			p.storeStalled(h.key, "departed", err, start, now)
+			if now.Sub(admitted) > maxWireWait {
+				return // the store no longer holds it pending
+			}
+			select {
+			case <-time.After(backoff):
+			case <-p.persist.stop:
+				return
+			}
 		}
 	}()
 }

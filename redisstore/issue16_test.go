@@ -83,7 +83,7 @@ func TestIssue16RateLimitHoldWrittenThrough(t *testing.T) {
 		fmt.Fprint(w, "ok")
 	}))
 	t.Cleanup(site.Close)
-	a := newMember(t, srv, false, ext.WithBaseDelay(100*time.Millisecond))
+	a := newMember(t, srv, false, ext.WithBaseDelay(100*time.Millisecond), ext.WithFlushInterval(time.Hour)) // no write-behind
 	other := newMember(t, srv, false).st
 	var got ext.Admission
 	var err error
@@ -105,7 +105,7 @@ func TestIssue16AdaptiveIncreaseWrittenThrough(t *testing.T) {
 	}))
 	t.Cleanup(site.Close)
 	const base = 200 * time.Millisecond
-	a := newMember(t, srv, false, ext.WithBaseDelay(base))
+	a := newMember(t, srv, false, ext.WithBaseDelay(base), ext.WithFlushInterval(time.Hour)) // no write-behind
 	other := newMember(t, srv, false).st
 	var got ext.Admission
 	var err error
@@ -406,5 +406,41 @@ func TestIssue16ConcurrentDrainSendsOnce(t *testing.T) {
 	}
 	if left, err := a.st.ListDeferred(ctx, "", 0); err != nil || len(left) != 0 {
 		t.Errorf("left in the store: %v, %v", left, err)
+	}
+}
+
+// Item 1, Crawl-delay: a Crawl-delay read from robots.txt is written through before the page's
+// callbacks run, and the admission script spaces every process by it.
+func TestIssue16CrawlDelayWrittenThrough(t *testing.T) {
+	srv := redistest.Start(t)
+	site := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/robots.txt" {
+			fmt.Fprint(w, "User-agent: *\nCrawl-delay: 2\n")
+			return
+		}
+		fmt.Fprint(w, "ok")
+	}))
+	t.Cleanup(site.Close)
+	st, err := redisstore.Open(srv.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	c := colly.NewCollector()
+	// No write-behind within the test: only a write-through can tell the other process.
+	p := ext.AdaptivePacing(c, ext.WithStore(st), ext.WithBaseDelay(100*time.Millisecond), ext.WithJitter(0), ext.WithFlushInterval(time.Hour))
+	t.Cleanup(func() { _ = p.Close() })
+	other := newMember(t, srv, false).st
+	var got ext.Admission
+	c.OnResponse(func(r *colly.Response) {
+		if r.Request.URL.Path == "/a" {
+			got, err = other.Admit(ctx, hostOf(t, site.URL), 100*time.Millisecond)
+		}
+	})
+	if err := c.Visit(site.URL + "/a"); err != nil {
+		t.Fatal(err)
+	}
+	if err != nil || got.OK || got.Wait < 1900*time.Millisecond {
+		t.Errorf("another process asking from the page's OnResponse: %+v, %v; want a wait of the 2 s Crawl-delay", got, err)
 	}
 }
