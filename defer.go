@@ -65,6 +65,8 @@ func (p *Pacer) Deferred(resp *colly.Response) bool {
 // DeferredRequests returns the requests deferred so far, oldest first; host "" means every host.
 // With a store that holds rows it cannot decode, it returns the others with the error.
 func (p *Pacer) DeferredRequests(ctx context.Context, host string) ([]DeferredRequest, error) {
+	ctx, cancel := context.WithTimeout(ctx, storeTimeout)
+	defer cancel()
 	out, err := listDeferred(ctx, p.deferStore, host)
 	if p.deferStore != Store(p.fallback) {
 		more, _ := listDeferred(ctx, p.fallback, host)
@@ -97,7 +99,8 @@ func (p *Pacer) takeDeferred(host string) ([]DeferredRequest, error) {
 }
 
 // Drain hands deferred requests back to c (for a later, low-priority pass) and removes them from the
-// store: every host's, or only those of the given hosts. Each request is taken from the store
+// store: every host's, or only those of the given hosts. Each store call ends within 2 s, or when ctx
+// does. Each request is taken from the store
 // atomically before it is sent, so processes draining one shared store at once send each request
 // once. Requests of a host still parked, and those that cannot be sent, are stored again (with new
 // IDs, after the others). A drained request bypasses Colly's revisit check (its URL was marked
@@ -114,7 +117,9 @@ func (p *Pacer) Drain(ctx context.Context, c *colly.Collector, hosts ...string) 
 	}
 	for _, q := range queues {
 		for _, host := range hosts {
-			reqs, err := q.TakeDeferred(ctx, host, 0)
+			tctx, cancel := context.WithTimeout(ctx, storeTimeout)
+			reqs, err := q.TakeDeferred(tctx, host, 0)
+			cancel()
 			if errors.Is(err, ErrCorruptState) {
 				p.audit.emit(zerolog.ErrorLevel, auditEvent{at: now, host: host, event: audit.EventStateCorrupt, trigger: audit.TriggerStore,
 					compliant: true, detail: "deferred requests that cannot be decoded are left in the store: " + err.Error()})
@@ -136,7 +141,10 @@ func (p *Pacer) Drain(ctx context.Context, c *colly.Collector, hosts ...string) 
 				}
 				sent++
 			}
-			if err := p.putBackDeferred(ctx, q, keep); err != nil {
+			pctx, cancel := context.WithTimeout(ctx, storeTimeout)
+			err = p.putBackDeferred(pctx, q, keep)
+			cancel()
+			if err != nil {
 				return drained + sent, fmt.Errorf("ext: storing back the requests not drained: %w", err)
 			}
 			if sent > 0 {
