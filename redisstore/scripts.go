@@ -85,8 +85,8 @@ end
 // recorded), ARGV[5] an instant before which nothing is admitted (unix nanoseconds, "" for none: the
 // grace after the store lost its state), ARGV[6] the asking Store's token. A pending departure the
 // asking Store recorded itself (pending_by) does not hold it: the pacer asks again only once its own
-// departures reached the wire, so it is one whose answer never arrived (a timeout). The gap is the longest of ARGV's, adaptive_delay, crawl_delay
-// and, before rate_srv, rate_interval. The departure may go when now >= max(last_departure + gap,
+// departures reached the wire, so it is one whose answer never arrived (a timeout). The gap is the
+// longest of ARGV's, adaptive_delay, crawl_delay and, before rate_srv, rate_interval. The departure may go when now >= max(last_departure + gap,
 // hold_srv, ARGV[5]) and no departure is pending (pending, the instant it stops being: until Departed
 // clears it). Then last_departure = now, pending = now + ARGV[4], and it returns {1, "0", now,
 // adaptive_delay, known_limit}. Otherwise it changes nothing and returns {0, wait, now,
