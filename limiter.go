@@ -320,6 +320,7 @@ func (p *Pacer) waitDeparture(ctx context.Context, h *host, start time.Time, tra
 			timer.Stop()
 		}
 	}()
+	var wireWaitSince time.Time // when the fleet first said another process's departure was pending
 	for {
 		now := p.now()
 		if !probe {
@@ -344,12 +345,20 @@ func (p *Pacer) waitDeparture(ctx context.Context, h *host, start time.Time, tra
 		h.mu.Unlock()
 		if !at.After(now) {
 			res.fleet = p.fleetActive()
-			if wait, ok := p.fleetAdmit(ctx, h, res.Interval+res.Jitter, now); !ok {
+			wait, ok, pending := p.fleetAdmit(ctx, h, res.Interval+res.Jitter, now)
+			if pending && wireWaitSince.IsZero() {
+				wireWaitSince = now
+			}
+			if !ok {
 				at = now.Add(wait)
 			} else {
+				if !wireWaitSince.IsZero() {
+					p.auditWireWait(h, now.Sub(wireWaitSince), now)
+					wireWaitSince = time.Time{}
+				}
 				h.mu.Lock()
 				// A hold learned while the fleet was asked still stops it (the fleet's departure
-				// stays recorded: one interval of conservatism, never an early request).
+				// stays recorded, not pending: one interval of conservatism, never an early request).
 				if !now.Before(h.holdUntil) {
 					h.departLocked(&res, now, traced)
 					h.leaveLocked(w)
@@ -360,6 +369,9 @@ func (p *Pacer) waitDeparture(ctx context.Context, h *host, start time.Time, tra
 				}
 				at = h.holdUntil
 				h.mu.Unlock()
+				if res.fleet { // not a departure: the store must not hold the fleet for it
+					p.fleetWired(h, now, now)
+				}
 			}
 		}
 		d := at.Sub(p.now())

@@ -261,7 +261,8 @@ const (
 
 // fleetAdmit asks the shared store whether a departure to h, spaced by gap from the fleet's previous
 // one, may go now (by the store's clock). Without a shared store the local rule alone decides: ok.
-// Otherwise it returns ok, or how long to wait before asking again.
+// Otherwise it returns ok, or how long to wait before asking again and whether that wait is for
+// another process's departure on its way to the wire (pending).
 //
 // A store that does not answer stops the fleet's departures until it does, rather than letting each
 // process pace alone: N processes pacing alone would send N times the rate the host asked for, and a
@@ -269,9 +270,9 @@ const (
 // and alerted once it lasts storeStallBound, and its end audited (store_recovered). An error about one
 // host's record (ErrCorruptState: a key of another type, a field that does not parse) concerns that
 // host only: the record is overwritten with this process's state, and the host asked again.
-func (p *Pacer) fleetAdmit(ctx context.Context, h *host, gap time.Duration, now time.Time) (time.Duration, bool) {
+func (p *Pacer) fleetAdmit(ctx context.Context, h *host, gap time.Duration, now time.Time) (wait time.Duration, ok, pending bool) {
 	if !p.fleetActive() {
-		return 0, true
+		return 0, true, false
 	}
 	sctx, cancel := context.WithTimeout(ctx, storeTimeout)
 	defer cancel()
@@ -281,12 +282,12 @@ func (p *Pacer) fleetAdmit(ctx context.Context, h *host, gap time.Duration, now 
 	switch {
 	case err == nil:
 	case ctx.Err() != nil:
-		return 0, false // the wait ends on ctx: the caller sees it
+		return 0, false, false // the wait ends on ctx: the caller sees it
 	case errors.Is(err, ErrCorruptState):
 		p.repairShared(h, err, end)
-		return storeRetryFirst, false
+		return storeRetryFirst, false, false
 	default:
-		return p.storeStalled(h.key, "admit", err, start, end), false
+		return p.storeStalled(h.key, "admit", err, start, end), false, false
 	}
 	if end.Sub(start) > storeSlow {
 		p.storeStalled(h.key, "admit", nil, start, end)
@@ -300,9 +301,17 @@ func (p *Pacer) fleetAdmit(ctx context.Context, h *host, gap time.Duration, now 
 	h.delay.adopt(a.AdaptiveDelay, a.KnownLimit, h.policy.BaseDelay, h.policy.MaxDelay)
 	h.mu.Unlock()
 	if a.OK {
-		return 0, true
+		return 0, true, false
 	}
-	return a.Wait + time.Duration(p.cfg.random()*float64(fleetReaskJitter)), false
+	return a.Wait + time.Duration(p.cfg.random()*float64(fleetReaskJitter)), false, a.Pending
+}
+
+// auditWireWait names, in the audit trail, a departure that waited for another process's departure
+// to reach the wire (a slow dial, a stall, or a process that died on its way: then up to 30 s).
+func (p *Pacer) auditWireWait(h *host, waited time.Duration, now time.Time) {
+	p.audit.emit(zerolog.InfoLevel, auditEvent{at: now, host: h.key, event: audit.EventFleetWireWait, trigger: audit.TriggerStore,
+		base: h.policy.BaseDelay, computed: waited, compliant: true,
+		detail: fmt.Sprintf("waited %v for another process's departure to reach the wire", waited)})
 }
 
 // repairShared overwrites h's record in the shared store, which could not be read (err), with this

@@ -134,6 +134,8 @@ type Admission struct {
 	// Lost is true when the store found that it lost what it held (CheckLost): not OK, the pacer
 	// writes back every state it knows, and the store admits nothing until every process had time to.
 	Lost bool
+	// Pending is true when the wait is for another process's departure still on its way to the wire.
+	Pending bool
 }
 
 // repairLimits bounds what a stored state may say, relative to the pacer's configuration.

@@ -350,4 +350,7 @@ func TestFleetFaultSlowDial(t *testing.T) {
 	}
 	r.wait(60 * time.Second)
 	r.check()
+	if !r.trailHas(audit.EventFleetWireWait, "to reach the wire") {
+		t.Error("the trails do not name the waits for the slow member's departures (fleet_wire_wait)")
+	}
 }

@@ -355,7 +355,7 @@ func decodeAdmission(host string, cmd *redis.Cmd) (ext.Admission, time.Time, err
 	bad := func() (ext.Admission, time.Time, error) {
 		return ext.Admission{}, time.Time{}, fmt.Errorf("redisstore: admit a departure to host %q: script returned %v: %w", host, res, ext.ErrCorruptState)
 	}
-	if len(res) != 5 {
+	if len(res) != 6 {
 		return bad()
 	}
 	text := make([]string, 4)
@@ -363,6 +363,7 @@ func decodeAdmission(host string, cmd *redis.Cmd) (ext.Admission, time.Time, err
 		text[i], _ = res[i+1].(string)
 	}
 	ok, _ := res[0].(int64)
+	pending, _ := res[5].(int64)
 	wait, werr := parseInt(text[0], 64)
 	now, nerr := decodeTime(text[1])
 	ad, aerr := optionalDuration(text[2])
@@ -370,7 +371,7 @@ func decodeAdmission(host string, cmd *redis.Cmd) (ext.Admission, time.Time, err
 	if werr != nil || nerr != nil || aerr != nil || kerr != nil || wait < 0 {
 		return bad()
 	}
-	return ext.Admission{OK: ok == 1, Wait: time.Duration(wait), AdaptiveDelay: ad, KnownLimit: kl}, now, nil
+	return ext.Admission{OK: ok == 1, Wait: time.Duration(wait), AdaptiveDelay: ad, KnownLimit: kl, Pending: pending == 1}, now, nil
 }
 
 // CheckLost implements ext.SharedStore: the store keeps an epoch key (<prefix>epoch), created by the

@@ -89,9 +89,9 @@ end
 // longest of ARGV's, adaptive_delay, crawl_delay and, before rate_srv, rate_interval. The departure may go when now >= max(last_departure + gap,
 // hold_srv, ARGV[5]) and no departure is pending (pending, the instant it stops being: until Departed
 // clears it). Then last_departure = now, pending = now + ARGV[4], and it returns {1, "0", now,
-// adaptive_delay, known_limit}. Otherwise it changes nothing and returns {0, wait, now,
-// adaptive_delay, known_limit}, waiting at most pendingPoll for a pending departure (whose wire
-// instant may come any time); wait, now and the delays in decimal (unix) nanoseconds, a delay "" when
+// adaptive_delay, known_limit, 0}. Otherwise it changes nothing and returns {0, wait, now,
+// adaptive_delay, known_limit, pending}, pending 1 when the wait is for a pending departure (at most
+// pendingPoll: its wire instant may come any time); wait, now and the delays in decimal (unix) nanoseconds, a delay "" when
 // none is stored. A field it cannot read is a CORRUPT error (and Redis answers WRONGTYPE for a key
 // that is not a hash).
 var admitScript = redis.NewScript(timeLua + nowLua + ttlLua + `
@@ -121,14 +121,16 @@ local nb_s, nb_n = parse(ARGV[5])
 if nb_s and less(al_s, al_n, nb_s, nb_n) then al_s, al_n = nb_s, nb_n end
 local pd_s, pd_n = parse(f[8])
 if f[9] == ARGV[6] then pd_s = nil end
+local pending = 0
 if not less(now_s, now_n, al_s, al_n) and pd_s and less(now_s, now_n, pd_s, pd_n) then
+  pending = 1
   al_s, al_n = add(now_s, now_n, 0, ` + pendingPollNS + `)
   if less(pd_s, pd_n, al_s, al_n) then al_s, al_n = pd_s, pd_n end
 end
 if less(now_s, now_n, al_s, al_n) then
   local w_s, w_n = al_s - now_s, al_n - now_n
   if w_n < 0 then w_s, w_n = w_s - 1, w_n + E9 end
-  return {0, format(w_s, w_n), format(now_s, now_n), ad, kl}
+  return {0, format(w_s, w_n), format(now_s, now_n), ad, kl, pending}
 end
 redis.call('HSET', KEYS[1], 'last_departure', format(now_s, now_n))
 local pend = tonumber(ARGV[4])
@@ -138,7 +140,7 @@ else
   redis.call('HDEL', KEYS[1], 'pending', 'pending_by')
 end
 refresh(ARGV[3])
-return {1, '0', format(now_s, now_n), ad, kl}
+return {1, '0', format(now_s, now_n), ad, kl, 0}
 `)
 
 // pendingPollNS is, in nanoseconds, the longest a process told to wait for a pending departure waits
