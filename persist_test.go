@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -294,4 +295,118 @@ func TestFleetDelaysAdopted(t *testing.T) {
 	if delay != 4*time.Second || limit != 2*time.Second {
 		t.Errorf("smaller fleet delays lowered this pacer's: delay %v, limit %v", delay, limit)
 	}
+}
+
+// scriptedShared is a SharedStore whose answers a test sets per host; it records the states saved.
+type scriptedShared struct {
+	*memoryStore
+	mu     sync.Mutex
+	answer func(host string) (Admission, error)
+	saved  []StoredHost
+	wired  []string
+}
+
+func (s *scriptedShared) Admit(_ context.Context, host string, _ time.Duration) (Admission, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.answer(host)
+}
+
+func (s *scriptedShared) Departed(_ context.Context, host string, _ time.Duration) error {
+	s.mu.Lock()
+	s.wired = append(s.wired, host)
+	s.mu.Unlock()
+	return nil
+}
+
+func (s *scriptedShared) CheckLost(context.Context) (bool, error) { return false, nil }
+
+func (s *scriptedShared) SaveHosts(ctx context.Context, states []StoredHost) error {
+	s.mu.Lock()
+	s.saved = append(s.saved, states...)
+	s.mu.Unlock()
+	return s.memoryStore.SaveHosts(ctx, states)
+}
+
+// Issue 16 item 4: an admission error about one host's record (ErrCorruptState) concerns that host:
+// its record is overwritten (Replace), it is audited, no alert is raised, and the other hosts are
+// admitted by the store as before.
+func TestCorruptAdmissionConcernsItsHost(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		corrupt := true
+		s := &scriptedShared{memoryStore: newMemoryStore()}
+		s.answer = func(host string) (Admission, error) {
+			if host == "bad.test" && corrupt {
+				corrupt = false
+				return Admission{}, fmt.Errorf("WRONGTYPE: %w", ErrCorruptState)
+			}
+			return Admission{OK: true}, nil
+		}
+		var al alerts
+		var buf auditBuf
+		p := NewPacer(WithStore(s), WithBaseDelay(time.Second), WithJitter(0), WithoutRobots(), WithAlert(al.add), WithLogger(zerolog.New(&buf)))
+		defer p.Close()
+		for _, host := range []string{"bad.test", "good.test"} {
+			_, release, err := p.Wait(t.Context(), host)
+			if err != nil {
+				t.Fatal(err)
+			}
+			release()
+		}
+		if len(al.events()) != 0 {
+			t.Errorf("alerts %v, want none: the store is up", al.events())
+		}
+		if findEvent(t, &buf, audit.EventStateCorrupt) == nil {
+			t.Error("no state_corrupt event")
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if len(s.saved) == 0 || s.saved[0].Host != "bad.test" || !s.saved[0].Replace {
+			t.Errorf("saved %+v, want bad.test's record overwritten first", s.saved)
+		}
+	})
+}
+
+// Issue 16 item 5: a store that lost its state (Admission.Lost) gets every host state this process
+// knows written back, a hold included, before the pacer asks again.
+func TestLostStoreGetsStatesBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		lost := false
+		s := &scriptedShared{memoryStore: newMemoryStore()}
+		s.answer = func(string) (Admission, error) {
+			if lost {
+				lost = false
+				return Admission{Lost: true, Wait: time.Second}, nil
+			}
+			return Admission{OK: true}, nil
+		}
+		p := NewPacer(WithStore(s), WithBaseDelay(time.Second), WithJitter(0), WithoutRobots(), WithFlushInterval(time.Hour))
+		defer p.Close()
+		now := time.Now()
+		res := p.ReserveAt("held.test", now)
+		p.ObserveAt(res, Outcome{Status: http.StatusTooManyRequests, Header: http.Header{"Retry-After": {"30"}}}, now)
+		s.mu.Lock()
+		s.saved, lost = nil, true
+		s.mu.Unlock()
+		start := time.Now()
+		_, release, err := p.Wait(t.Context(), "other.test")
+		if err != nil {
+			t.Fatal(err)
+		}
+		release()
+		if waited := time.Since(start); waited < time.Second {
+			t.Errorf("departed %v after the loss was found, want after the store's 1 s grace", waited)
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		var held *StoredHost
+		for i := range s.saved {
+			if s.saved[i].Host == "held.test" {
+				held = &s.saved[i]
+			}
+		}
+		if held == nil || held.HoldUntil.Before(now.Add(30*time.Second)) {
+			t.Errorf("written back: %+v; want held.test with its 30 s hold", s.saved)
+		}
+	})
 }
