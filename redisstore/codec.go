@@ -272,7 +272,7 @@ func corrupt(host, format string, args ...any) error {
 	return fmt.Errorf("redisstore: host %q: %s: %w", host, fmt.Sprintf(format, args...), ext.ErrCorruptState)
 }
 
-// deferredVersion is the version of deferredJSON's layout.
+// deferredVersion is the version of deferredJSON's layout (deferredVersionLua in the scripts).
 const deferredVersion = 1
 
 // deferredJSON is how a request is stored: a member of the deferred sorted set, scored by its ID (the

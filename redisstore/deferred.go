@@ -229,8 +229,8 @@ func (s *Store) TakeSpilled(ctx context.Context, host string, limit int) ([]ext.
 
 // TakeDeferred implements ext.Store: a take script and its acknowledgement on the deferred set (see
 // markLua and takeDeferredScript), atomic as TakeSpilled. The script leaves in place a member that is
-// not JSON with a host; one that is JSON but does not decode as a request is taken and named in the
-// error wrapping ext.ErrCorruptState.
+// not JSON of the current layout with a host (ListDeferred names it); one it takes that still does
+// not decode is named in the error wrapping ext.ErrCorruptState.
 func (s *Store) TakeDeferred(ctx context.Context, host string, limit int) ([]ext.DeferredRequest, error) {
 	res, err := s.take(ctx, takeDeferredScript, ackDeferredScript, s.deferredKey(), max(limit, 0), host)
 	if err != nil {

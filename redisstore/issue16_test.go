@@ -444,3 +444,26 @@ func TestIssue16CrawlDelayWrittenThrough(t *testing.T) {
 		t.Errorf("another process asking from the page's OnResponse: %+v, %v; want a wait of the 2 s Crawl-delay", got, err)
 	}
 }
+
+// Item 8, what a take leaves: deferred members that cannot be decoded are not taken (never lost: the
+// listing still names them), the good ones are.
+func TestIssue16TakeDeferredLeavesUndecodable(t *testing.T) {
+	c := redistest.Start(t).Client()
+	prefix := newPrefix()
+	st := redisstore.New(c, redisstore.WithPrefix(prefix))
+	if _, err := st.AddDeferred(ctx, ext.DeferredRequest{Host: "u.test", Method: http.MethodGet, URL: "http://u.test/good", Header: http.Header{}}); err != nil {
+		t.Fatal(err)
+	}
+	for i, m := range []string{`not json`, `{"v":2,"host":"u.test","method":"GET","url":"http://u.test/v2"}`} {
+		if err := c.ZAdd(ctx, prefix+"deferred", redis.Z{Score: float64(100 + i), Member: m}).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := st.TakeDeferred(ctx, "", 0)
+	if err != nil || len(got) != 1 || got[0].URL != "http://u.test/good" {
+		t.Fatalf("TakeDeferred = %v, %v; want the one good request", urlsOf(got), err)
+	}
+	if n, err := c.ZCard(ctx, prefix+"deferred").Result(); err != nil || n != 2 {
+		t.Errorf("%d members left (%v), want the 2 undecodable ones kept", n, err)
+	}
+}

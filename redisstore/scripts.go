@@ -301,8 +301,8 @@ return 1
 // takeDeferredScript takes up to ARGV[2] (0: all) deferred requests of host ARGV[4] ("": every host),
 // lowest ID first, from the sorted set KEYS[1]: a taken member is marked and scored -ID until
 // acknowledged (ackDeferredScript), so ListDeferred, which reads positive scores only, no longer sees
-// it. A member that is not JSON with a host, or that a Queue spilled in the layout before spill
-// lists, is left where it is.
+// it. A member that is not JSON of deferredVersion with a host, or that a Queue spilled in the layout
+// before spill lists, is left where it is: never lost, and named by ListDeferred.
 var takeDeferredScript = redis.NewScript(markLua + `
 local host = ARGV[4]
 if want <= 0 then want = 1e15 end
@@ -315,7 +315,9 @@ end
 if #out > 0 then return out end -- a retry: the requests this take marked
 local function wanted(e)
   local ok, r = pcall(cjson.decode, e)
-  if not ok or type(r) ~= 'table' or type(r.host) ~= 'string' or r.reason == 'queue_spill' then return false end
+  if not ok or type(r) ~= 'table' or r.v ~= ` + deferredVersionLua + ` or type(r.host) ~= 'string' or r.reason == 'queue_spill' then
+    return false
+  end
   return host == '' or r.host == host
 end
 for i = 1, #marked, 2 do
@@ -342,6 +344,9 @@ while #out < want do
 end
 return out
 `)
+
+// deferredVersionLua is deferredVersion, for takeDeferredScript.
+const deferredVersionLua = "1"
 
 // ackDeferredScript removes the members of the deferred set KEYS[1] marked by the take ARGV[1].
 var ackDeferredScript = redis.NewScript(`
