@@ -140,7 +140,7 @@ type fleetRun struct {
 // timerNoise is how much shorter than the interval a gap between two arrivals may be at the server:
 // the processes' timers, their scheduling on a loaded machine (two cores, the suite under -race) and
 // the loopback's delivery. A member pacing alone, or a second request during a dial, is far below.
-const timerNoise = 20 * time.Millisecond
+const timerNoise = 30 * time.Millisecond
 
 func newFleetRun(t *testing.T, workers, pages int, interval time.Duration) *fleetRun {
 	if testing.Short() {
