@@ -120,6 +120,14 @@ func holdEnd(now time.Time, wait time.Duration, buffer float64) time.Time {
 	return maxInstant
 }
 
+// parkEnd returns the instant an open breaker is parked until, zero when it is not parked.
+func (b *breaker) parkEnd() time.Time {
+	if b.state != BreakerOpen || b.until == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, b.until)
+}
+
 // reopensAt returns when an open breaker lets its probe through: at the end of the cool-down that
 // began when it opened, or later when it was parked until a given time.
 func (b *breaker) reopensAt(cooldown time.Duration) time.Time {

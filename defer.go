@@ -69,6 +69,8 @@ func (p *Pacer) Deferred(resp *colly.Response) bool {
 // DeferredRequests returns the requests deferred so far, oldest first; host "" means every host.
 // With a store that holds rows it cannot decode, it returns the others with the error.
 func (p *Pacer) DeferredRequests(ctx context.Context, host string) ([]DeferredRequest, error) {
+	ctx, cancel := context.WithTimeout(ctx, storeTimeout)
+	defer cancel()
 	out, err := listDeferred(ctx, p.deferStore, host)
 	if p.deferStore != Store(p.fallback) {
 		more, _ := listDeferred(ctx, p.fallback, host)
@@ -88,28 +90,25 @@ func listDeferred(ctx context.Context, q Store, host string) ([]DeferredRequest,
 }
 
 // takeDeferred removes and returns the requests the breaker deferred for host in the pacer's store
-// (those it could decode), for a Queue taking its parked host's requests back.
+// (those it could decode), for a Queue taking its parked host's requests back. The take is atomic:
+// two Queues on one shared store never both take a request.
 func (p *Pacer) takeDeferred(host string) ([]DeferredRequest, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
 	defer cancel()
-	got, err := listDeferred(ctx, p.deferStore, host)
-	if len(got) == 0 {
+	got, err := p.deferStore.TakeDeferred(ctx, host, 0)
+	if err != nil && !errors.Is(err, ErrCorruptState) {
 		return nil, err
 	}
-	ids := make([]int64, len(got))
-	for i, d := range got {
-		ids[i] = d.ID
-	}
-	if err := p.deferStore.DeleteDeferred(ctx, ids); err != nil {
-		return nil, err
-	}
-	return got, nil
+	return got, err
 }
 
 // Drain hands deferred requests back to c (for a later, low-priority pass) and removes them from the
-// store: every host's, or only those of the given hosts. Requests of a host still parked are left
-// where they are. A drained request bypasses Colly's revisit check (its URL was marked visited when
-// first requested) and is tracked by c.Wait. It returns how many were handed back.
+// store: every host's, or only those of the given hosts. Each store call ends within 2 s, or when ctx
+// does. Each request is taken from the store
+// atomically before it is sent, so processes draining one shared store at once send each request
+// once. Requests of a host still parked, and those that cannot be sent, are stored again (with new
+// IDs, after the others). A drained request bypasses Colly's revisit check (its URL was marked
+// visited when first requested) and is tracked by c.Wait. It returns how many were handed back.
 func (p *Pacer) Drain(ctx context.Context, c *colly.Collector, hosts ...string) (int, error) {
 	if len(hosts) == 0 {
 		hosts = []string{""}
@@ -122,36 +121,59 @@ func (p *Pacer) Drain(ctx context.Context, c *colly.Collector, hosts ...string) 
 	}
 	for _, q := range queues {
 		for _, host := range hosts {
-			reqs, err := listDeferred(ctx, q, host)
+			tctx, cancel := context.WithTimeout(ctx, storeTimeout)
+			reqs, err := q.TakeDeferred(tctx, host, 0)
+			cancel()
 			if errors.Is(err, ErrCorruptState) {
 				p.audit.emit(zerolog.ErrorLevel, auditEvent{at: now, host: host, event: audit.EventStateCorrupt, trigger: audit.TriggerStore,
 					compliant: true, detail: "deferred requests that cannot be decoded are left in the store: " + err.Error()})
 			} else if err != nil {
-				return drained, fmt.Errorf("ext: listing deferred requests: %w", err)
+				return drained, fmt.Errorf("ext: taking deferred requests: %w", err)
 			}
-			var done []int64
+			var keep []DeferredRequest
+			sent := 0
 			for _, d := range reqs {
 				if p.host(d.Host).parked(now, p.cfg.breaker) {
+					keep = append(keep, d)
 					continue
 				}
 				if err := resend(c, d); err != nil {
 					p.audit.emit(zerolog.WarnLevel, auditEvent{at: now, host: d.Host, event: audit.EventDeferredDrained, trigger: audit.TriggerBreaker,
 						compliant: true, detail: fmt.Sprintf("could not resend %s: %v (kept)", p.auditRawURL(d.URL), err)})
+					keep = append(keep, d)
 					continue
 				}
-				done = append(done, d.ID)
+				sent++
 			}
-			if len(done) > 0 {
-				if err := q.DeleteDeferred(ctx, done); err != nil {
-					return drained, fmt.Errorf("ext: removing drained requests: %w", err)
-				}
-				drained += len(done)
+			pctx, cancel := context.WithTimeout(ctx, storeTimeout)
+			err = p.putBackDeferred(pctx, q, keep)
+			cancel()
+			if err != nil {
+				return drained + sent, fmt.Errorf("ext: storing back the requests not drained: %w", err)
+			}
+			if sent > 0 {
+				drained += sent
 				p.audit.emit(zerolog.InfoLevel, auditEvent{at: now, host: host, event: audit.EventDeferredDrained, trigger: audit.TriggerBreaker,
-					compliant: true, detail: fmt.Sprintf("%d deferred requests handed back", len(done))})
+					compliant: true, detail: fmt.Sprintf("%d deferred requests handed back", sent)})
 			}
 		}
 	}
 	return drained, nil
+}
+
+// putBackDeferred stores again the taken requests Drain did not send, in q or, when q fails, in
+// memory: a URL is never lost.
+func (p *Pacer) putBackDeferred(ctx context.Context, q Store, reqs []DeferredRequest) error {
+	var firstErr error
+	for _, d := range reqs {
+		if _, err := q.AddDeferred(ctx, d); err != nil {
+			if firstErr == nil {
+				firstErr = err
+			}
+			_, _ = p.fallback.AddDeferred(ctx, d) // memory: nothing leaves the process
+		}
+	}
+	return firstErr
 }
 
 // credentialHeaders are the request headers a store does not keep unless WithStoredCredentials(true).

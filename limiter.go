@@ -269,6 +269,9 @@ func (p *Pacer) depart(ctx context.Context, h *host, traced, hop bool) (*flight,
 	if traced {
 		f.wirePending.Store(true)
 	} else {
+		if res.fleet { // no wire instant will come: it departs now
+			p.fleetWired(h, res.At, res.At)
+		}
 		p.auditDeparture(f, res.At)
 	}
 	return f, nil
@@ -282,7 +285,7 @@ func (p *Pacer) waitDeparture(ctx context.Context, h *host, start time.Time, tra
 	h.mu.Lock()
 	if len(h.waiters) == 0 && h.brk.state == BreakerClosed {
 		// The fast path: nobody waits, and the rule may let it go at once (no fleet to ask).
-		if at, res := h.earliestLocked(start, p.cfg.jitter, w.r); !at.After(start) && !p.fleetActive(start) {
+		if at, res := h.earliestLocked(start, p.cfg.jitter, w.r); !at.After(start) && !p.fleetActive() {
 			h.departLocked(&res, start, traced)
 			h.mu.Unlock()
 			h.markDirty(p)
@@ -317,6 +320,7 @@ func (p *Pacer) waitDeparture(ctx context.Context, h *host, start time.Time, tra
 			timer.Stop()
 		}
 	}()
+	var wireWaitSince time.Time // when the fleet first said another process's departure was pending
 	for {
 		now := p.now()
 		if !probe {
@@ -340,13 +344,21 @@ func (p *Pacer) waitDeparture(ctx context.Context, h *host, start time.Time, tra
 		at, res := h.earliestLocked(now, p.cfg.jitter, w.r)
 		h.mu.Unlock()
 		if !at.After(now) {
-			res.fleet = p.fleetActive(now)
-			if wait, ok := p.fleetAdmit(ctx, h, res.Interval+res.Jitter, now); !ok {
+			res.fleet = p.fleetActive()
+			wait, ok, pending := p.fleetAdmit(ctx, h, res.Interval+res.Jitter, now)
+			if pending && wireWaitSince.IsZero() {
+				wireWaitSince = now
+			}
+			if !ok {
 				at = now.Add(wait)
 			} else {
+				if !wireWaitSince.IsZero() {
+					p.auditWireWait(h, now.Sub(wireWaitSince), now)
+					wireWaitSince = time.Time{}
+				}
 				h.mu.Lock()
 				// A hold learned while the fleet was asked still stops it (the fleet's departure
-				// stays recorded: one interval of conservatism, never an early request).
+				// stays recorded, not pending: one interval of conservatism, never an early request).
 				if !now.Before(h.holdUntil) {
 					h.departLocked(&res, now, traced)
 					h.leaveLocked(w)
@@ -357,6 +369,9 @@ func (p *Pacer) waitDeparture(ctx context.Context, h *host, start time.Time, tra
 				}
 				at = h.holdUntil
 				h.mu.Unlock()
+				if res.fleet { // not a departure: the store must not hold the fleet for it
+					p.fleetWired(h, now, now)
+				}
 			}
 		}
 		d := at.Sub(p.now())
@@ -431,10 +446,13 @@ func (f *flight) wire(p *Pacer, at time.Time, sent bool) {
 		return
 	}
 	f.h.wired(at, sent)
-	if sent {
-		if f.res.fleet && at.Sub(f.res.At) > fleetWireSlack {
-			p.fleetWired(f.h, at)
+	if f.res.fleet { // the store holds the fleet's next departure until it knows the wire instant
+		if !sent {
+			at = f.res.At
 		}
+		p.fleetWired(f.h, f.res.At, at)
+	}
+	if sent {
 		p.auditDeparture(f, at)
 	}
 }

@@ -45,8 +45,11 @@ func (m *memoryStore) SaveHosts(_ context.Context, states []StoredHost) error {
 	return nil
 }
 
-// mergeState applies SaveHosts' merge rule: the later NextDeparture and HoldUntil win.
+// mergeState applies SaveHosts' merge rule: the later NextDeparture, HoldUntil and RateUntil win.
 func mergeState(old, st StoredHost) StoredHost {
+	if old.RateUntil.After(st.RateUntil) {
+		st.RateUntil, st.RateInterval = old.RateUntil, old.RateInterval
+	}
 	if old.NextDeparture.After(st.NextDeparture) {
 		st.NextDeparture = old.NextDeparture
 	}
@@ -100,6 +103,21 @@ func (m *memoryStore) DeleteDeferred(_ context.Context, ids []int64) error {
 	return nil
 }
 
+// TakeDeferred implements Store.
+func (m *memoryStore) TakeDeferred(_ context.Context, host string, limit int) ([]DeferredRequest, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []DeferredRequest
+	m.deferred = slices.DeleteFunc(m.deferred, func(r DeferredRequest) bool {
+		if (limit > 0 && len(out) >= limit) || (host != "" && r.Host != host) {
+			return false
+		}
+		out = append(out, r)
+		return true
+	})
+	return out, nil
+}
+
 // SpillRequests implements Store.
 func (m *memoryStore) SpillRequests(_ context.Context, host string, reqs []DeferredRequest) error {
 	m.mu.Lock()
@@ -128,6 +146,17 @@ func (m *memoryStore) TakeSpilled(_ context.Context, host string, limit int) ([]
 		m.spilled[host] = all[limit:]
 	}
 	return got, nil
+}
+
+// SpilledHosts implements Store.
+func (m *memoryStore) SpilledHosts(context.Context) (map[string]int, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make(map[string]int, len(m.spilled))
+	for h, rs := range m.spilled {
+		out[h] = len(rs)
+	}
+	return out, nil
 }
 
 // Close implements Store.

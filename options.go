@@ -171,6 +171,9 @@ func NewPacerErr(opts ...Option) (*Pacer, error) {
 // reportInvalidOptions audits and alerts each option value NewPacer set aside.
 func (p *Pacer) reportInvalidOptions() {
 	p.reportInvalid(p.cfg.invalid)
+	if s, ok := p.cfg.store.(interface{ InvalidOptions() []error }); ok { // a store's own options (redisstore.New)
+		p.reportInvalid(s.InvalidOptions())
+	}
 }
 
 // reportInvalid audits and alerts each option value set aside (see Option).

@@ -142,6 +142,7 @@ type outcomeEffects struct {
 	events    []auditEvent  // the signals' events and those of the changes
 	brk       *breakerChange
 	held      bool // the host is held after the outcome
+	stops     bool // a change that stops other processes (a hold, a longer interval): written through
 	compliant bool // the host's schedule follows what the server published (no clamped Crawl-delay)
 }
 
@@ -150,6 +151,7 @@ type outcomeEffects struct {
 func (p *Pacer) applySignals(h *host, res Reservation, s outcomeSignals, now time.Time) outcomeEffects {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	before := h.stopMarkLocked(now)
 	events := h.applyLimitsLocked(s, now)
 	moved, event, trigger := h.applyVerdictLocked(res, s, now)
 	after, _ := h.intervalLocked(now)
@@ -163,7 +165,8 @@ func (p *Pacer) applySignals(h *host, res Reservation, s outcomeSignals, now tim
 			brk = ch
 		}
 	}
-	return outcomeEffects{base: h.policy.BaseDelay, events: events, brk: brk, held: now.Before(h.holdUntil), compliant: !h.crawlClamped}
+	return outcomeEffects{base: h.policy.BaseDelay, events: events, brk: brk, held: now.Before(h.holdUntil), compliant: !h.crawlClamped,
+		stops: h.stopMarkLocked(now).stopsMore(before)}
 }
 
 // applyLimitsLocked sets the Retry-After hold and the rate-limit signal on h, and returns the
@@ -224,13 +227,14 @@ func (h *host) applyVerdictLocked(res Reservation, s outcomeSignals, now time.Ti
 	return false, "", s.v.Trigger
 }
 
-// reportOutcome acts on what applying an outcome changed, with no lock held: state written behind
-// (or through, for a Retry-After window), the breaker's transition, the observer and the audit trail.
+// reportOutcome acts on what applying an outcome changed, with no lock held: state written behind,
+// or through for what stops other processes (before the response's callbacks run), the breaker's
+// transition, the observer and the audit trail.
 func (p *Pacer) reportOutcome(h *host, res Reservation, s outcomeSignals, eff outcomeEffects, now time.Time) {
 	h.markDirty(p)
-	p.reportBreaker(h, eff.brk, now)
-	if eff.brk == nil && eff.held && (!s.hold.IsZero() || !s.capHold.IsZero()) {
-		p.persistNow(h) // a Retry-After window is written before the next departure
+	p.reportBreaker(h, eff.brk, now) // a transition is written through
+	if eff.brk == nil && eff.stops {
+		p.persistNow(h)
 	}
 
 	if s.v.Refused {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/collypace/ext/audit"
@@ -14,9 +13,6 @@ import (
 
 // defaultFlushInterval is how often changed host state is written behind to a durable store.
 const defaultFlushInterval = time.Second
-
-// storeRetryDelay is how long the pacer paces locally after a shared store failed before trying it again.
-const storeRetryDelay = 5 * time.Second
 
 // storeTimeout bounds one store call made on the departure path.
 const storeTimeout = 2 * time.Second
@@ -36,8 +32,7 @@ type persistence struct {
 	once     sync.Once
 	closeErr error // the final flush's, written before stopped is closed
 
-	sharedDownUntil atomic.Int64 // unix nanos: pace locally until then
-	sharedDown      atomic.Bool
+	health storeHealth
 }
 
 // startPersistence starts the write-behind loop when a durable store is configured.
@@ -56,8 +51,16 @@ func (p *Pacer) flushLoop() {
 	defer close(p.persist.stopped)
 	t := time.NewTicker(p.cfg.flushInterval)
 	defer t.Stop()
+	var lost <-chan time.Time // a shared store is checked for a loss of its state
+	if p.persist.shared != nil {
+		lt := time.NewTicker(lostCheckInterval)
+		defer lt.Stop()
+		lost = lt.C
+	}
 	for {
 		select {
+		case <-lost:
+			p.checkLost()
 		case <-t.C:
 			p.flush()
 		case <-p.persist.stop:
@@ -110,7 +113,8 @@ func (p *Pacer) flush() error {
 	return p.save(states, now)
 }
 
-// persistNow writes h's state through, before its next departure: for holds and breaker transitions.
+// persistNow writes h's state through, before its next departure: for what stops other processes
+// (stopMark) and breaker transitions.
 func (p *Pacer) persistNow(h *host) {
 	if p.persist == nil {
 		return
@@ -136,6 +140,27 @@ func (p *Pacer) save(states []StoredHost, now time.Time) error {
 	return nil
 }
 
+// stopMark is what of a host's state stops other processes' departures: its hold, the adaptive delay
+// and the rate-limit interval. A change that raises one is written through (persistNow), before the
+// response's callbacks return, so that no other process departs on the old value.
+type stopMark struct {
+	holdUntil, parkUntil time.Time
+	delay, rate          time.Duration
+}
+
+func (h *host) stopMarkLocked(now time.Time) stopMark {
+	m := stopMark{holdUntil: h.holdUntil, parkUntil: h.brk.parkEnd(), delay: h.delay.delay}
+	if now.Before(h.rate.Until) {
+		m.rate = h.rate.Interval
+	}
+	return m
+}
+
+// stopsMore reports whether m stops departures longer than before.
+func (m stopMark) stopsMore(before stopMark) bool {
+	return m.holdUntil.After(before.holdUntil) || m.parkUntil.After(before.parkUntil) || m.delay > before.delay || m.rate > before.rate
+}
+
 // snapshot returns what a store keeps of h.
 func (h *host) snapshot(now time.Time) StoredHost {
 	h.mu.Lock()
@@ -146,6 +171,7 @@ func (h *host) snapshot(now time.Time) StoredHost {
 		NextDeparture: h.nextLocked(now), HoldUntil: h.holdUntil, HoldTrigger: h.holdTrigger,
 		CrawlDelay: h.crawlDelay, CrawlClamped: h.crawlClamped,
 		Breaker: h.brk.state, BreakerChanged: h.brk.changed, Failures: h.brk.failures,
+		ParkUntil: h.brk.parkEnd(), RateInterval: h.rate.Interval, RateUntil: h.rate.Until,
 		UpdatedAt: now,
 	}
 }
@@ -188,6 +214,12 @@ func (p *Pacer) restore(h *host) {
 		h.lastDeparture = st.NextDeparture.Add(-iv)
 	}
 	h.brk.state, h.brk.changed, h.brk.failures = st.Breaker, st.BreakerChanged, st.Failures
+	if !st.ParkUntil.IsZero() {
+		h.brk.until = st.ParkUntil.UnixNano()
+	}
+	if now.Before(st.RateUntil) && st.RateInterval > h.rate.Interval {
+		h.rate.Interval, h.rate.Until = st.RateInterval, st.RateUntil
+	}
 	if h.brk.state == BreakerHalfOpen { // the probe died with the process: probe again
 		h.brk.state = BreakerOpen
 	}
@@ -204,79 +236,225 @@ func (p *Pacer) restore(h *host) {
 	}
 }
 
-// fleetActive reports whether departures are admitted by a shared store at now (it is configured and
-// not down).
-func (p *Pacer) fleetActive(now time.Time) bool {
-	return p.persist != nil && p.persist.shared != nil && now.UnixNano() >= p.persist.sharedDownUntil.Load()
+// fleetActive reports whether departures are admitted by a shared store. While it does not answer,
+// departures wait for it (see fleetAdmit): they are never paced by one process alone.
+func (p *Pacer) fleetActive() bool {
+	return p.persist != nil && p.persist.shared != nil
 }
 
 // fleetReaskJitter spreads the re-asks of processes told to wait until the same instant, to save round
 // trips: each asks up to this much after the store's answer, never before.
 const fleetReaskJitter = 2 * time.Millisecond
 
+// storeStallBound is how long admission may wait on a store that fails or answers slowly before the
+// stall is named in the audit trail (store_unavailable, store_slow) and raised through WithAlert.
+const storeStallBound = time.Second
+
+// storeSlow is how long one admission may take before it counts as slow.
+const storeSlow = 500 * time.Millisecond
+
+// storeRetryFirst and storeRetryMax bound the backoff between the asks of a store that fails.
+const (
+	storeRetryFirst = 20 * time.Millisecond
+	storeRetryMax   = 500 * time.Millisecond
+)
+
 // fleetAdmit asks the shared store whether a departure to h, spaced by gap from the fleet's previous
-// one, may go now (by the store's clock). Without a shared store, or while it is down, the local rule
-// alone decides: ok. Otherwise it returns ok, or how long to wait before asking again.
-func (p *Pacer) fleetAdmit(ctx context.Context, h *host, gap time.Duration, now time.Time) (time.Duration, bool) {
-	if !p.fleetActive(now) {
-		return 0, true
+// one, may go now (by the store's clock). Without a shared store the local rule alone decides: ok.
+// Otherwise it returns ok, or how long to wait before asking again and whether that wait is for
+// another process's departure on its way to the wire (pending).
+//
+// A store that does not answer stops the fleet's departures until it does, rather than letting each
+// process pace alone: N processes pacing alone would send N times the rate the host asked for, and a
+// hold one of them learned would stop none of the others. The stall is audited (store_unavailable)
+// and alerted once it lasts storeStallBound, and its end audited (store_recovered). An error about one
+// host's record (ErrCorruptState: a key of another type, a field that does not parse) concerns that
+// host only: the record is overwritten with this process's state, and the host asked again.
+func (p *Pacer) fleetAdmit(ctx context.Context, h *host, gap time.Duration, now time.Time) (wait time.Duration, ok, pending bool) {
+	if !p.fleetActive() {
+		return 0, true, false
 	}
 	sctx, cancel := context.WithTimeout(ctx, storeTimeout)
 	defer cancel()
+	start := p.now()
 	a, err := p.persist.shared.Admit(sctx, h.key, gap)
-	if err != nil {
-		if ctx.Err() != nil {
-			return 0, false // the wait ends on ctx: the caller sees it
-		}
-		p.storeFailed(h.key, "admit", err, now)
-		return 0, true
+	end := p.now()
+	switch {
+	case err == nil:
+	case ctx.Err() != nil:
+		return 0, false, false // the wait ends on ctx: the caller sees it
+	case errors.Is(err, ErrCorruptState):
+		p.repairShared(h, err, end)
+		return storeRetryFirst, false, false
+	default:
+		return p.storeStalled(h.key, "admit", err, start, end), false, false
 	}
-	p.storeRecovered(h.key, now)
+	if end.Sub(start) > storeSlow {
+		p.storeStalled(h.key, "admit", nil, start, end)
+	} else {
+		p.storeRecovered(h.key, end)
+	}
+	if a.Lost {
+		p.writeBack(end)
+	}
 	h.mu.Lock()
 	h.delay.adopt(a.AdaptiveDelay, a.KnownLimit, h.policy.BaseDelay, h.policy.MaxDelay)
 	h.mu.Unlock()
 	if a.OK {
-		return 0, true
+		return 0, true, false
 	}
-	return a.Wait + time.Duration(p.cfg.random()*float64(fleetReaskJitter)), false
+	return a.Wait + time.Duration(p.cfg.random()*float64(fleetReaskJitter)), false, a.Pending
+}
+
+// auditWireWait names, in the audit trail, a departure that waited for another process's departure
+// to reach the wire (a slow dial, a stall, or a process that died on its way: then up to 30 s).
+func (p *Pacer) auditWireWait(h *host, waited time.Duration, now time.Time) {
+	p.audit.emit(zerolog.InfoLevel, auditEvent{at: now, host: h.key, event: audit.EventFleetWireWait, trigger: audit.TriggerStore,
+		base: h.policy.BaseDelay, computed: waited, compliant: true,
+		detail: fmt.Sprintf("waited %v for another process's departure to reach the wire", waited)})
+}
+
+// repairShared overwrites h's record in the shared store, which could not be read (err), with this
+// process's state: the fleet's other hosts are not concerned.
+func (p *Pacer) repairShared(h *host, err error, now time.Time) {
+	p.auditState(h, audit.EventStateCorrupt, "admission: "+err.Error()+"; the host's record is overwritten with this process's state", now)
+	st := h.snapshot(now)
+	st.Replace = true
+	p.save([]StoredHost{st}, now)
+}
+
+// writeBack writes every host state this process knows to the store, which came back empty (a
+// server restarted without its data): the holds and intervals it learned stop the other processes
+// again.
+func (p *Pacer) writeBack(now time.Time) {
+	var states []StoredHost
+	p.hosts.Range(func(h *host) {
+		select {
+		case <-h.ready:
+			states = append(states, h.snapshot(now))
+		default: // still being restored: it has nothing to write back yet
+		}
+	})
+	detail := fmt.Sprintf("the store lost its state (a server restarted empty): %d host states written back", len(states))
+	if len(states) > 0 {
+		if err := p.save(states, now); err != nil {
+			detail += " failed: " + err.Error() + " (written again at the next flush)"
+		}
+	}
+	p.audit.emit(zerolog.WarnLevel, auditEvent{at: now, event: audit.EventStoreRecovered, trigger: audit.TriggerStore, compliant: true, detail: detail})
+}
+
+// lostCheckInterval is how often a pacer on a shared store checks whether the store lost its state,
+// so that a process that departs nowhere (all its hosts held) writes its holds back too. The store
+// admits nothing for several times this long after it finds itself empty (see SharedStore.CheckLost).
+const lostCheckInterval = 200 * time.Millisecond
+
+// checkLost writes every state back when the shared store lost what it held.
+func (p *Pacer) checkLost() {
+	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+	defer cancel()
+	if lost, err := p.persist.shared.CheckLost(ctx); err == nil && lost {
+		p.writeBack(p.now())
+	}
 }
 
 // fleetWireSlack is how much later than its admission a fleet departure may reach the wire before the
-// shared store is told: a request's headers are normally written within microseconds, and a second
-// round trip per departure would double the store's load for nothing; a dial or a stall is told.
+// shared store is told the wire instant: a request's headers are normally written within microseconds.
 const fleetWireSlack = time.Millisecond
 
-// fleetWired tells the shared store that a departure of h reached the wire at at, later than the store
-// admitted it, so that no process departs within an interval of the wire instant. It runs in the
-// background: the store's answer does not hold up the request.
-func (p *Pacer) fleetWired(h *host, at time.Time) {
+// fleetWired ends the pending departure of h the store admitted at admitted: it reached the wire at at
+// (or never will: at is then admitted), so that no process departs within an interval of the wire
+// instant. It runs in the background: the store's answer does not hold up the request, and the other
+// processes wait meanwhile (the departure is pending). A store that fails is asked again, for as long
+// as the departure would stay pending, so that an outage does not leave the host held after it.
+func (p *Pacer) fleetWired(h *host, admitted, at time.Time) {
+	if at.Sub(admitted) <= fleetWireSlack {
+		at = admitted
+	}
 	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
-		defer cancel()
-		if err := p.persist.shared.Departed(ctx, h.key, p.now().Sub(at)); err != nil {
-			p.storeFailed(h.key, "departed", err, p.now())
+		for backoff := storeRetryFirst; ; backoff = min(2*backoff, storeRetryMax) {
+			ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+			start := p.now()
+			err := p.persist.shared.Departed(ctx, h.key, start.Sub(at))
+			cancel()
+			if err == nil {
+				return
+			}
+			now := p.now()
+			p.storeStalled(h.key, "departed", err, start, now)
+			if now.Sub(admitted) > maxWireWait {
+				return // the store no longer holds it pending
+			}
+			select {
+			case <-time.After(backoff):
+			case <-p.persist.stop:
+				return
+			}
 		}
 	}()
 }
 
-// storeFailed paces locally for a while and raises an alert the first time.
-func (p *Pacer) storeFailed(host, op string, err error, now time.Time) {
-	p.persist.sharedDownUntil.Store(now.Add(storeRetryDelay).UnixNano())
-	if p.persist.sharedDown.Swap(true) {
-		return
-	}
-	detail := fmt.Sprintf("store %s failed: %v; pacing locally, retrying in %v", op, err, storeRetryDelay)
-	p.audit.emit(zerolog.ErrorLevel, auditEvent{at: now, host: host, event: audit.EventStoreUnavailable, trigger: audit.TriggerStore, compliant: true, detail: detail})
-	p.alert(Alert{At: now, Host: host, Event: audit.EventStoreUnavailable, Detail: detail})
+// storeHealth is a stall of the store: since its first failure (or slow answer), and whether it was
+// announced in the audit trail and through WithAlert.
+type storeHealth struct {
+	mu        sync.Mutex
+	since     time.Time // zero when the store answers
+	failures  int       // consecutive failures, for the backoff
+	announced bool
 }
 
-// storeRecovered notes that the store answers again.
+// storeStalled notes a store call that failed (err) or answered slowly (err nil) between start and
+// now, names the stall once it has lasted storeStallBound (at once for a read or a write, whose state
+// is not shared meanwhile), and returns how long to wait before asking again.
+func (p *Pacer) storeStalled(host, op string, err error, start, now time.Time) time.Duration {
+	sh := &p.persist.health
+	sh.mu.Lock()
+	if sh.since.IsZero() {
+		sh.since = start
+	}
+	if err != nil {
+		sh.failures++
+	}
+	stalled := now.Sub(sh.since)
+	announce := !sh.announced && (stalled >= storeStallBound || op == "read" || op == "write")
+	sh.announced = sh.announced || announce
+	backoff := min(storeRetryFirst<<min(sh.failures, 10), storeRetryMax)
+	sh.mu.Unlock()
+	if announce {
+		event, level := audit.EventStoreUnavailable, zerolog.ErrorLevel
+		detail := fmt.Sprintf("store %s failed: %v; ", op, err)
+		if err == nil {
+			event, level = audit.EventStoreSlow, zerolog.WarnLevel
+			detail = fmt.Sprintf("store %s took %v; ", op, now.Sub(start))
+		}
+		if p.persist.shared != nil {
+			detail += fmt.Sprintf("departures have waited %v for the shared store and wait until it answers", stalled)
+		} else {
+			detail += "the state is kept in memory"
+		}
+		p.audit.emit(level, auditEvent{at: now, host: host, event: event, trigger: audit.TriggerStore, compliant: true, detail: detail})
+		p.alert(Alert{At: now, Host: host, Event: event, Detail: detail})
+	}
+	return backoff
+}
+
+// storeFailed notes a failed store call made at now.
+func (p *Pacer) storeFailed(host, op string, err error, now time.Time) {
+	p.storeStalled(host, op, err, now, now)
+}
+
+// storeRecovered notes that the store answers again, and audits the end of an announced stall.
 func (p *Pacer) storeRecovered(host string, now time.Time) {
-	if !p.persist.sharedDown.Swap(false) {
+	sh := &p.persist.health
+	sh.mu.Lock()
+	since, announced := sh.since, sh.announced
+	sh.since, sh.failures, sh.announced = time.Time{}, 0, false
+	sh.mu.Unlock()
+	if !announced {
 		return
 	}
 	p.audit.emit(zerolog.WarnLevel, auditEvent{at: now, host: host, event: audit.EventStoreRecovered, trigger: audit.TriggerStore, compliant: true,
-		detail: "store answers again: sharing resumed"})
+		detail: fmt.Sprintf("store answers again after %v", now.Sub(since))})
 }
 
 func (p *Pacer) auditState(h *host, event audit.Event, detail string, now time.Time) {

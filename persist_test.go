@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -216,8 +217,12 @@ func (f *flakyShared) Departed(context.Context, string, time.Duration) error {
 	return nil
 }
 
-// When the shared store fails, pacing goes on locally with one alert; sharing resumes when it is back.
-func TestSharedStoreLossFallsBackToLocal(t *testing.T) {
+func (f *flakyShared) CheckLost(context.Context) (bool, error) { return false, nil }
+
+// Issue 16 item 6: when the shared store fails, the fleet's departures wait for it (one process pacing
+// alone would send its share on top of the others'); the stall is named in the audit trail and raised
+// once through WithAlert after storeStallBound, and its end is audited when the store answers again.
+func TestSharedStoreLossStopsDepartures(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		n := newFakeNet(t)
 		h, base := n.host("fleet.test", slowPage(0))
@@ -228,20 +233,26 @@ func TestSharedStoreLossFallsBackToLocal(t *testing.T) {
 		defer p.Close()
 		c.Async = false
 		store.down.Store(true)
-		visitAll(t, c, base+"/a", 3)
+		done := make(chan struct{})
+		go func() {
+			visitAll(t, c, base+"/a", 3)
+			close(done)
+		}()
+		time.Sleep(5 * time.Second)
+		if got := len(h.log()); got != 0 {
+			t.Errorf("%d requests departed while the shared store was down, want none", got)
+		}
 		if fmt.Sprint(al.events()) != "["+string(audit.EventStoreUnavailable)+"]" {
 			t.Errorf("alerts = %v, want one store_unavailable", al.events())
 		}
-		assertGaps(t, h.gaps("/a/"), time.Second)
 		store.down.Store(false)
-		time.Sleep(storeRetryDelay)
-		before := store.calls.Load()
-		visitAll(t, c, base+"/b", 2)
-		if store.calls.Load() == before {
-			t.Error("the store was not asked again after the retry delay")
-		}
+		<-done
+		assertGaps(t, h.gaps("/a/"), time.Second)
 		if findEvent(t, &buf, audit.EventStoreRecovered) == nil {
 			t.Error("no store_recovered event")
+		}
+		if len(al.events()) != 1 {
+			t.Errorf("alerts = %v, want the one store_unavailable", al.events())
 		}
 	})
 }
@@ -256,6 +267,7 @@ func (f *fleetAnswer) Admit(context.Context, string, time.Duration) (Admission, 
 	return f.a, nil
 }
 func (f *fleetAnswer) Departed(context.Context, string, time.Duration) error { return nil }
+func (f *fleetAnswer) CheckLost(context.Context) (bool, error)               { return false, nil }
 
 // Issue 9, point 3 (one increase per burst holds fleet-wide): a pacer adopts the fleet's adaptive delay
 // and known limit when they are larger than its own, so a refusal another process met paces this one
@@ -283,4 +295,118 @@ func TestFleetDelaysAdopted(t *testing.T) {
 	if delay != 4*time.Second || limit != 2*time.Second {
 		t.Errorf("smaller fleet delays lowered this pacer's: delay %v, limit %v", delay, limit)
 	}
+}
+
+// scriptedShared is a SharedStore whose answers a test sets per host; it records the states saved.
+type scriptedShared struct {
+	*memoryStore
+	mu     sync.Mutex
+	answer func(host string) (Admission, error)
+	saved  []StoredHost
+	wired  []string
+}
+
+func (s *scriptedShared) Admit(_ context.Context, host string, _ time.Duration) (Admission, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.answer(host)
+}
+
+func (s *scriptedShared) Departed(_ context.Context, host string, _ time.Duration) error {
+	s.mu.Lock()
+	s.wired = append(s.wired, host)
+	s.mu.Unlock()
+	return nil
+}
+
+func (s *scriptedShared) CheckLost(context.Context) (bool, error) { return false, nil }
+
+func (s *scriptedShared) SaveHosts(ctx context.Context, states []StoredHost) error {
+	s.mu.Lock()
+	s.saved = append(s.saved, states...)
+	s.mu.Unlock()
+	return s.memoryStore.SaveHosts(ctx, states)
+}
+
+// Issue 16 item 4: an admission error about one host's record (ErrCorruptState) concerns that host:
+// its record is overwritten (Replace), it is audited, no alert is raised, and the other hosts are
+// admitted by the store as before.
+func TestCorruptAdmissionConcernsItsHost(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		corrupt := true
+		s := &scriptedShared{memoryStore: newMemoryStore()}
+		s.answer = func(host string) (Admission, error) {
+			if host == "bad.test" && corrupt {
+				corrupt = false
+				return Admission{}, fmt.Errorf("WRONGTYPE: %w", ErrCorruptState)
+			}
+			return Admission{OK: true}, nil
+		}
+		var al alerts
+		var buf auditBuf
+		p := NewPacer(WithStore(s), WithBaseDelay(time.Second), WithJitter(0), WithoutRobots(), WithAlert(al.add), WithLogger(zerolog.New(&buf)))
+		defer p.Close()
+		for _, host := range []string{"bad.test", "good.test"} {
+			_, release, err := p.Wait(t.Context(), host)
+			if err != nil {
+				t.Fatal(err)
+			}
+			release()
+		}
+		if len(al.events()) != 0 {
+			t.Errorf("alerts %v, want none: the store is up", al.events())
+		}
+		if findEvent(t, &buf, audit.EventStateCorrupt) == nil {
+			t.Error("no state_corrupt event")
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if len(s.saved) == 0 || s.saved[0].Host != "bad.test" || !s.saved[0].Replace {
+			t.Errorf("saved %+v, want bad.test's record overwritten first", s.saved)
+		}
+	})
+}
+
+// Issue 16 item 5: a store that lost its state (Admission.Lost) gets every host state this process
+// knows written back, a hold included, before the pacer asks again.
+func TestLostStoreGetsStatesBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		lost := false
+		s := &scriptedShared{memoryStore: newMemoryStore()}
+		s.answer = func(string) (Admission, error) {
+			if lost {
+				lost = false
+				return Admission{Lost: true, Wait: time.Second}, nil
+			}
+			return Admission{OK: true}, nil
+		}
+		p := NewPacer(WithStore(s), WithBaseDelay(time.Second), WithJitter(0), WithoutRobots(), WithFlushInterval(time.Hour))
+		defer p.Close()
+		now := time.Now()
+		res := p.ReserveAt("held.test", now)
+		p.ObserveAt(res, Outcome{Status: http.StatusTooManyRequests, Header: http.Header{"Retry-After": {"30"}}}, now)
+		s.mu.Lock()
+		s.saved, lost = nil, true
+		s.mu.Unlock()
+		start := time.Now()
+		_, release, err := p.Wait(t.Context(), "other.test")
+		if err != nil {
+			t.Fatal(err)
+		}
+		release()
+		if waited := time.Since(start); waited < time.Second {
+			t.Errorf("departed %v after the loss was found, want after the store's 1 s grace", waited)
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		var held *StoredHost
+		for i := range s.saved {
+			if s.saved[i].Host == "held.test" {
+				held = &s.saved[i]
+			}
+		}
+		if held == nil || held.HoldUntil.Before(now.Add(30*time.Second)) {
+			t.Errorf("written back: %+v; want held.test with its 30 s hold", s.saved)
+		}
+	})
 }

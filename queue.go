@@ -110,7 +110,35 @@ func NewQueue(p *Pacer, workers int, opts ...QueueOption) *Queue {
 		o(q)
 	}
 	p.reportInvalid(q.invalid)
+	q.resumeSpills()
 	return q
+}
+
+// resumeSpills counts, as this Queue's, the requests an earlier Queue spilled to the pacer's store and
+// left there (a crawl stopped, or a process that died): Run sends them, each host's oldest first and
+// before the requests added to it later. Queues sharing one store (a fleet on Redis) all count them,
+// and the store's atomic take hands each request to one of them. A store that cannot be read is
+// audited, and its spills are left for a later Queue.
+func (q *Queue) resumeSpills() {
+	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+	defer cancel()
+	left, err := q.p.deferStore.SpilledHosts(ctx)
+	if err != nil {
+		q.p.audit.emit(zerolog.ErrorLevel, auditEvent{at: q.p.now(), event: audit.EventStoreUnavailable, trigger: audit.TriggerStore,
+			compliant: true, detail: "queue: the spills an earlier queue left could not be read, and are not resumed: " + err.Error()})
+		return
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for host, n := range left {
+		if n <= 0 {
+			continue
+		}
+		qh := q.hostLocked(host)
+		qh.spilled += n
+		q.spilled += n
+		q.placeLocked(qh)
+	}
 }
 
 // AddURL queues a GET of rawURL.
@@ -240,7 +268,8 @@ func (q *Queue) Depths() map[string]int {
 	return out
 }
 
-// Stop makes Run return once the requests being sent are done; queued requests stay queued.
+// Stop makes Run return once the requests being sent are done; queued requests stay queued. A stopped
+// queue stays stopped: a Run after Stop (even one that had not started) returns at once.
 func (q *Queue) Stop() {
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -260,9 +289,6 @@ func (q *Queue) Run(c *colly.Collector) error {
 	if _, ok := q.p.installed.Load(c); !ok {
 		return errQueueUnpaced
 	}
-	q.mu.Lock()
-	q.stopped = false
-	q.mu.Unlock()
 	ctx := c.Context
 	if ctx == nil {
 		ctx = context.Background()
@@ -295,10 +321,7 @@ func (q *Queue) Run(c *colly.Collector) error {
 					}
 					q.placeLocked(qh)
 				}
-				if ctx.Err() != nil {
-					q.stopped = true // the crawl is over: what is queued stays queued
-				}
-				q.signalLocked()
+				q.signalLocked() // the crawl may be over (ctx): the other workers see it
 				q.mu.Unlock()
 			}
 		})

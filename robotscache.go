@@ -283,6 +283,7 @@ func (p *Pacer) applyRules(h *host, e, r *robotsEntry, now time.Time) bool {
 	clamped := published > delay
 	h.mu.Lock()
 	changed := delay != h.crawlDelay || clamped != h.crawlClamped
+	raised := delay > h.crawlDelay
 	h.crawlDelay, h.crawlClamped = delay, clamped
 	var brk *breakerChange
 	if clamped && !p.cfg.breaker.IgnoreCaps {
@@ -291,7 +292,10 @@ func (p *Pacer) applyRules(h *host, e, r *robotsEntry, now time.Time) bool {
 	h.wakeHeadLocked() // the head computes its time again: a new interval, or a breaker that opened
 	h.mu.Unlock()
 	h.markDirty(p)
-	p.reportBreaker(h, brk, now)
+	p.reportBreaker(h, brk, now) // a transition is written through
+	if raised && brk == nil {
+		p.persistNow(h) // a longer interval stops other processes: written through
+	}
 	return changed
 }
 

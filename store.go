@@ -32,7 +32,13 @@ type StoredHost struct {
 	Breaker        BreakerState
 	BreakerChanged time.Time // when the breaker entered its state
 	Failures       int       // consecutive refusals
-	UpdatedAt      time.Time
+	// ParkUntil is when an open breaker parked past its cool-down (a Retry-After above the maximum
+	// announced that instant) lets its probe through; zero when the breaker is not parked.
+	ParkUntil time.Time
+	// RateInterval is the interval a rate-limit field set, in force until RateUntil (zero: none).
+	RateInterval time.Duration
+	RateUntil    time.Time
+	UpdatedAt    time.Time
 	// Replace writes the state as given, without SaveHosts' merge: for a repaired row whose stored
 	// times cannot be trusted. It is not stored.
 	Replace bool
@@ -64,13 +70,20 @@ type Store interface {
 	// be decoded returns an error wrapping ErrCorruptState.
 	LoadHost(ctx context.Context, host string) (st StoredHost, ok bool, err error)
 	// SaveHosts writes states, merging with what is stored: NextDeparture and HoldUntil keep the later
-	// of the stored and the given value (another process may have booked further), unless the state
-	// has Replace set; the other fields are overwritten.
+	// of the stored and the given value (another process may have booked further), and so does
+	// RateUntil (with its RateInterval), unless the state has Replace set; the other fields are
+	// overwritten.
 	SaveHosts(ctx context.Context, states []StoredHost) error
 	// AddDeferred stores a deferred request and returns its ID.
 	AddDeferred(ctx context.Context, r DeferredRequest) (int64, error)
 	// ListDeferred returns up to limit deferred requests, oldest first; host "" means every host.
 	ListDeferred(ctx context.Context, host string, limit int) ([]DeferredRequest, error)
+	// TakeDeferred removes and returns up to limit (<= 0: all) deferred requests, oldest first; host
+	// "" means every host. The take is atomic as TakeSpilled's: concurrent takes never return a
+	// request twice, and a request is either returned or still stored. Requests that cannot be
+	// decoded stay stored, and are reported by an error wrapping ErrCorruptState returned with the
+	// requests that could be; on any other error nothing is taken.
+	TakeDeferred(ctx context.Context, host string, limit int) ([]DeferredRequest, error)
 	// DeleteDeferred removes deferred requests by ID; unknown IDs are ignored.
 	DeleteDeferred(ctx context.Context, ids []int64) error
 	// SpillRequests stores, in their order, requests a Queue holds for host beyond its memory bound,
@@ -82,6 +95,9 @@ type Store interface {
 	// removed with the others and reported by an error wrapping ErrCorruptState, returned with the
 	// requests that could be; on any other error nothing is taken.
 	TakeSpilled(ctx context.Context, host string, limit int) ([]DeferredRequest, error)
+	// SpilledHosts returns how many spilled requests each host has in the store, for a new Queue to
+	// resume the spills an earlier one left.
+	SpilledHosts(ctx context.Context) (map[string]int, error)
 	// Close releases the store.
 	Close() error
 }
@@ -92,15 +108,21 @@ type Store interface {
 type SharedStore interface {
 	Store
 	// Admit decides, by the store's clock, whether a request to host may depart now: when now is at
-	// or after both the stored last departure + the longer of gap and the stored AdaptiveDelay, and
-	// the stored HoldUntil. Admitted, the store records now as the host's last departure. Otherwise it
-	// records nothing and says how long to wait before asking again. Either way it returns the
-	// fleet's stored AdaptiveDelay and KnownLimit, which the asking pacer adopts when they are larger
-	// than its own: what one process learned about the host, every process paces by.
+	// or after both the stored last departure + the longest of gap, the stored AdaptiveDelay,
+	// CrawlDelay and RateInterval (until RateUntil), and the stored HoldUntil, and no admitted
+	// departure is still pending (on its way to the wire: see Departed). Admitted, the store records
+	// now as the host's last departure and the departure as pending, for at most maxWireWait (30 s).
+	// Otherwise it records nothing and says how long to wait before asking again. Either way it
+	// returns the fleet's stored AdaptiveDelay and KnownLimit, which the asking pacer adopts when they
+	// are larger than its own: what one process learned about the host, every process paces by.
 	Admit(ctx context.Context, host string, gap time.Duration) (Admission, error)
-	// Departed moves host's last departure to at least ago before the store's now: a request reached
-	// the wire that much after it was admitted.
+	// Departed ends host's pending departure: its request reached the wire ago before the store's
+	// now, and the last departure moves to at least that instant (a request that never reached the
+	// wire is reported with the ago of its admission, which moves nothing).
 	Departed(ctx context.Context, host string, ago time.Duration) error
+	// CheckLost reports whether the store lost what it held (a server restarted empty) since this
+	// Store last looked: the pacer then writes back every state it knows.
+	CheckLost(ctx context.Context) (bool, error)
 }
 
 // Admission is a SharedStore's answer to Admit.
@@ -109,6 +131,11 @@ type Admission struct {
 	Wait          time.Duration // when not OK: how long to wait before asking again
 	AdaptiveDelay time.Duration // the fleet's stored adaptive delay (0: none stored)
 	KnownLimit    time.Duration // the fleet's stored known limit (0: none)
+	// Lost is true when the store found that it lost what it held (CheckLost): not OK, the pacer
+	// writes back every state it knows, and the store admits nothing until every process had time to.
+	Lost bool
+	// Pending is true when the wait is for another process's departure still on its way to the wire.
+	Pending bool
 }
 
 // repairLimits bounds what a stored state may say, relative to the pacer's configuration.
@@ -140,9 +167,19 @@ func (s StoredHost) repair(l repairLimits, now time.Time) (StoredHost, []string)
 		fix("crawl delay %v outside [0, %v]: clamped", s.CrawlDelay, l.maxCrawlDelay)
 		s.CrawlDelay = min(max(s.CrawlDelay, 0), l.maxCrawlDelay)
 	}
-	if limit := now.Add(l.maxHold); s.HoldUntil.After(limit) {
+	if s.Breaker != BreakerOpen && !s.ParkUntil.IsZero() {
+		fix("parked until %v with the breaker not open: forgotten", s.ParkUntil.UTC())
+		s.ParkUntil = time.Time{}
+	}
+	// A park lasts until the instant the server announced, beyond any hold we accept: its hold is
+	// trusted up to the park's end.
+	if limit := later(now.Add(l.maxHold), s.ParkUntil); s.HoldUntil.After(limit) {
 		fix("hold until %v is beyond any Retry-After we accept: shortened to %v", s.HoldUntil.UTC(), limit.UTC())
 		s.HoldUntil = limit
+	}
+	if s.RateInterval < 0 || s.RateInterval > l.maxHold || s.RateUntil.After(now.Add(l.maxHold)) {
+		fix("rate-limit interval %v until %v is beyond any rate limit we accept: forgotten", s.RateInterval, s.RateUntil.UTC())
+		s.RateInterval, s.RateUntil = 0, time.Time{}
 	}
 	if s.HoldTrigger != audit.TriggerRetryAfter && s.HoldTrigger != audit.TriggerRateLimit {
 		s.HoldTrigger = audit.TriggerRetryAfter

@@ -40,7 +40,9 @@ const (
 	EventDeferredDrained      Event = "deferred_drained"       // deferred requests were handed back to a collector
 	EventStateRepaired        Event = "state_repaired"         // a stored value could not be trusted and was fixed
 	EventStateCorrupt         Event = "state_corrupt"          // a stored row could not be decoded: the host starts afresh
-	EventStoreUnavailable     Event = "store_unavailable"      // the store failed: pacing continues locally
+	EventStoreUnavailable     Event = "store_unavailable"      // the store failed: a shared store's departures wait for it, a local store's state waits in memory
+	EventStoreSlow            Event = "store_slow"             // admission waited on a slow shared store beyond the bound
+	EventFleetWireWait        Event = "fleet_wire_wait"        // a departure waited for another process's departure to reach the wire (a slow dial)
 	EventStoreRecovered       Event = "store_recovered"        // the store answers again
 	EventOptionInvalid        Event = "option_invalid"         // an option value was set aside at construction: the default is used
 )

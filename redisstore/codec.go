@@ -31,11 +31,23 @@ const (
 	fieldUpdatedAt      = "updated_at"
 )
 
+// Fields of a host hash written after the others (ARGV[16..19] of saveScript), absent from records
+// written before them: absent, they are zero.
+const (
+	fieldRateInterval = "rate_interval"
+	fieldRateUntil    = "rate_until"
+	fieldParkUntil    = "park_until"
+)
+
 // Fields of a host hash that only the scripts write, on the server's clock: the fleet's last departure
-// (admitScript) and the hold (saveScript). They are not part of ext.StoredHost.
+// and its pending departure (admitScript, departedScript), the hold and the rate-limit interval's end
+// (saveScript). They are not part of ext.StoredHost.
 const (
 	fieldLastDeparture = "last_departure"
 	fieldHoldServer    = "hold_srv"
+	fieldPending       = "pending"
+	fieldPendingBy     = "pending_by"
+	fieldRateServer    = "rate_srv"
 )
 
 // hostFields lists every field of a host hash, in ARGV order.
@@ -100,6 +112,12 @@ func encodeHostHash(st ext.StoredHost) map[string]string {
 	for i, f := range hostFields {
 		m[f] = args[i].(string)
 	}
+	if !st.RateUntil.IsZero() {
+		m[fieldRateInterval], m[fieldRateUntil] = strconv.FormatInt(int64(st.RateInterval), 10), encodeTime(st.RateUntil)
+	}
+	if !st.ParkUntil.IsZero() {
+		m[fieldParkUntil] = encodeTime(st.ParkUntil)
+	}
 	return m
 }
 
@@ -114,7 +132,9 @@ func decodeHostHash(host string, m map[string]string) (st ext.StoredHost, ok boo
 	_, saved := m[fieldVersion]
 	if !saved {
 		ld, admitted := m[fieldLastDeparture]
-		if len(m) == 0 || (admitted && len(m) == 1) {
+		_, pending := m[fieldPending]
+		_, pendingBy := m[fieldPendingBy]
+		if len(m) == 0 || (admitted && len(m) == 1) || (admitted && pending && pendingBy && len(m) == 3) {
 			if _, err := decodeTime(ld); err != nil {
 				return ext.StoredHost{}, false, corrupt(host, "field %s %q: %v", fieldLastDeparture, ld, err)
 			}
@@ -147,7 +167,15 @@ func decodeHostHash(host string, m map[string]string) (st ext.StoredHost, ok boo
 		Failures:       d.int(fieldFailures),
 		UpdatedAt:      d.time(fieldUpdatedAt),
 	}
-	for _, f := range [...]string{fieldLastDeparture, fieldHoldServer} { // read by the admission script
+	if _, present := m[fieldRateInterval]; present {
+		st.RateInterval = d.duration(fieldRateInterval)
+	}
+	for f, dst := range map[string]*time.Time{fieldRateUntil: &st.RateUntil, fieldParkUntil: &st.ParkUntil} {
+		if _, present := m[f]; present {
+			*dst = d.time(f)
+		}
+	}
+	for _, f := range [...]string{fieldLastDeparture, fieldHoldServer, fieldPending, fieldRateServer} { // read by the admission script
 		if _, present := m[f]; present {
 			d.time(f)
 		}
@@ -244,7 +272,7 @@ func corrupt(host, format string, args ...any) error {
 	return fmt.Errorf("redisstore: host %q: %s: %w", host, fmt.Sprintf(format, args...), ext.ErrCorruptState)
 }
 
-// deferredVersion is the version of deferredJSON's layout.
+// deferredVersion is the version of deferredJSON's layout (deferredVersionLua in the scripts).
 const deferredVersion = 1
 
 // deferredJSON is how a request is stored: a member of the deferred sorted set, scored by its ID (the

@@ -2,11 +2,11 @@ package redisstore
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/collypace/ext"
 	"github.com/redis/go-redis/v9"
@@ -48,7 +48,7 @@ func (s *Store) ListDeferred(ctx context.Context, host string, limit int) ([]ext
 	var (
 		out     []ext.DeferredRequest
 		corrupt []string
-		after   = "-inf"
+		after   = "(0" // taken requests not yet acknowledged are scored below 0 (takeDeferredScript)
 	)
 	for limit <= 0 || len(out) < limit {
 		page := listPage
@@ -143,26 +143,76 @@ func (s *Store) SpillRequests(ctx context.Context, host string, reqs []ext.Defer
 	return nil
 }
 
-// takeAll is the LPOP count TakeSpilled asks for to take every request: more than a list holds.
+// takeAll is the count TakeSpilled asks for to take every request: more than a list holds.
 const takeAll = math.MaxInt32
 
-// TakeSpilled implements ext.Store: one LPOP with a count on <prefix>spill:<host>, atomic. An entry
-// that cannot be decoded is dropped and named in the error wrapping ext.ErrCorruptState.
+// takeLease is how long a taken request waits for its taker's acknowledgement before another take
+// may hand it out again: its taker died between the take and the acknowledgement.
+const takeLease = 5 * time.Minute
+
+// pendingAck is a take whose acknowledgement failed: sent again before the next take.
+type pendingAck struct {
+	script *redis.Script
+	key    string
+	token  string
+}
+
+// take runs a take script under a new token, then its acknowledgement (see markLua): the entries
+// are returned once, whether go-redis retried the take or another process took at the same time.
+func (s *Store) take(ctx context.Context, take, ack *redis.Script, key string, limit int, extra ...any) ([]any, error) {
+	s.sendPendingAcks(ctx)
+	token := newToken()
+	res, err := take.Run(ctx, s.c, []string{key}, append([]any{token, limit, takeLease.Milliseconds()}, extra...)...).Slice()
+	if err != nil {
+		return nil, err
+	}
+	if len(res) > 0 {
+		if err := ack.Run(ctx, s.c, []string{key}, token).Err(); err != nil {
+			s.acksMu.Lock()
+			s.acks = append(s.acks, pendingAck{script: ack, key: key, token: token})
+			s.acksMu.Unlock()
+		}
+	}
+	return res, nil
+}
+
+// sendPendingAcks sends again the acknowledgements that failed, so that the requests they name are
+// not handed out again when their lease runs out.
+func (s *Store) sendPendingAcks(ctx context.Context) {
+	s.acksMu.Lock()
+	acks := s.acks
+	s.acks = nil
+	s.acksMu.Unlock()
+	var failed []pendingAck
+	for _, a := range acks {
+		if err := a.script.Run(ctx, s.c, []string{a.key}, a.token).Err(); err != nil {
+			failed = append(failed, a)
+		}
+	}
+	if len(failed) > 0 {
+		s.acksMu.Lock()
+		s.acks = append(s.acks, failed...)
+		s.acksMu.Unlock()
+	}
+}
+
+// TakeSpilled implements ext.Store: a take script and its acknowledgement on <prefix>spill:<host>
+// (see markLua), so that a reply lost on the way (go-redis retrying the take) or a concurrent take
+// never loses nor duplicates a request. An entry that cannot be decoded is dropped and named in the
+// error wrapping ext.ErrCorruptState.
 func (s *Store) TakeSpilled(ctx context.Context, host string, limit int) ([]ext.DeferredRequest, error) {
 	count := takeAll
 	if limit > 0 {
 		count = min(limit, takeAll)
 	}
-	members, err := s.c.LPopCount(ctx, s.spillKey(host), count).Result()
-	if errors.Is(err, redis.Nil) {
-		return nil, nil
-	}
+	res, err := s.take(ctx, takeSpillScript, ackSpillScript, s.spillKey(host), count)
 	if err != nil {
 		return nil, wrapErr(err, "take spilled requests for host %q", host)
 	}
-	out := make([]ext.DeferredRequest, 0, len(members))
+	out := make([]ext.DeferredRequest, 0, len(res))
 	var corrupt []string
-	for _, m := range members {
+	for _, v := range res {
+		m, _ := v.(string)
 		r, err := decodeDeferred(m, 0)
 		if err != nil {
 			corrupt = append(corrupt, err.Error())
@@ -175,4 +225,68 @@ func (s *Store) TakeSpilled(ctx context.Context, host string, limit int) ([]ext.
 		return out, fmt.Errorf("redisstore: take spilled requests for host %q: dropped %d (%s): %w", host, len(corrupt), strings.Join(corrupt, "; "), ext.ErrCorruptState)
 	}
 	return out, nil
+}
+
+// TakeDeferred implements ext.Store: a take script and its acknowledgement on the deferred set (see
+// markLua and takeDeferredScript), atomic as TakeSpilled. The script leaves in place a member that is
+// not JSON of the current layout with a host (ListDeferred names it); one it takes that still does
+// not decode is named in the error wrapping ext.ErrCorruptState.
+func (s *Store) TakeDeferred(ctx context.Context, host string, limit int) ([]ext.DeferredRequest, error) {
+	res, err := s.take(ctx, takeDeferredScript, ackDeferredScript, s.deferredKey(), max(limit, 0), host)
+	if err != nil {
+		return nil, wrapErr(err, "take deferred requests")
+	}
+	out := make([]ext.DeferredRequest, 0, len(res))
+	var corrupt []string
+	for _, v := range res {
+		pair, _ := v.([]any)
+		if len(pair) != 2 {
+			continue
+		}
+		id, _ := pair[0].(int64)
+		m, _ := pair[1].(string)
+		r, err := decodeDeferred(m, id)
+		if err != nil {
+			corrupt = append(corrupt, err.Error())
+			continue
+		}
+		out = append(out, r)
+	}
+	if len(corrupt) > 0 {
+		return out, fmt.Errorf("redisstore: take deferred requests: dropped %d (%s): %w", len(corrupt), strings.Join(corrupt, "; "), ext.ErrCorruptState)
+	}
+	return out, nil
+}
+
+// SpilledHosts implements ext.Store: a SCAN of the spill lists and the length of each.
+func (s *Store) SpilledHosts(ctx context.Context) (map[string]int, error) {
+	prefix := s.spillKey("")
+	out := map[string]int{}
+	iter := s.c.Scan(ctx, 0, globEscape(prefix)+"*", 256).Iterator()
+	for iter.Next(ctx) {
+		key := iter.Val()
+		n, err := s.c.LLen(ctx, key).Result()
+		if err != nil {
+			return nil, wrapErr(err, "count spilled requests")
+		}
+		if n > 0 {
+			out[strings.TrimPrefix(key, prefix)] = int(n)
+		}
+	}
+	if err := iter.Err(); err != nil {
+		return nil, wrapErr(err, "list the hosts with spilled requests")
+	}
+	return out, nil
+}
+
+// globEscape escapes the characters SCAN's MATCH pattern gives a meaning.
+func globEscape(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		if strings.ContainsRune(`*?[]\`, r) {
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }

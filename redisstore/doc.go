@@ -10,16 +10,30 @@
 //
 // Store implements ext.SharedStore. Admit is one Lua script run with EVALSHA, one round trip, that
 // decides a departure on the server's own clock (TIME inside the script), GCRA style: the departure
-// may go when now >= max(last_departure + max(gap, adaptive_delay), hold_srv); then last_departure =
-// now. Otherwise nothing changes and the caller is told how long to wait before asking again: nothing
-// is ever booked for a request that has not departed, so a cancel or a crash leaves nothing behind,
-// and machines whose clocks differ share one schedule all the same. Departed moves last_departure to
-// a request's wire instant when it left later than admitted. SaveHosts applies the store's merge rule
-// (next_departure and hold_until keep the later value, the rest is overwritten) in one script run a
-// host, a whole batch pipelined; it also puts the hold on the server's clock (hold_srv = the server's
-// now + the time the hold had left when sent), so a Retry-After window one process learned stops every
-// other at its next Admit. Each script touches one key, so a Redis Cluster client works too.
+// may go when now >= max(last_departure + the longest of the gap asked, adaptive_delay, crawl_delay and
+// (before rate_srv) rate_interval, hold_srv) and no departure is pending; then last_departure = now,
+// and pending = now + 30 s names the departure as on its way to the wire. Otherwise nothing changes
+// and the caller is told how long to wait before asking again: nothing is ever booked for a request
+// that has not departed, and machines whose clocks differ share one schedule all the same. Departed
+// moves last_departure to the request's wire instant and ends its pending departure, so a slow dial
+// holds every process. SaveHosts applies the store's merge rule (next_departure, hold_until and
+// rate_until keep the later value, the rest is overwritten) in one script run a host, a whole batch
+// pipelined; it also puts the hold and the rate-limit interval's end on the server's clock (hold_srv,
+// rate_srv = the server's now + the time left when sent), so what one process learned stops every
+// other at its next Admit. Each script touches one key, so a Redis Cluster client works too (Admit
+// pipelines a GET of the epoch with its script).
 //
+// A take (TakeSpilled, TakeDeferred) is two scripts on one key: the first marks the entries it hands
+// out with a token of its own, in place (a spill list's head, or the deferred set scored -ID), and the
+// second, the acknowledgement, removes them. go-redis retrying a take whose reply was lost runs it with
+// the same token and gets the same entries; a concurrent take skips them; entries whose taker died
+// before acknowledging them are handed out again after 5 minutes.
+//
+// The epoch key holds "<creation instant>:<random>". A Store remembers the epoch it saw: when the
+// server comes back empty (a restart without persistence, a FLUSHDB), the epoch is gone or another, the
+// Store reports the loss (CheckLost, Admission.Lost: the pacer writes back every state it knows) and
+// admits nothing until 1 s after the new epoch began, time for every process to write its holds back.
+
 // # Keys
 //
 // Every key starts with a prefix, DefaultPrefix ("collypace:") unless WithPrefix says otherwise:
@@ -28,18 +42,20 @@
 //	<prefix>deferred       sorted set: deferred requests as JSON, scored by ID
 //	<prefix>deferred:seq   string: the last deferred request ID (INCR)
 //	<prefix>spill:<host>   list: the requests a Queue spilled for host, as JSON, oldest first
+//	<prefix>epoch          string: the store's epoch (see above)
 //
 // The fields of a host hash are v (the StateVersion of the writer), adaptive_delay, known_limit,
 // crawl_delay (nanoseconds), next_departure, hold_until, breaker_changed, updated_at (unix
 // nanoseconds, "" for the zero time), hold_trigger, crawl_clamped ("0" or "1"), breaker and failures,
-// all as decimal strings; and, written only by the scripts on the server's clock, last_departure and
-// hold_srv (unix nanoseconds). Host keys never expire unless WithTTL is set: then every admitted
+// all as decimal strings; park_until, rate_interval and rate_until, absent from records written before
+// them; and, written only by the scripts on the server's clock, last_departure, pending, hold_srv and
+// rate_srv (unix nanoseconds) and pending_by (the admitting Store's token). Host keys never expire unless WithTTL is set: then every admitted
 // departure and every save refreshes the key's TTL. Deferred and spilled requests never expire.
 //
 // A request is stored as a JSON object: v (its layout version, 1), host, method, url, depth, header,
 // body (base64), body_lost, ctx, deferred_at (RFC 3339), reason and seq (its ID in the deferred set,
 // keeping two identical requests distinct members; 0 in a spill list). SpillRequests is one RPUSH onto
-// the host's list and TakeSpilled one LPOP with a count, so a take is atomic and reads only its host.
+// the host's list; TakeSpilled reads only its host's (see above for how a take is atomic).
 // In the layout before spill lists, spilled requests were members of the deferred set with the reason
 // "queue_spill": ListDeferred moves those it meets to their host's list (removing the member first, so
 // it is moved once) instead of returning them.
@@ -65,7 +81,8 @@
 // # Redis unavailable
 //
 // Every method returns the client's error, wrapped, while the server is unreachable, and works again
-// when it is back; the store holds no state of its own. Meanwhile each pacer paces alone, by its own
-// schedule. A server restarted without persistence has forgotten the schedule: the pacers' next saves
-// rebuild it.
+// when it is back; Open's client ends each call at its context's deadline (ContextTimeoutEnabled). The
+// pacers' departures wait meanwhile (they do not pace alone: see the ext README). A server restarted
+// without persistence has forgotten the schedule: the epoch tells, and the pacers write back what they
+// know.
 package redisstore

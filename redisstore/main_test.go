@@ -17,9 +17,12 @@ type quiet struct{}
 
 func (quiet) Printf(context.Context, string, ...any) {}
 
-// TestMain silences go-redis and, when the tests pass, checks that they left no goroutine behind:
+// TestMain runs a fleet worker when asked (faults_test.go); otherwise it silences go-redis and, when the tests pass, checks that they left no goroutine behind:
 // every client closed, every server waited for.
 func TestMain(m *testing.M) {
+	if spec := os.Getenv(workerEnv); spec != "" { // a fleet worker of the fault tests
+		os.Exit(runWorker(spec))
+	}
 	redis.SetLogger(quiet{})
 	code := m.Run()
 	if f := flag.Lookup("test.fuzz"); code == 0 && (f == nil || f.Value.String() == "") {

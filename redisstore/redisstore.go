@@ -2,11 +2,16 @@ package redisstore
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/collypace/ext"
@@ -24,37 +29,84 @@ type Store struct {
 	ttl    time.Duration // host keys expire this long after their last write; 0: never
 	owned  bool          // the client was made by Open: Close closes it
 
+	invalid []error // option values set aside (see Option)
+	token   string  // names this Store's pending departures (admitScript)
+
+	epoch     atomic.Pointer[string] // the store's epoch as last seen (epochScript); nil before the first look
+	notBefore atomic.Pointer[string] // after a loss: nothing admitted before this server instant (unix ns)
+
+	acksMu sync.Mutex
+	acks   []pendingAck // acknowledgements of takes that failed, sent again before the next take
+
 	closeOnce sync.Once
 	closeErr  error // set by closeOnce
 }
 
 var _ ext.SharedStore = (*Store)(nil)
 
-// Option configures a Store made by New or Open.
+// Option configures a Store made by New, NewErr or Open. Invalid values follow the root package's rule
+// (see ext.Option): NewErr and Open return them as an error wrapping ext.ErrInvalidOption; New uses
+// the default instead, and the pacer given the Store (ext.WithStore) reports each one as an
+// option_invalid audit event and to its WithAlert function. Each option says which values are valid.
 type Option func(*Store)
 
 // WithPrefix sets the string every key name starts with (default DefaultPrefix), so that several
-// fleets, or tests, can share one Redis database.
+// fleets, or tests, can share one Redis database. It must not be empty (the keys would mingle with
+// whatever else the database holds) nor contain control characters.
 func WithPrefix(prefix string) Option {
-	return func(s *Store) { s.prefix = prefix }
+	return func(s *Store) {
+		if prefix == "" || strings.IndexFunc(prefix, func(r rune) bool { return r < 0x20 || r == 0x7f }) >= 0 {
+			s.reject("WithPrefix", fmt.Sprintf("%q", prefix), "empty or with control characters")
+			return
+		}
+		s.prefix = prefix
+	}
 }
 
 // WithTTL makes every host key expire d after its last write (each admitted departure and each saved
 // state refreshes it), so that a fleet crawling millions of hosts does not grow Redis forever. Choose d
 // well above the longest hold and interval you expect (a day, say): an expired host starts afresh, as a
-// host never seen. The default, 0, keeps keys forever. Deferred requests never expire.
+// host never seen. The default, 0, keeps keys forever; a negative d is invalid. Deferred requests never
+// expire.
 func WithTTL(d time.Duration) Option {
-	return func(s *Store) { s.ttl = max(d, 0) }
+	return func(s *Store) {
+		if d < 0 {
+			s.reject("WithTTL", d.String(), "negative")
+			return
+		}
+		s.ttl = d
+	}
 }
 
+// reject sets an option value aside as invalid: the default stays (see Option).
+func (s *Store) reject(option, value, why string) {
+	s.invalid = append(s.invalid, fmt.Errorf("%w: redisstore.%s(%s): %s", ext.ErrInvalidOption, option, value, why))
+}
+
+// InvalidOptions returns the option values New set aside, for the pacer to report (see Option).
+func (s *Store) InvalidOptions() []error { return s.invalid }
+
 // New returns a Store using client, which may be a single-node, sentinel or cluster client: every
-// atomic step touches one key. The caller keeps ownership of client: Close does not close it.
+// atomic step touches one key. The caller keeps ownership of client: Close does not close it. Set
+// the client's ContextTimeoutEnabled, as Open does, so that the pacer's time limit on each store call
+// (2 s) holds: without it go-redis waits for its own read and write timeouts. Invalid option values
+// are replaced by their defaults (see Option).
 func New(client redis.UniversalClient, opts ...Option) *Store {
-	s := &Store{c: client, prefix: DefaultPrefix}
+	s := &Store{c: client, prefix: DefaultPrefix, token: newToken()}
 	for _, o := range opts {
 		o(s)
 	}
 	return s
+}
+
+// NewErr is New, returning the invalid option values as an error wrapping ext.ErrInvalidOption, and
+// no Store, instead of using their defaults.
+func NewErr(client redis.UniversalClient, opts ...Option) (*Store, error) {
+	s := New(client, opts...)
+	if len(s.invalid) > 0 {
+		return nil, errors.Join(s.invalid...)
+	}
+	return s, nil
 }
 
 // openTimeout bounds Open's PING.
@@ -64,11 +116,19 @@ const openTimeout = 5 * time.Second
 // or a redis:// or rediss:// URL (with a password, a database number or client options such as
 // dial_timeout). The Store owns the client: Close closes it.
 //
-// The client fails fast, so that a pacer falls back to local pacing at once when Redis is gone:
-// a call dials once (go-redis's default: 5 times), within 2 s (5 s) unless the URL sets dial_timeout,
-// and is retried once (3 times) unless it sets max_retries: enough to replace a connection that a
-// restarted server has closed. go-redis
-// reports failed dials through its own logger (redis.SetLogger).
+// The client fails fast, so that a pacer knows at once that Redis is gone (its departures then wait for
+// it): a call dials once (go-redis's default: 5 times), within 2 s (5 s) unless the URL sets
+// dial_timeout, and is retried once (3 times) unless it sets max_retries: enough to replace a
+// connection that a restarted server has closed. Every call ends by its context's deadline
+// (ContextTimeoutEnabled), so the pacer's 2 s limit on a store call holds even while the server is
+// paused. Invalid option values are an error wrapping ext.ErrInvalidOption (see Option).
+//
+// go-redis prints failed dials through a logger that is global to the process (redis.SetLogger) and
+// has no per-client setting; Open does not touch it, since it belongs to the program. So that Open's
+// failures are returned and never printed, Open first dials the server itself (once, within the dial
+// timeout) and hands the address to go-redis only when it answers. While a Store runs, go-redis prints
+// a line for each failed dial; the pacer audits the outage itself (store_unavailable), so a program
+// may silence go-redis with redis.SetLogger.
 func Open(addr string, opts ...Option) (*Store, error) {
 	var o *redis.Options
 	if strings.Contains(addr, "://") {
@@ -88,9 +148,17 @@ func Open(addr string, opts ...Option) (*Store, error) {
 	if o.MaxRetries == 0 {
 		o.MaxRetries = 1
 	}
-	c := redis.NewClient(o)
+	o.ContextTimeoutEnabled = true
+	probe := New(nil, opts...)
+	if len(probe.invalid) > 0 {
+		return nil, fmt.Errorf("redisstore: open %s: %w", redact(addr), errors.Join(probe.invalid...))
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), openTimeout)
 	defer cancel()
+	if err := reach(ctx, o); err != nil {
+		return nil, fmt.Errorf("redisstore: open %s: ping: %w", redact(addr), err)
+	}
+	c := redis.NewClient(o)
 	if err := c.Ping(ctx).Err(); err != nil {
 		_ = c.Close()
 		return nil, fmt.Errorf("redisstore: open %s: ping: %w", redact(addr), err)
@@ -98,6 +166,24 @@ func Open(addr string, opts ...Option) (*Store, error) {
 	s := New(c, opts...)
 	s.owned = true
 	return s, nil
+}
+
+// reach dials the server of o once, within its dial timeout, and hangs up: a server that cannot be
+// reached is reported without go-redis's pool printing its failed dials.
+func reach(ctx context.Context, o *redis.Options) error {
+	network := o.Network
+	if network == "" {
+		network = "tcp"
+	}
+	if o.Dialer != nil {
+		return nil // the program dials its own way
+	}
+	d := net.Dialer{Timeout: o.DialTimeout}
+	conn, err := d.DialContext(ctx, network, o.Addr)
+	if err != nil {
+		return err
+	}
+	return conn.Close()
 }
 
 // redact hides the password of a URL address.
@@ -111,6 +197,7 @@ func redact(addr string) string {
 func (s *Store) hostKey(host string) string { return s.prefix + "host:" + host }
 func (s *Store) deferredKey() string        { return s.prefix + "deferred" }
 func (s *Store) deferredSeqKey() string     { return s.prefix + "deferred:seq" }
+func (s *Store) epochKey() string           { return s.prefix + "epoch" }
 
 // wrapErr prefixes err with what the store was doing, and makes the server's CORRUPT (from a script)
 // and WRONGTYPE errors wrap ext.ErrCorruptState.
@@ -144,11 +231,9 @@ func (s *Store) SaveHosts(ctx context.Context, states []ext.StoredHost) error {
 		return s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
 			now := time.Now()
 			for _, st := range states {
-				left := int64(0) // the hold's time left, which the script puts on the server's clock
-				if st.HoldUntil.After(now) {
-					left = int64(st.HoldUntil.Sub(now))
-				}
-				saveScript.EvalSha(ctx, p, []string{s.hostKey(st.Host)}, append(hostArgs(st), left, s.ttlMS())...)
+				args := append(hostArgs(st), timeLeft(st.HoldUntil, now), s.ttlMS(),
+					strconv.FormatInt(int64(st.RateInterval), 10), timeLeft(st.RateUntil, now), encodeTime(st.RateUntil), encodeTime(st.ParkUntil))
+				saveScript.EvalSha(ctx, p, []string{s.hostKey(st.Host)}, args...)
 			}
 			return nil
 		})
@@ -172,6 +257,15 @@ func (s *Store) SaveHosts(ctx context.Context, states []ext.StoredHost) error {
 	return nil
 }
 
+// timeLeft is how long after now t is, in nanoseconds (0 when it is not after now): the script puts
+// it on the server's clock.
+func timeLeft(t, now time.Time) int64 {
+	if t.After(now) {
+		return int64(t.Sub(now))
+	}
+	return 0
+}
+
 func noScript(cmds []redis.Cmder) bool {
 	for _, c := range cmds {
 		if redis.HasErrorPrefix(c.Err(), "NOSCRIPT") {
@@ -181,28 +275,87 @@ func noScript(cmds []redis.Cmder) bool {
 	return false
 }
 
-// Admit implements ext.SharedStore in one script run (EVALSHA, one round trip) on the server's clock
-// (TIME inside the script), exact to the nanosecond. It records nothing unless the departure is
-// admitted, so a process that crashes or gives up while waiting leaves nothing behind. A negative gap
-// counts as 0. A corrupt last_departure, hold_srv or adaptive_delay, or a key of another type, returns
-// an error wrapping ext.ErrCorruptState until a SaveHosts overwrites it.
+// Admit implements ext.SharedStore in one script run (EVALSHA, one round trip, pipelined with a GET of
+// the store's epoch) on the server's clock (TIME inside the script), exact to the nanosecond. It
+// records nothing unless the departure is admitted, so a process that crashes or gives up while
+// waiting leaves nothing behind but, when admitted, a pending departure of at most pendingBound. A
+// negative gap counts as 0. A corrupt last_departure, hold_srv or adaptive_delay, or a key of another
+// type, returns an error wrapping ext.ErrCorruptState until a SaveHosts overwrites it. When the epoch
+// it knew is gone (the server restarted empty), the Admission says Lost and nothing is admitted for
+// lostGrace (see CheckLost).
 func (s *Store) Admit(ctx context.Context, host string, gap time.Duration) (ext.Admission, error) {
 	a, _, err := s.admit(ctx, host, gap)
 	return a, err
 }
 
+// pendingBound is how long an admitted departure holds the host for the fleet before its wire instant
+// is known (Departed): the local rule's bound on a departure on its way to the wire.
+const pendingBound = 30 * time.Second
+
+// lostGrace is how long, after the store is found to have lost its state, nothing is admitted: long
+// enough for every process to find the loss (each looks every 200 ms) and write back its holds.
+const lostGrace = time.Second
+
 // admit is Admit, also returning the server's now at the decision.
 func (s *Store) admit(ctx context.Context, host string, gap time.Duration) (ext.Admission, time.Time, error) {
 	gap = max(gap, 0)
-	res, err := admitScript.Run(ctx, s.c, []string{s.hostKey(host)},
-		int64(gap/time.Second), int64(gap%time.Second), s.ttlMS()).Slice()
+	notBefore := ""
+	if nb := s.notBefore.Load(); nb != nil {
+		notBefore = *nb
+	}
+	keys := []string{s.hostKey(host)}
+	args := []any{int64(gap / time.Second), int64(gap % time.Second), s.ttlMS(), int64(pendingBound), notBefore, s.token}
+	var epoch *redis.StringCmd
+	var res *redis.Cmd
+	run := func() ([]redis.Cmder, error) {
+		return s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+			epoch = p.Get(ctx, s.epochKey())
+			res = admitScript.EvalSha(ctx, p, keys, args...)
+			return nil
+		})
+	}
+	cmds, err := run()
+	if noScript(cmds) {
+		if err = admitScript.Load(ctx, s.c).Err(); err == nil {
+			cmds, err = run()
+		}
+	}
+	_ = cmds
+	if err != nil && !errors.Is(err, redis.Nil) {
+		if rerr := res.Err(); rerr != nil {
+			err = rerr
+		}
+		return ext.Admission{}, time.Time{}, wrapErr(err, "admit a departure to host %q", host)
+	}
+	a, now, err := decodeAdmission(host, res)
+	if err != nil {
+		return a, now, err
+	}
+	seen, gerr := epoch.Result()
+	if known := s.epoch.Load(); gerr == nil && known != nil && *known == seen {
+		return a, now, nil
+	}
+	lost, err := s.lookAtEpoch(ctx)
+	if err != nil || !lost {
+		return a, now, err
+	}
+	if a.OK { // admitted on a store that forgot the holds: not a departure, and not pending
+		_ = s.Departed(ctx, host, 0)
+	}
+	a.OK, a.Lost, a.Wait = false, true, lostGrace
+	return a, now, nil
+}
+
+// decodeAdmission reads admitScript's answer.
+func decodeAdmission(host string, cmd *redis.Cmd) (ext.Admission, time.Time, error) {
+	res, err := cmd.Slice()
 	if err != nil {
 		return ext.Admission{}, time.Time{}, wrapErr(err, "admit a departure to host %q", host)
 	}
 	bad := func() (ext.Admission, time.Time, error) {
 		return ext.Admission{}, time.Time{}, fmt.Errorf("redisstore: admit a departure to host %q: script returned %v: %w", host, res, ext.ErrCorruptState)
 	}
-	if len(res) != 5 {
+	if len(res) != 6 {
 		return bad()
 	}
 	text := make([]string, 4)
@@ -210,6 +363,7 @@ func (s *Store) admit(ctx context.Context, host string, gap time.Duration) (ext.
 		text[i], _ = res[i+1].(string)
 	}
 	ok, _ := res[0].(int64)
+	pending, _ := res[5].(int64)
 	wait, werr := parseInt(text[0], 64)
 	now, nerr := decodeTime(text[1])
 	ad, aerr := optionalDuration(text[2])
@@ -217,7 +371,62 @@ func (s *Store) admit(ctx context.Context, host string, gap time.Duration) (ext.
 	if werr != nil || nerr != nil || aerr != nil || kerr != nil || wait < 0 {
 		return bad()
 	}
-	return ext.Admission{OK: ok == 1, Wait: time.Duration(wait), AdaptiveDelay: ad, KnownLimit: kl}, now, nil
+	return ext.Admission{OK: ok == 1, Wait: time.Duration(wait), AdaptiveDelay: ad, KnownLimit: kl, Pending: pending == 1}, now, nil
+}
+
+// CheckLost implements ext.SharedStore: the store keeps an epoch key (<prefix>epoch), created by the
+// first Store to find it missing; a server restarted empty, or a FLUSHDB, loses it. A Store that knew
+// another epoch, or found none where it knew one, reports the loss once, and from then on admits
+// nothing until lostGrace after the new epoch began, on the server's clock: the other processes find
+// the loss meanwhile (the pacer looks every 200 ms) and write their holds back before anyone departs.
+// A Store that never looked adopts the epoch it finds.
+func (s *Store) CheckLost(ctx context.Context) (bool, error) {
+	seen, err := s.c.Get(ctx, s.epochKey()).Result()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return false, wrapErr(err, "read the epoch")
+	}
+	if known := s.epoch.Load(); err == nil && known != nil && *known == seen {
+		return false, nil
+	}
+	return s.lookAtEpoch(ctx)
+}
+
+// lookAtEpoch reads the epoch, creating it when missing, and reports whether it differs from the one
+// this Store knew. A Store that knew none and finds one that another Store created less than
+// lostGrace ago (a process joining just after a loss) keeps the grace too.
+func (s *Store) lookAtEpoch(ctx context.Context) (bool, error) {
+	res, err := epochScript.Run(ctx, s.c, []string{s.epochKey()}, newToken()).Slice()
+	if err == nil && len(res) != 3 {
+		err = fmt.Errorf("script returned %v", res)
+	}
+	if err != nil {
+		return false, wrapErr(err, "read the epoch")
+	}
+	seen, _ := res[0].(string)
+	nowText, _ := res[1].(string)
+	created, _ := res[2].(int64)
+	known := s.epoch.Swap(&seen)
+	if known != nil && *known == seen {
+		return false, nil
+	}
+	bornText, _, _ := strings.Cut(seen, ":")
+	born, berr := parseInt(bornText, 64)
+	now, nerr := parseInt(nowText, 64)
+	if berr != nil || nerr != nil {
+		return known != nil, nil
+	}
+	if known != nil || (created == 0 && now-born < int64(lostGrace)) {
+		nb := strconv.FormatInt(born+int64(lostGrace), 10)
+		s.notBefore.Store(&nb)
+	}
+	return known != nil, nil
+}
+
+// newToken returns a random hex string naming one take, or one epoch.
+func newToken() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }
 
 // optionalDuration decodes a stored duration, "" for none (0).

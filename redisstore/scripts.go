@@ -81,13 +81,22 @@ end
 
 // admitScript decides a departure, GCRA style, on the server's clock: KEYS[1] is the host hash,
 // ARGV[1] and ARGV[2] the gap (at least 0) as seconds and nanoseconds, ARGV[3] the key's TTL in
-// milliseconds (0: none). The departure may go when now >= max(last_departure + max(gap,
-// adaptive_delay), hold_srv): then last_departure = now and it returns {1, "0", now, adaptive_delay,
-// known_limit}. Otherwise it changes nothing and returns {0, wait, now, adaptive_delay, known_limit};
-// wait, now and the delays in decimal (unix) nanoseconds, a delay "" when none is stored. A field it cannot read is a CORRUPT
-// error (and Redis answers WRONGTYPE for a key that is not a hash).
+// milliseconds (0: none), ARGV[4] how long an admitted departure stays pending (nanoseconds, 0: not
+// recorded), ARGV[5] an instant before which nothing is admitted (unix nanoseconds, "" for none: the
+// grace after the store lost its state), ARGV[6] the asking Store's token. A pending departure the
+// asking Store recorded itself (pending_by) does not hold it: the pacer asks again only once its own
+// departures reached the wire, so it is one whose answer never arrived (a timeout). The gap is the
+// longest of ARGV's, adaptive_delay, crawl_delay and, before rate_srv, rate_interval. The departure may go when now >= max(last_departure + gap,
+// hold_srv, ARGV[5]) and no departure is pending (pending, the instant it stops being: until Departed
+// clears it). Then last_departure = now, pending = now + ARGV[4], and it returns {1, "0", now,
+// adaptive_delay, known_limit, 0}. Otherwise it changes nothing and returns {0, wait, now,
+// adaptive_delay, known_limit, pending}, pending 1 when the wait is for a pending departure (at most
+// pendingPoll: its wire instant may come any time); wait, now and the delays in decimal (unix) nanoseconds, a delay "" when
+// none is stored. A field it cannot read is a CORRUPT error (and Redis answers WRONGTYPE for a key
+// that is not a hash).
 var admitScript = redis.NewScript(timeLua + nowLua + ttlLua + `
-local f = redis.call('HMGET', KEYS[1], 'last_departure', 'hold_srv', 'adaptive_delay', 'known_limit')
+local f = redis.call('HMGET', KEYS[1], 'last_departure', 'hold_srv', 'adaptive_delay', 'known_limit',
+  'crawl_delay', 'rate_interval', 'rate_srv', 'pending', 'pending_by')
 local ad, kl = f[3] or '', f[4] or ''
 if not parse(kl) then kl = '' end
 local ld_s, ld_n = parse(f[1])
@@ -98,21 +107,49 @@ local ad_s, ad_n = parse(f[3])
 if ad_s == false or f[3] == '' then return redis.error_reply('CORRUPT field adaptive_delay is not a decimal int64') end
 local gp_s, gp_n = tonumber(ARGV[1]), tonumber(ARGV[2])
 if ad_s and less(gp_s, gp_n, ad_s, ad_n) then gp_s, gp_n = ad_s, ad_n end
+local cd_s, cd_n = parse(f[5])
+if cd_s and less(gp_s, gp_n, cd_s, cd_n) then gp_s, gp_n = cd_s, cd_n end
+local rs_s, rs_n = parse(f[7])
+if rs_s and less(now_s, now_n, rs_s, rs_n) then
+  local ri_s, ri_n = parse(f[6])
+  if ri_s and less(gp_s, gp_n, ri_s, ri_n) then gp_s, gp_n = ri_s, ri_n end
+end
 local al_s, al_n = -9223372037, 145224192
 if ld_s then al_s, al_n = add(ld_s, ld_n, gp_s, gp_n) end
 if hu_s and less(al_s, al_n, hu_s, hu_n) then al_s, al_n = hu_s, hu_n end
+local nb_s, nb_n = parse(ARGV[5])
+if nb_s and less(al_s, al_n, nb_s, nb_n) then al_s, al_n = nb_s, nb_n end
+local pd_s, pd_n = parse(f[8])
+if f[9] == ARGV[6] then pd_s = nil end
+local pending = 0
+if not less(now_s, now_n, al_s, al_n) and pd_s and less(now_s, now_n, pd_s, pd_n) then
+  pending = 1
+  al_s, al_n = add(now_s, now_n, 0, ` + pendingPollNS + `)
+  if less(pd_s, pd_n, al_s, al_n) then al_s, al_n = pd_s, pd_n end
+end
 if less(now_s, now_n, al_s, al_n) then
   local w_s, w_n = al_s - now_s, al_n - now_n
   if w_n < 0 then w_s, w_n = w_s - 1, w_n + E9 end
-  return {0, format(w_s, w_n), format(now_s, now_n), ad, kl}
+  return {0, format(w_s, w_n), format(now_s, now_n), ad, kl, pending}
 end
 redis.call('HSET', KEYS[1], 'last_departure', format(now_s, now_n))
+local pend = tonumber(ARGV[4])
+if pend > 0 then
+  redis.call('HSET', KEYS[1], 'pending', format(add(now_s, now_n, math.floor(pend / E9), pend % E9)), 'pending_by', ARGV[6])
+else
+  redis.call('HDEL', KEYS[1], 'pending', 'pending_by')
+end
 refresh(ARGV[3])
-return {1, '0', format(now_s, now_n), ad, kl}
+return {1, '0', format(now_s, now_n), ad, kl, 0}
 `)
 
+// pendingPollNS is, in nanoseconds, the longest a process told to wait for a pending departure waits
+// before asking again: the wire instant that ends it normally comes within a millisecond or so.
+const pendingPollNS = "5000000"
+
 // departedScript moves a host's last departure to at least ARGV[1] nanoseconds before the server's now
-// (a request that reached the wire after its admission). ARGV[2] is the TTL as for admitScript.
+// (a request that reached the wire after its admission) and ends its pending departure. ARGV[2] is the
+// TTL as for admitScript.
 var departedScript = redis.NewScript(timeLua + nowLua + ttlLua + `
 local ago = tonumber(ARGV[1])
 local a_s, a_n = math.floor(ago / E9), ago % E9
@@ -121,14 +158,19 @@ if c_n < 0 then c_s, c_n = c_s - 1, c_n + E9 end
 local ld_s, ld_n = parse(redis.call('HGET', KEYS[1], 'last_departure'))
 if ld_s == false or not ld_s or less(ld_s, ld_n, c_s, c_n) then
   redis.call('HSET', KEYS[1], 'last_departure', format(c_s, c_n))
-  refresh(ARGV[2])
 end
+redis.call('HDEL', KEYS[1], 'pending', 'pending_by')
+refresh(ARGV[2])
 return 1
 `)
 
 // saveScript writes one host's state with SaveHosts' merge rule: KEYS[1] is the host hash, ARGV[1..12]
 // the fields in hostFields order, ARGV[13] "1" to replace without merging, ARGV[14] the hold's time
-// left in nanoseconds when it was sent (0: none), ARGV[15] the TTL as for admitScript. next_departure
+// left in nanoseconds when it was sent (0: none), ARGV[15] the TTL as for admitScript, ARGV[16] the
+// rate-limit interval, ARGV[17] its time left (as ARGV[14]), ARGV[18] its end and ARGV[19] the park's
+// end (both unix nanoseconds, "" for none). rate_srv, the rate-limit interval's end on the server's
+// clock, keeps the later of the stored and the given value, with its interval; park_until is
+// overwritten, as the breaker is. next_departure
 // and hold_until keep the later of the stored and the given value (hold_trigger goes with hold_until);
 // the rest is overwritten. hold_srv, the hold on the server's clock that admitScript reads, is the
 // server's now + the time left, and likewise keeps the later. A stored value that cannot be read, or a
@@ -166,7 +208,151 @@ redis.call('HSET', KEYS[1],
   'crawl_delay', ARGV[7], 'crawl_clamped', ARGV[8], 'breaker', ARGV[9],
   'breaker_changed', ARGV[10], 'failures', ARGV[11], 'updated_at', ARGV[12])
 if parse(hs) then redis.call('HSET', KEYS[1], 'hold_srv', hs) else redis.call('HDEL', KEYS[1], 'hold_srv') end
+local ri, rl, ru, rs = ARGV[16], tonumber(ARGV[17]), ARGV[18], ''
+if rl > 0 then rs = format(add(now_s, now_n, math.floor(rl / E9), rl % E9)) end
+local old_rate = redis.call('HMGET', KEYS[1], 'rate_srv', 'rate_interval', 'rate_until')
+if ARGV[13] ~= '1' and later(old_rate[1], rs) and parse(old_rate[2]) then
+  rs, ri, ru = old_rate[1], old_rate[2], old_rate[3] or ''
+end
+if parse(rs) then
+  redis.call('HSET', KEYS[1], 'rate_srv', rs, 'rate_interval', ri, 'rate_until', ru)
+else
+  redis.call('HDEL', KEYS[1], 'rate_srv', 'rate_interval', 'rate_until')
+end
+if parse(ARGV[19]) then redis.call('HSET', KEYS[1], 'park_until', ARGV[19]) else redis.call('HDEL', KEYS[1], 'park_until') end
 if parse(redis.call('HGET', KEYS[1], 'last_departure')) == false then redis.call('HDEL', KEYS[1], 'last_departure') end
 refresh(ARGV[15])
+return 1
+`)
+
+// epochScript returns the store's epoch (KEYS[1]), the server's now and 1 when it created the epoch,
+// which it does when it is missing: "<the server's now in unix nanoseconds>:<ARGV[1]>". A server
+// restarted empty, or flushed, has lost it: the Store that knew the old one finds another, or none.
+var epochScript = redis.NewScript(timeLua + nowLua + `
+local v = redis.call('GET', KEYS[1])
+local created = 0
+if not v then
+  v = format(now_s, now_n) .. ':' .. ARGV[1]
+  redis.call('SET', KEYS[1], v)
+  created = 1
+end
+return {v, format(now_s, now_n), created}
+`)
+
+// A take (TakeSpilled, TakeDeferred) is two steps, each one script on one key: the take marks the
+// entries it hands out with its token and the server's time in milliseconds, in place, and returns
+// them; the acknowledgement removes them. A take run again with the same token (go-redis retrying a
+// command whose reply was lost) finds its marked entries and returns them again, taking nothing more;
+// a concurrent take skips them; and entries whose taker never acknowledged them (it died) are taken
+// again once their lease (ARGV[3], milliseconds) has run out. A marked entry is "!<token>!<ms>!" and
+// the entry. Lua patterns read it: the token is hex, the entry JSON.
+const markLua = `
+local T = redis.call('TIME')
+local now_ms = tonumber(T[1]) * 1000 + math.floor(tonumber(T[2]) / 1000)
+local token, want, lease = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+local function mark(e) return '!' .. token .. '!' .. now_ms .. '!' .. e end
+local function unmark(m)
+  local tok, ms, e = string.match(m, '^!(%x+)!(%d+)!(.*)$')
+  return tok, tonumber(ms), e
+end
+`
+
+// takeSpillScript takes up to ARGV[2] entries from the head of the spill list KEYS[1]: marked entries
+// stay at the head, in the order they were spilled, until acknowledged (ackSpillScript).
+var takeSpillScript = redis.NewScript(markLua + `
+local out, head = {}, 0
+local marked = redis.call('LRANGE', KEYS[1], 0, 1023)
+for i, m in ipairs(marked) do
+  local tok, ms, e = unmark(m)
+  if not tok then break end
+  head = i
+  if tok == token then table.insert(out, e) end
+end
+if #out > 0 then return out end -- a retry: the entries this take marked
+for i = 1, head do
+  if #out >= want then return out end
+  local tok, ms, e = unmark(marked[i])
+  if ms + lease < now_ms then -- abandoned by a taker that never acknowledged
+    redis.call('LSET', KEYS[1], i - 1, mark(e))
+    table.insert(out, e)
+  end
+end
+if #out >= want then return out end
+local fresh = redis.call('LRANGE', KEYS[1], head, head + want - #out - 1)
+for i, e in ipairs(fresh) do
+  redis.call('LSET', KEYS[1], head + i - 1, mark(e))
+  table.insert(out, e)
+end
+return out
+`)
+
+// ackSpillScript removes the entries of the spill list KEYS[1] marked by the take ARGV[1].
+var ackSpillScript = redis.NewScript(`
+local token = ARGV[1]
+local marked = redis.call('LRANGE', KEYS[1], 0, 1023)
+for _, m in ipairs(marked) do
+  local tok = string.match(m, '^!(%x+)!')
+  if not tok then break end
+  if tok == token then redis.call('LREM', KEYS[1], 1, m) end
+end
+return 1
+`)
+
+// takeDeferredScript takes up to ARGV[2] (0: all) deferred requests of host ARGV[4] ("": every host),
+// lowest ID first, from the sorted set KEYS[1]: a taken member is marked and scored -ID until
+// acknowledged (ackDeferredScript), so ListDeferred, which reads positive scores only, no longer sees
+// it. A member that is not JSON of deferredVersion with a host, or that a Queue spilled in the layout
+// before spill lists, is left where it is: never lost, and named by ListDeferred.
+var takeDeferredScript = redis.NewScript(markLua + `
+local host = ARGV[4]
+if want <= 0 then want = 1e15 end
+local out = {}
+local marked = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', '(0', 'WITHSCORES')
+for i = 1, #marked, 2 do
+  local tok, ms, e = unmark(marked[i])
+  if tok == token then table.insert(out, {-tonumber(marked[i + 1]), e}) end
+end
+if #out > 0 then return out end -- a retry: the requests this take marked
+local function wanted(e)
+  local ok, r = pcall(cjson.decode, e)
+  if not ok or type(r) ~= 'table' or r.v ~= ` + deferredVersionLua + ` or type(r.host) ~= 'string' or r.reason == 'queue_spill' then
+    return false
+  end
+  return host == '' or r.host == host
+end
+for i = 1, #marked, 2 do
+  if #out >= want then return out end
+  local tok, ms, e = unmark(marked[i])
+  if tok and ms + lease < now_ms and wanted(e) then -- abandoned by a taker that never acknowledged
+    redis.call('ZREM', KEYS[1], marked[i])
+    redis.call('ZADD', KEYS[1], marked[i + 1], mark(e))
+    table.insert(out, {-tonumber(marked[i + 1]), e})
+  end
+end
+local after = '0'
+while #out < want do
+  local page = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. after, '+inf', 'WITHSCORES', 'LIMIT', 0, 256)
+  if #page == 0 then break end
+  for i = 1, #page, 2 do
+    after = page[i + 1]
+    if #out < want and wanted(page[i]) then
+      redis.call('ZREM', KEYS[1], page[i])
+      redis.call('ZADD', KEYS[1], -tonumber(page[i + 1]), mark(page[i]))
+      table.insert(out, {tonumber(page[i + 1]), page[i]})
+    end
+  end
+end
+return out
+`)
+
+// deferredVersionLua is deferredVersion, for takeDeferredScript.
+const deferredVersionLua = "1"
+
+// ackDeferredScript removes the members of the deferred set KEYS[1] marked by the take ARGV[1].
+var ackDeferredScript = redis.NewScript(`
+local token = ARGV[1]
+for _, m in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', '(0')) do
+  if string.match(m, '^!(%x+)!') == token then redis.call('ZREM', KEYS[1], m) end
+end
 return 1
 `)

@@ -248,3 +248,67 @@ func (s *Store) TakeSpilled(ctx context.Context, host string, limit int) ([]ext.
 	}
 	return out, nil
 }
+
+// TakeDeferred implements ext.Store: it reads the oldest rows (of host) and deletes them in the same
+// write transaction, so concurrent takers, in this process or another on the file, never both take a
+// row. A row whose method or URL is unusable stays, and is named in the error wrapping
+// ext.ErrCorruptState.
+func (s *Store) TakeDeferred(ctx context.Context, host string, limit int) ([]ext.DeferredRequest, error) {
+	n := int64(-1) // SQLite: no limit
+	if limit > 0 {
+		n = int64(limit)
+	}
+	var out []ext.DeferredRequest
+	var bad []int64
+	err := s.writeTx(ctx, "take deferred", func(tx *sql.Tx) error {
+		var rows *sql.Rows
+		var err error
+		if host == "" {
+			rows, err = tx.StmtContext(ctx, s.takeAll).QueryContext(ctx, n)
+		} else {
+			rows, err = tx.StmtContext(ctx, s.takeByHost).QueryContext(ctx, host, n)
+		}
+		if err != nil {
+			return err
+		}
+		if out, bad, err = scanDeferred(rows); err != nil {
+			return err
+		}
+		del := tx.StmtContext(ctx, s.delDefer)
+		for _, r := range out {
+			if _, err := del.ExecContext(ctx, r.ID); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(bad) > 0 {
+		return out, fmt.Errorf("sqlitestore: take deferred: rows %v have no usable method or URL: %w", bad, ext.ErrCorruptState)
+	}
+	return out, nil
+}
+
+// SpilledHosts implements ext.Store.
+func (s *Store) SpilledHosts(ctx context.Context) (map[string]int, error) {
+	rows, err := s.spillHosts.QueryContext(ctx)
+	if err != nil {
+		return nil, wrap(ctx, "count spilled", err)
+	}
+	defer rows.Close()
+	out := map[string]int{}
+	for rows.Next() {
+		var host string
+		var n int
+		if err := rows.Scan(&host, &n); err != nil {
+			return nil, wrap(ctx, "count spilled", err)
+		}
+		out[host] = n
+	}
+	if err := rows.Err(); err != nil {
+		return nil, wrap(ctx, "count spilled", err)
+	}
+	return out, nil
+}

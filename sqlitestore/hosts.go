@@ -14,10 +14,11 @@ import (
 
 // hostColumns are the columns of hosts in the order hostArgs writes and decodeHostRow reads them.
 const hostColumns = `host, version, adaptive_delay, known_limit, next_departure, hold_until, hold_trigger,
-	crawl_delay, crawl_clamped, breaker, breaker_changed, failures, updated_at`
+	crawl_delay, crawl_clamped, breaker, breaker_changed, failures, updated_at,
+	park_until, rate_interval, rate_until`
 
 // numHostColumns is the number of hostColumns.
-const numHostColumns = 13
+const numHostColumns = 16
 
 // Column indexes in hostColumns.
 const (
@@ -34,20 +35,24 @@ const (
 	colBreakerChanged
 	colFailures
 	colUpdatedAt
+	colParkUntil
+	colRateInterval
+	colRateUntil
 )
 
 var hostColumnNames = [numHostColumns]string{
 	"host", "version", "adaptive_delay", "known_limit", "next_departure", "hold_until", "hold_trigger",
 	"crawl_delay", "crawl_clamped", "breaker", "breaker_changed", "failures", "updated_at",
+	"park_until", "rate_interval", "rate_until",
 }
 
 const loadHostSQL = "SELECT " + hostColumns + " FROM hosts WHERE host = ?"
 
 // saveHostSQL upserts one host with SaveHosts' merge rule: the later next_departure and hold_until win
-// (with the stored hold's trigger when it wins). A stored value that is not an integer (a file written
+// (with the stored hold's trigger when it wins), and the later rate_until (with its interval). A stored value that is not an integer (a file written
 // by something else) counts as 0, so the write heals it.
 const saveHostSQL = "INSERT INTO hosts (" + hostColumns + `)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 	ON CONFLICT (host) DO UPDATE SET
 		version         = excluded.version,
 		adaptive_delay  = excluded.adaptive_delay,
@@ -61,11 +66,15 @@ const saveHostSQL = "INSERT INTO hosts (" + hostColumns + `)
 		breaker         = excluded.breaker,
 		breaker_changed = excluded.breaker_changed,
 		failures        = excluded.failures,
-		updated_at      = excluded.updated_at`
+		updated_at      = excluded.updated_at,
+		park_until      = excluded.park_until,
+		rate_interval   = iif(typeof(rate_until) = 'integer' AND typeof(rate_interval) = 'integer'
+		                      AND rate_until > excluded.rate_until, rate_interval, excluded.rate_interval),
+		rate_until      = max(excluded.rate_until, iif(typeof(rate_until) = 'integer', rate_until, 0))`
 
 // replaceHostSQL writes one host as given, without the merge: for a state with Replace set.
 const replaceHostSQL = "INSERT OR REPLACE INTO hosts (" + hostColumns + `)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 
 // SaveHosts implements ext.Store: the batch is one transaction, so it is written entirely or not at
 // all. NextDeparture and HoldUntil keep the later of the stored and the given value, unless the state
@@ -113,6 +122,9 @@ func hostArgs(args *[numHostColumns]any, st ext.StoredHost) {
 		colBreakerChanged: encodeTime(st.BreakerChanged),
 		colFailures:       int64(st.Failures),
 		colUpdatedAt:      encodeTime(st.UpdatedAt),
+		colParkUntil:      encodeTime(st.ParkUntil),
+		colRateInterval:   int64(st.RateInterval),
+		colRateUntil:      encodeTime(st.RateUntil),
 	}
 }
 
@@ -168,6 +180,9 @@ func decodeHostRow(vals []any) (ext.StoredHost, error) {
 	st.BreakerChanged = d.time(colBreakerChanged)
 	st.Failures = d.int(colFailures)
 	st.UpdatedAt = d.time(colUpdatedAt)
+	st.ParkUntil = d.time(colParkUntil)
+	st.RateInterval = d.duration(colRateInterval)
+	st.RateUntil = d.time(colRateUntil)
 	if d.err != nil {
 		return ext.StoredHost{}, d.err
 	}

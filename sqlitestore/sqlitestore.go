@@ -17,7 +17,7 @@ import (
 
 // SchemaVersion is the version of the database schema this build writes; Open migrates older files
 // to it.
-const SchemaVersion = 2
+const SchemaVersion = 3
 
 // ErrNewerSchema is matched (errors.Is) by the error Open returns for a database whose schema version
 // is newer than SchemaVersion: a newer build wrote it, and this one cannot know what it means.
@@ -39,6 +39,9 @@ type Store struct {
 	addSpill    *sql.Stmt // on w
 	takeSpill   *sql.Stmt // on w: the oldest spilled rows of a host, read inside the taking transaction
 	delSpill    *sql.Stmt // on w
+	takeAll     *sql.Stmt // on w: the oldest deferred rows, read inside the taking transaction
+	takeByHost  *sql.Stmt // on w: the oldest deferred rows of a host, likewise
+	spillHosts  *sql.Stmt // on r
 	loadHost    *sql.Stmt // on r
 	listAll     *sql.Stmt // on r
 	listByHost  *sql.Stmt // on r
@@ -153,6 +156,7 @@ func (s *Store) init(ctx context.Context) error {
 var migrations = []func(ctx context.Context, tx *sql.Tx) error{
 	0: createV1,
 	1: spillTableV2,
+	2: hostLimitsV3,
 }
 
 // migrate reads the schema version from meta and runs the migrations from it to SchemaVersion.
@@ -238,6 +242,21 @@ func createV1(ctx context.Context, tx *sql.Tx) error {
 	return nil
 }
 
+// hostLimitsV3 adds to hosts what stops a host beyond its hold: the end of a park (a Retry-After above
+// the maximum) and the rate-limit interval with its end. Older rows have none (0).
+func hostLimitsV3(ctx context.Context, tx *sql.Tx) error {
+	for _, q := range []string{
+		`ALTER TABLE hosts ADD COLUMN park_until INTEGER NOT NULL DEFAULT 0`,    // unix ns
+		`ALTER TABLE hosts ADD COLUMN rate_interval INTEGER NOT NULL DEFAULT 0`, // ns
+		`ALTER TABLE hosts ADD COLUMN rate_until INTEGER NOT NULL DEFAULT 0`,    // unix ns
+	} {
+		if _, err := tx.ExecContext(ctx, q); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // spillTableV2 gives the requests a Queue spills a table of their own (version 1 kept them in
 // deferred, with the reason 'queue_spill'), indexed by host so a refill reads only its host's oldest
 // rows, and moves the spilled rows of an older file there, in their order.
@@ -281,6 +300,9 @@ func (s *Store) prepare(ctx context.Context) error {
 		{s.w, &s.addSpill, addSpilledSQL},
 		{s.w, &s.takeSpill, "SELECT " + spilledColumns + " FROM spilled WHERE host = ? ORDER BY id LIMIT ?"},
 		{s.w, &s.delSpill, "DELETE FROM spilled WHERE host = ? AND id <= ?"},
+		{s.w, &s.takeAll, "SELECT " + deferredColumns + " FROM deferred ORDER BY id LIMIT ?"},
+		{s.w, &s.takeByHost, "SELECT " + deferredColumns + " FROM deferred WHERE host = ? ORDER BY id LIMIT ?"},
+		{s.r, &s.spillHosts, "SELECT host, count(*) FROM spilled GROUP BY host"},
 		{s.r, &s.loadHost, loadHostSQL},
 		{s.r, &s.listAll, "SELECT " + deferredColumns + " FROM deferred ORDER BY id LIMIT ?"},
 		{s.r, &s.listByHost, "SELECT " + deferredColumns + " FROM deferred WHERE host = ? ORDER BY id LIMIT ?"},
@@ -298,7 +320,7 @@ func (s *Store) prepare(ctx context.Context) error {
 // WAL into the file). Calls after the first return nil.
 func (s *Store) Close() error {
 	var errs []error
-	for _, st := range []*sql.Stmt{s.saveHost, s.replaceHost, s.addDefer, s.delDefer, s.addSpill, s.takeSpill, s.delSpill, s.loadHost, s.listAll, s.listByHost} {
+	for _, st := range []*sql.Stmt{s.saveHost, s.replaceHost, s.addDefer, s.delDefer, s.addSpill, s.takeSpill, s.delSpill, s.takeAll, s.takeByHost, s.spillHosts, s.loadHost, s.listAll, s.listByHost} {
 		if st != nil {
 			errs = append(errs, st.Close())
 		}

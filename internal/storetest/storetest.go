@@ -42,6 +42,88 @@ func Run(t *testing.T, newStore func(t *testing.T) ext.Store) {
 			t.Errorf("round trip: %s", d)
 		}
 	})
+	t.Run("RateLimitKeptWhileInForce", func(t *testing.T) {
+		// Issue 16 item 1: a rate-limit interval is stored with its end, and the later end wins the
+		// merge (with its interval): a process that knows none does not erase another's.
+		s := newStore(t)
+		ctx := context.Background()
+		until := time.Now().Add(time.Hour).UTC().Truncate(time.Millisecond)
+		first := Sample("rl.test")
+		first.RateInterval, first.RateUntil = 5*time.Second, until
+		second := Sample("rl.test")
+		if err := s.SaveHosts(ctx, []ext.StoredHost{first}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.SaveHosts(ctx, []ext.StoredHost{second}); err != nil {
+			t.Fatal(err)
+		}
+		got, _, err := s.LoadHost(ctx, "rl.test")
+		if err != nil || got.RateInterval != 5*time.Second || !got.RateUntil.Equal(until) {
+			t.Errorf("rate limit %v until %v (%v), want 5s until %v kept", got.RateInterval, got.RateUntil, err, until)
+		}
+	})
+	t.Run("TakeDeferredTakesOnce", func(t *testing.T) {
+		// Issue 16 item 8: concurrent takers of the deferred requests get each one once.
+		s := newStore(t)
+		ctx := context.Background()
+		for i := range 8 {
+			host := []string{"a.test", "b.test"}[i%2]
+			if _, err := s.AddDeferred(ctx, ext.DeferredRequest{Host: host, Method: "GET", URL: fmt.Sprintf("http://%s/%d", host, i), Header: http.Header{}, Reason: "r"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got, err := s.TakeDeferred(ctx, "a.test", 2)
+		if err != nil || fmt.Sprint(urls(got)) != "[http://a.test/0 http://a.test/2]" {
+			t.Fatalf("TakeDeferred(a.test, 2) = %v, %v; want a.test's two oldest", urls(got), err)
+		}
+		var mu sync.Mutex
+		seen := map[string]int{}
+		var wg sync.WaitGroup
+		for range 4 {
+			wg.Go(func() {
+				got, err := s.TakeDeferred(ctx, "", 0)
+				if err != nil {
+					t.Error(err)
+				}
+				mu.Lock()
+				for _, r := range got {
+					seen[r.URL]++
+				}
+				mu.Unlock()
+			})
+		}
+		wg.Wait()
+		if len(seen) != 6 {
+			t.Errorf("concurrent takes returned %d distinct requests, want the 6 left: %v", len(seen), seen)
+		}
+		for u, n := range seen {
+			if n != 1 {
+				t.Errorf("%s taken %d times", u, n)
+			}
+		}
+		if left, err := s.ListDeferred(ctx, "", 0); err != nil || len(left) != 0 {
+			t.Errorf("left after the takes: %v, %v", urls(left), err)
+		}
+	})
+	t.Run("SpilledHostsCounts", func(t *testing.T) {
+		s := newStore(t)
+		ctx := context.Background()
+		if err := s.SpillRequests(ctx, "a.test", []ext.DeferredRequest{spilledRequest("a.test", 0), spilledRequest("a.test", 1)}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.SpillRequests(ctx, "b.test", []ext.DeferredRequest{spilledRequest("b.test", 0)}); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := s.SpilledHosts(ctx); err != nil || got["a.test"] != 2 || got["b.test"] != 1 || len(got) != 2 {
+			t.Errorf("SpilledHosts = %v, %v; want a.test 2, b.test 1", got, err)
+		}
+		if _, err := s.TakeSpilled(ctx, "a.test", 0); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := s.SpilledHosts(ctx); err != nil || len(got) != 1 || got["b.test"] != 1 {
+			t.Errorf("SpilledHosts after taking a.test's = %v, %v; want b.test 1", got, err)
+		}
+	})
 	t.Run("MergeKeepsLaterTimes", func(t *testing.T) {
 		s := newStore(t)
 		ctx := context.Background()
@@ -390,7 +472,7 @@ func Sample(host string) ext.StoredHost {
 		AdaptiveDelay: 2500 * time.Millisecond, KnownLimit: 1200 * time.Millisecond,
 		NextDeparture: t0.Add(3 * time.Second), HoldUntil: t0.Add(45 * time.Second), HoldTrigger: audit.TriggerRetryAfter,
 		CrawlDelay: 2 * time.Second, CrawlClamped: true,
-		Breaker: ext.BreakerOpen, BreakerChanged: t0.Add(-time.Minute), Failures: 7, UpdatedAt: t0,
+		Breaker: ext.BreakerOpen, BreakerChanged: t0.Add(-time.Minute), Failures: 7, ParkUntil: t0.Add(2 * time.Hour), UpdatedAt: t0,
 	}
 }
 
@@ -406,6 +488,8 @@ func Diff(got, want ext.StoredHost) string {
 		return fmt.Sprintf("schedule %v/%v/%s, want %v/%v/%s", got.NextDeparture, got.HoldUntil, got.HoldTrigger, want.NextDeparture, want.HoldUntil, want.HoldTrigger)
 	case got.CrawlClamped != want.CrawlClamped, got.Breaker != want.Breaker, !eqTime(got.BreakerChanged, want.BreakerChanged), got.Failures != want.Failures:
 		return fmt.Sprintf("breaker %v/%v/%d clamped %v, want %v/%v/%d clamped %v", got.Breaker, got.BreakerChanged, got.Failures, got.CrawlClamped, want.Breaker, want.BreakerChanged, want.Failures, want.CrawlClamped)
+	case !eqTime(got.ParkUntil, want.ParkUntil), got.RateInterval != want.RateInterval, !eqTime(got.RateUntil, want.RateUntil):
+		return fmt.Sprintf("park %v, rate %v until %v; want %v, %v until %v", got.ParkUntil, got.RateInterval, got.RateUntil, want.ParkUntil, want.RateInterval, want.RateUntil)
 	case !eqTime(got.UpdatedAt, want.UpdatedAt):
 		return fmt.Sprintf("updated %v, want %v", got.UpdatedAt, want.UpdatedAt)
 	}

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -77,6 +78,21 @@ func (s *Server) Stop() {
 	_ = s.cmd.Process.Kill()
 	<-s.exited
 	s.cmd = nil
+}
+
+// Pause stops the server's process (SIGSTOP) without closing its socket: calls hang, as with a server
+// that is overloaded or behind a dead link. Resume continues it.
+func (s *Server) Pause() {
+	if s.cmd != nil {
+		_ = s.cmd.Process.Signal(syscall.SIGSTOP)
+	}
+}
+
+// Resume continues a paused server (SIGCONT).
+func (s *Server) Resume() {
+	if s.cmd != nil {
+		_ = s.cmd.Process.Signal(syscall.SIGCONT)
+	}
 }
 
 // Restart starts the server again on the same socket, with an empty database, after Stop.
