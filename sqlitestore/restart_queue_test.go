@@ -54,7 +54,7 @@ func openStore(t *testing.T, path string) *sqlitestore.Store {
 
 // Item 7, first half: a Queue on a file where an earlier Queue left spills resumes them, each host's
 // oldest first and before what is added to it later, and Size counts them: every URL is sent.
-func TestIssue16NewQueueResumesSpills(t *testing.T) {
+func TestNewQueueResumesSpills(t *testing.T) {
 	site := &pathLog{}
 	srv := site.serve(t)
 	path := filepath.Join(t.TempDir(), "spill.db")
@@ -100,7 +100,7 @@ func TestIssue16NewQueueResumesSpills(t *testing.T) {
 }
 
 // Item 9: Stop before Run holds: Run returns at once and sends nothing.
-func TestIssue16StopBeforeRun(t *testing.T) {
+func TestStopBeforeRun(t *testing.T) {
 	site := &pathLog{}
 	srv := site.serve(t)
 	st := openStore(t, filepath.Join(t.TempDir(), "stop.db"))
@@ -127,7 +127,7 @@ func TestIssue16StopBeforeRun(t *testing.T) {
 
 // Item 10: a Retry-After above the maximum parks the host until the time it announced (two hours
 // here); the park's end is stored, so a restart keeps the whole park, not the one-hour repair limit.
-func TestIssue16ParkEndStored(t *testing.T) {
+func TestParkEndStored(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "park.db")
 	now := time.Now()
 	st := openStore(t, path)

@@ -75,7 +75,7 @@ func hostOf(t *testing.T, rawURL string) string {
 
 // Item 1: an exhausted rate-limit quota (a 30 s hold) is written through before the response's
 // callbacks return: another process asking then is told to wait out the hold.
-func TestIssue16RateLimitHoldWrittenThrough(t *testing.T) {
+func TestRateLimitHoldWrittenThrough(t *testing.T) {
 	srv := redistest.Start(t)
 	site := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("X-RateLimit-Remaining", "0")
@@ -98,7 +98,7 @@ func TestIssue16RateLimitHoldWrittenThrough(t *testing.T) {
 
 // Item 2: an adaptive increase is written through before the response's callbacks return: another
 // process asking then learns the longer delay.
-func TestIssue16AdaptiveIncreaseWrittenThrough(t *testing.T) {
+func TestAdaptiveIncreaseWrittenThrough(t *testing.T) {
 	srv := redistest.Start(t)
 	site := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusServiceUnavailable)
@@ -127,7 +127,7 @@ func slowDialTransport(delay time.Duration) *http.Transport {
 
 // Item 3: A's dials take 250 ms, over a 200 ms interval. Its departure is pending in the store until
 // its wire instant, so B's requests never reach the host within an interval of A's.
-func TestIssue16SlowDialHoldsFleet(t *testing.T) {
+func TestSlowDialHoldsFleet(t *testing.T) {
 	srv := redistest.Start(t)
 	site := &arrivals{}
 	host := site.serve(t)
@@ -153,7 +153,7 @@ func TestIssue16SlowDialHoldsFleet(t *testing.T) {
 
 // Item 4: one host's key overwritten by something else (a SET) concerns that host only: the record
 // is repaired and audited, and the fleet keeps sharing every other host's schedule.
-func TestIssue16CorruptKeyScopedToHost(t *testing.T) {
+func TestCorruptKeyScopedToHost(t *testing.T) {
 	srv := redistest.Start(t)
 	bad, good := &arrivals{}, &arrivals{}
 	badHost, goodHost := bad.serve(t), good.serve(t)
@@ -194,7 +194,7 @@ func TestIssue16CorruptKeyScopedToHost(t *testing.T) {
 
 // Item 5: Redis restarted empty inside a 30 s Retry-After window: the process that holds it finds the
 // loss (it looks every 200 ms, departing nowhere) and writes the hold back.
-func TestIssue16RestartEmptyWritesBack(t *testing.T) {
+func TestRestartEmptyWritesBack(t *testing.T) {
 	srv := redistest.Start(t)
 	site := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Retry-After", "30")
@@ -227,7 +227,7 @@ func TestIssue16RestartEmptyWritesBack(t *testing.T) {
 
 // Item 6: with the server paused, a store call ends at its context's deadline (ContextTimeoutEnabled),
 // not at go-redis's read timeout; and a pacer waiting on it names the stall and its end.
-func TestIssue16PausedRedisTimesOut(t *testing.T) {
+func TestPausedRedisTimesOut(t *testing.T) {
 	srv := redistest.Start(t)
 	m := newMember(t, srv, false, ext.WithBaseDelay(50*time.Millisecond))
 	st := m.st
@@ -328,7 +328,7 @@ func startDropProxy(t *testing.T, socket string, marker string) *dropProxy {
 
 // Item 7, second half: the reply of a take is lost on the way (the connection drops after the server
 // took) and go-redis retries: the retry returns the same requests, none is lost, none is taken twice.
-func TestIssue16LostTakeReplyLosesNothing(t *testing.T) {
+func TestLostTakeReplyLosesNothing(t *testing.T) {
 	srv := redistest.Start(t)
 	proxy := startDropProxy(t, srv.Socket(), "/0")
 	c := redis.NewClient(&redis.Options{Addr: proxy.ln.Addr().String(), MaxRetries: 1, ContextTimeoutEnabled: true})
@@ -364,7 +364,7 @@ func urlsOf(rs []ext.DeferredRequest) []string {
 }
 
 // Item 8: two processes draining the shared deferred set at once send each request once.
-func TestIssue16ConcurrentDrainSendsOnce(t *testing.T) {
+func TestConcurrentDrainSendsOnce(t *testing.T) {
 	srv := redistest.Start(t)
 	var mu sync.Mutex
 	seen := map[string]int{}
@@ -411,7 +411,7 @@ func TestIssue16ConcurrentDrainSendsOnce(t *testing.T) {
 
 // Item 1, Crawl-delay: a Crawl-delay read from robots.txt is written through before the page's
 // callbacks run, and the admission script spaces every process by it.
-func TestIssue16CrawlDelayWrittenThrough(t *testing.T) {
+func TestCrawlDelayWrittenThrough(t *testing.T) {
 	srv := redistest.Start(t)
 	site := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/robots.txt" {
@@ -447,7 +447,7 @@ func TestIssue16CrawlDelayWrittenThrough(t *testing.T) {
 
 // Item 8, what a take leaves: deferred members that cannot be decoded are not taken (never lost: the
 // listing still names them), the good ones are.
-func TestIssue16TakeDeferredLeavesUndecodable(t *testing.T) {
+func TestTakeDeferredLeavesUndecodable(t *testing.T) {
 	c := redistest.Start(t).Client()
 	prefix := newPrefix()
 	st := redisstore.New(c, redisstore.WithPrefix(prefix))
