@@ -191,7 +191,7 @@ func (h *host) applyLimitsLocked(s outcomeSignals, now time.Time) []auditEvent {
 		h.holdUntil, h.holdTrigger = sig.Reset, audit.TriggerRateLimit
 	}
 	if sig.Exhausted || sig.Interval > before {
-		e := auditEvent{event: audit.EventRateLimitApplied, trigger: audit.TriggerRateLimit, computed: sig.Interval, compliant: true, detail: sig.Source}
+		e := auditEvent{event: audit.EventRateLimitApplied, trigger: audit.TriggerRateLimit, computed: sig.Interval, compliant: true, detail: sig.Source, until: sig.Until}
 		if sig.Exhausted {
 			e.computed, e.windowStart, e.windowEnd = sig.Reset.Sub(now), now, sig.Reset
 		}

@@ -118,4 +118,5 @@ const (
 	FieldRateIntervalMS = "rate_limit_interval_ms" // departures: the interval the rate-limit headers imply (0: none)
 	FieldWindowStart    = "window_start"           // holds: when the window was learned, RFC 3339
 	FieldWindowEnd      = "window_end"             // holds: no departure before this instant, RFC 3339
+	FieldUntil          = "until"                  // rate_limit_applied setting an interval: when that interval ends (the quota's reset), RFC 3339
 )

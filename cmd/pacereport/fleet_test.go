@@ -66,9 +66,9 @@ type member struct {
 	file  *os.File
 }
 
-func newMember(t *testing.T, name, redisAddr string) *member {
+func newMember(t *testing.T, name, redisAddr, prefix string) *member {
 	t.Helper()
-	store, err := redisstore.Open(redisAddr, redisstore.WithPrefix("fleet-"+strings.ReplaceAll(t.Name(), "/", "-")+":"))
+	store, err := redisstore.Open(redisAddr, redisstore.WithPrefix(prefix))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,12 +100,12 @@ func (m *member) close(t *testing.T) {
 	}
 }
 
-// TestMergedFleetTrailRevealsOtherProcessesConstraint: two real pacers share a private
-// redis-server through redisstore and crawl one loopback host. The host publishes a rate limit (one
-// request left, reset in 2 s: an interval of 2 s) to member A only; the store shares departures and
-// holds but not the rate-limit interval, so B, pacing by its 50 ms floor, departs within 2 s of A's
-// departure. Each trail alone is clean; the merged report finds B's departure, under the interval A
-// learned.
+// TestMergedFleetTrailRevealsOtherProcessesConstraint: two real pacers on one private redis-server
+// crawl one loopback host as a fleet that is misconfigured: each has its own key prefix, so they share
+// nothing. The host publishes a rate limit (one request left, reset in 2 s: an interval of 2 s) to
+// member A only; B, pacing by its 50 ms floor, departs within 2 s of A's departure. Each trail alone is
+// clean; the merged report finds B's departure, under the interval A learned. (Sharing one prefix, B
+// would wait out A's interval: the store keeps it until its reset.)
 func TestMergedFleetTrailRevealsOtherProcessesConstraint(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.UserAgent() == "member-a" {
@@ -117,7 +117,8 @@ func TestMergedFleetTrailRevealsOtherProcessesConstraint(t *testing.T) {
 	}))
 	defer srv.Close()
 	addr := startRedis(t)
-	a, b := newMember(t, "member-a", addr), newMember(t, "member-b", addr)
+	prefix := "fleet-" + strings.ReplaceAll(t.Name(), "/", "-")
+	a, b := newMember(t, "member-a", addr, prefix+"-a:"), newMember(t, "member-b", addr, prefix+"-b:")
 	a.visit(t, srv.URL+"/a1")                               // A learns the 2 s interval
 	b.visit(t, srv.URL+"/b1", srv.URL+"/b2", srv.URL+"/b3") // B does not, and paces by its floor
 	a.visit(t, srv.URL+"/a2")                               // A waits 2 s after B's last departure

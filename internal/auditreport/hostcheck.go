@@ -32,6 +32,7 @@ type learned struct {
 	value   time.Duration
 	at      time.Time
 	process string
+	until   time.Time // when the constraint ends (zero: when its process says another value)
 }
 
 func newHostCheck(key string, ends map[string]time.Time, tol Tolerance) *hostCheck {
@@ -56,12 +57,12 @@ func (c *hostCheck) add(e Event) {
 	case audit.EventDelayApplied:
 		c.depart(e)
 	case audit.EventCrawlDelayApplied:
-		c.crawl[e.File] = learned{e.Computed, e.At, e.File}
+		c.crawl[e.File] = learned{value: e.Computed, at: e.At, process: e.File}
 	case audit.EventRetryAfterHonoured, audit.EventRetryAfterTooLong, audit.EventRateLimitApplied, audit.EventRobotsUnavailable:
 		if w, ok := window(e); ok {
 			h.Windows = append(h.Windows, w)
 		} else if e.Name == audit.EventRateLimitApplied && e.Computed > 0 {
-			c.rate[e.File] = learned{e.Computed, e.At, e.File} // an interval, not a hold
+			c.rate[e.File] = learned{value: e.Computed, at: e.At, process: e.File, until: e.Until} // an interval, not a hold, until the quota's reset
 		}
 	case audit.EventBreakerOpened:
 		if _, ok := c.open[e.File]; !ok {
@@ -139,8 +140,12 @@ func (c *hostCheck) depart(e Event) {
 		}
 	}
 	if e.HasDeparture {
-		c.rate[e.File] = learned{d.RateInterval, d.At, e.File}
-		c.crawl[e.File] = learned{d.CrawlDelay, d.At, e.File}
+		until := time.Time{}
+		if l := c.rate[e.File]; l.value == d.RateInterval {
+			until = l.until // the interval learned last, still in force: it ends at its reset
+		}
+		c.rate[e.File] = learned{value: d.RateInterval, at: d.At, process: e.File, until: until}
+		c.crawl[e.File] = learned{value: d.CrawlDelay, at: d.At, process: e.File}
 	}
 	if i, ok := c.open[e.File]; ok {
 		b := &h.Breaker[i]
@@ -155,7 +160,8 @@ func (c *hostCheck) depart(e Event) {
 func (c *hostCheck) fleet(m map[string]learned, prev, d Departure) (learned, bool) {
 	var best learned
 	for p, l := range m {
-		if p == d.Process || l.value <= best.value || (p != prev.Process && c.ends[p].Before(d.At)) {
+		if p == d.Process || l.value <= best.value || (p != prev.Process && c.ends[p].Before(d.At)) ||
+			!l.until.IsZero() && !d.At.Before(l.until) { // the interval ended with its quota's reset
 			continue
 		}
 		best = l
