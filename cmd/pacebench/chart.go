@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/collypace/ext/cmd/internal/chartstyle"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
@@ -38,34 +39,23 @@ var (
 
 // renderChart draws the scenario's chart into path, in the format its extension names (svg or png):
 // on top, requests arriving at each server over time, cumulative, static and adaptive, refusals
-// marked; below, each start-to-start gap at the server and the adaptive pacer's interval.
+// marked; below, each start-to-start gap at the server and the adaptive pacer's interval. Each plot's
+// legend is in a band under it.
 func renderChart(r *ScenarioResult, path string) error {
-	top, err := arrivalsPlot(r)
+	panels, err := chartPanels(r)
 	if err != nil {
 		return err
 	}
-	bottom, err := gapsPlot(r)
-	if err != nil {
-		return err
-	}
-	end := max(r.Runs[Static].Wall, r.Runs[Adaptive].Wall).Seconds()
-	for _, p := range []*plot.Plot{top, bottom} {
-		p.X.Min, p.X.Max = 0, end
-	}
+	l := chartstyle.Arrange(panels, chartWidth, chartHeight)
 	format := filepath.Ext(path)
 	if format != "" {
 		format = format[1:]
 	}
-	c, err := draw.NewFormattedCanvas(chartWidth, chartHeight, format)
+	c, err := draw.NewFormattedCanvas(l.Width, l.Height, format)
 	if err != nil {
 		return fmt.Errorf("chart %s: %w", path, err)
 	}
-	dc := draw.New(c)
-	tiles := draw.Tiles{Rows: 2, Cols: 1, PadY: vg.Points(12), PadTop: vg.Points(6), PadBottom: vg.Points(6), PadLeft: vg.Points(6), PadRight: vg.Points(12)}
-	plots := [][]*plot.Plot{{top}, {bottom}}
-	canvases := plot.Align(plots, tiles, dc)
-	top.Draw(canvases[0][0])
-	bottom.Draw(canvases[1][0])
+	l.Draw(draw.New(c), panels)
 	f, err := os.Create(path)
 	if err != nil {
 		return err
@@ -77,19 +67,36 @@ func renderChart(r *ScenarioResult, path string) error {
 	return f.Close()
 }
 
-// arrivalsPlot is the cumulative count of page requests at the servers of each group, per mode.
-func arrivalsPlot(r *ScenarioResult) (*plot.Plot, error) {
+// chartPanels returns the chart's two plots, over the same seconds, with their legends.
+func chartPanels(r *ScenarioResult) ([]chartstyle.Panel, error) {
+	top, err := arrivalsPanel(r)
+	if err != nil {
+		return nil, err
+	}
+	bottom, err := gapsPanel(r)
+	if err != nil {
+		return nil, err
+	}
+	end := max(r.Runs[Static].Wall, r.Runs[Adaptive].Wall).Seconds()
+	for _, p := range []*plot.Plot{top.Plot, bottom.Plot} {
+		p.X.Min, p.X.Max = 0, end
+	}
+	return []chartstyle.Panel{top, bottom}, nil
+}
+
+// arrivalsPanel is the cumulative count of page requests at the servers of each group, per mode.
+func arrivalsPanel(r *ScenarioResult) (chartstyle.Panel, error) {
 	p := plot.New()
+	chartstyle.Apply(p)
 	p.Title.Text = r.Scenario.Title
 	p.X.Label.Text = "seconds since the crawl started"
 	p.Y.Label.Text = "requests received (cumulative)"
-	p.Legend.Top, p.Legend.Left = true, true
-	p.Legend.XOffs = vg.Points(6)
 	p.Add(plotter.NewGrid())
 	most := 0
 	p.Y.Tick.Marker = integerTicks{}
-	if err := shadeOutage(p, r); err != nil {
-		return nil, err
+	var legend []chartstyle.Entry
+	if err := shadeOutage(p, &legend, r); err != nil {
+		return chartstyle.Panel{}, err
 	}
 	refusedGlyph := draw.GlyphStyle{Color: refusedColor, Radius: vg.Points(3.5), Shape: draw.CrossGlyph{}}
 	for _, mode := range []Mode{Static, Adaptive} {
@@ -109,18 +116,18 @@ func arrivalsPlot(r *ScenarioResult) (*plot.Plot, error) {
 			}
 			line, err := plotter.NewLine(pts)
 			if err != nil {
-				return nil, err
+				return chartstyle.Panel{}, err
 			}
 			line.StepStyle = plotter.PostStep
 			line.Color = groupColor(mode, g)
 			line.Width = vg.Points(1.5)
 			line.Dashes = groupDashes[g%len(groupDashes)]
 			p.Add(line)
-			p.Legend.Add(seriesName(mode, r.Scenario, grp), line)
+			legend = append(legend, chartstyle.Entry{Label: seriesName(mode, r.Scenario, grp), Thumbs: []plot.Thumbnailer{line}})
 			if len(refused) > 0 {
 				s, err := plotter.NewScatter(refused)
 				if err != nil {
-					return nil, err
+					return chartstyle.Panel{}, err
 				}
 				s.GlyphStyle = refusedGlyph
 				p.Add(s)
@@ -129,21 +136,21 @@ func arrivalsPlot(r *ScenarioResult) (*plot.Plot, error) {
 	}
 	legendGlyph, _ := plotter.NewScatter(plotter.XYs{{}})
 	legendGlyph.GlyphStyle = refusedGlyph
-	p.Legend.Add("refused (429/503)", legendGlyph)
+	legend = append(legend, chartstyle.Entry{Label: "refused (429/503)", Thumbs: []plot.Thumbnailer{legendGlyph}})
 	p.Y.Min = 0
-	p.Y.Max = float64(most) * 1.6 // room for the legend above the lines
-	return p, nil
+	p.Y.Max = float64(max(most, 1)) * 1.05
+	return chartstyle.Panel{Plot: p, Legend: legend}, nil
 }
 
-// gapsPlot shows each start-to-start gap at the servers (at the time of the later request) and the
+// gapsPanel shows each start-to-start gap at the servers (at the time of the later request) and the
 // adaptive pacer's interval over time for the first host of each group.
-func gapsPlot(r *ScenarioResult) (*plot.Plot, error) {
+func gapsPanel(r *ScenarioResult) (chartstyle.Panel, error) {
 	p := plot.New()
+	chartstyle.Apply(p)
 	p.X.Label.Text = "seconds since the crawl started"
 	p.Y.Label.Text = "seconds"
-	p.Legend.Top = true
-	p.Legend.XOffs = -vg.Points(6)
 	p.Add(plotter.NewGrid())
+	var legend []chartstyle.Entry
 	maxY := 0.0
 	for _, mode := range []Mode{Static, Adaptive} {
 		run := r.Runs[mode]
@@ -161,11 +168,11 @@ func gapsPlot(r *ScenarioResult) (*plot.Plot, error) {
 		}
 		s, err := plotter.NewScatter(pts)
 		if err != nil {
-			return nil, err
+			return chartstyle.Panel{}, err
 		}
 		s.GlyphStyle = draw.GlyphStyle{Color: modeColor[mode], Radius: vg.Points(1.8), Shape: draw.CircleGlyph{}}
 		p.Add(s)
-		p.Legend.Add(mode.String()+": gap between two requests at the server", s)
+		legend = append(legend, chartstyle.Entry{Label: mode.String() + ": gap between two requests at the server", Thumbs: []plot.Thumbnailer{s}})
 	}
 	ad := r.Runs[Adaptive]
 	for g, grp := range r.Scenario.Groups {
@@ -187,7 +194,7 @@ func gapsPlot(r *ScenarioResult) (*plot.Plot, error) {
 		}
 		line, err := plotter.NewLine(pts)
 		if err != nil {
-			return nil, err
+			return chartstyle.Panel{}, err
 		}
 		line.StepStyle = plotter.PostStep
 		line.Color = intervalColor
@@ -201,20 +208,20 @@ func gapsPlot(r *ScenarioResult) (*plot.Plot, error) {
 				name += " (first host)"
 			}
 		}
-		p.Legend.Add(name, line)
+		legend = append(legend, chartstyle.Entry{Label: name, Thumbs: []plot.Thumbnailer{line}})
 	}
 	end := max(r.Runs[Static].Wall, r.Runs[Adaptive].Wall).Seconds()
 	floor, err := plotter.NewLine(plotter.XYs{{X: 0, Y: r.Scenario.Interval.Seconds()}, {X: end, Y: r.Scenario.Interval.Seconds()}})
 	if err != nil {
-		return nil, err
+		return chartstyle.Panel{}, err
 	}
 	floor.Color = floorColor
 	floor.Dashes = []vg.Length{vg.Points(4), vg.Points(4)}
 	p.Add(floor)
-	p.Legend.Add("configured interval ("+fmtDur(r.Scenario.Interval)+")", floor)
+	legend = append(legend, chartstyle.Entry{Label: "configured interval (" + fmtDur(r.Scenario.Interval) + ")", Thumbs: []plot.Thumbnailer{floor}})
 	p.Y.Min = 0
-	p.Y.Max = max(maxY, r.Scenario.Interval.Seconds()) * 1.45 // room for the legend
-	return p, nil
+	p.Y.Max = max(maxY, r.Scenario.Interval.Seconds()) * 1.05
+	return chartstyle.Panel{Plot: p, Legend: legend}, nil
 }
 
 // groupColor is the colour of a mode's line for group g: the mode's colour, lighter for later groups
@@ -249,7 +256,7 @@ func seriesName(mode Mode, sc Scenario, g Group) string {
 
 // shadeOutage shades the scripted outage of the adaptive crawl's host (it starts a fixed time after
 // the host's first page request, so each crawl's outage is at nearly the same time).
-func shadeOutage(p *plot.Plot, r *ScenarioResult) error {
+func shadeOutage(p *plot.Plot, legend *[]chartstyle.Entry, r *ScenarioResult) error {
 	run := r.Runs[Adaptive]
 	for _, h := range run.Hosts {
 		o := outageOf(h.Config)
@@ -270,7 +277,7 @@ func shadeOutage(p *plot.Plot, r *ScenarioResult) error {
 		poly.Color = outageColor
 		poly.LineStyle.Width = 0
 		p.Add(poly)
-		p.Legend.Add("outage (503s)", poly)
+		*legend = append(*legend, chartstyle.Entry{Label: "outage (503s)", Thumbs: []plot.Thumbnailer{poly}})
 		return nil
 	}
 	return nil

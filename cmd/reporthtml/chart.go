@@ -6,9 +6,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/collypace/ext/cmd/internal/chartstyle"
 	"github.com/collypace/ext/internal/auditreport"
 	"gonum.org/v1/plot"
-	"gonum.org/v1/plot/font"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
@@ -39,16 +39,14 @@ var (
 // the legend in a band under the plot, never over a point. The x axis is seconds since t0. No text
 // from the trail is drawn: the caller titles the chart.
 func chart(h *auditreport.Host, t0 time.Time, vs []auditreport.Violation) ([]byte, error) {
-	p, entries, err := chartPlot(h, t0, vs)
+	panel, err := chartPanel(h, t0, vs)
 	if err != nil {
 		return nil, err
 	}
-	boxes, band := layoutLegend(entries, chartWidth)
-	c := vgsvg.New(chartWidth, chartHeight+band)
-	dc := draw.New(c)
-	dc.FillPolygon(color.White, []vg.Point{dc.Min, {X: dc.Max.X, Y: dc.Min.Y}, dc.Max, {X: dc.Min.X, Y: dc.Max.Y}}) // the band too
-	p.Draw(draw.Crop(dc, 0, 0, band, 0))
-	drawLegend(dc, boxes, band)
+	panels := []chartstyle.Panel{panel}
+	l := chartstyle.Arrange(panels, chartWidth, chartHeight)
+	c := vgsvg.New(l.Width, l.Height)
+	l.Draw(draw.New(c), panels)
 	var buf bytes.Buffer
 	if _, err := c.WriteTo(&buf); err != nil {
 		return nil, err
@@ -61,15 +59,14 @@ func chart(h *auditreport.Host, t0 time.Time, vs []auditreport.Violation) ([]byt
 	return []byte(s), nil
 }
 
-// chartPlot returns the host's plot and its legend, which the caller draws under the plot.
-func chartPlot(h *auditreport.Host, t0 time.Time, vs []auditreport.Violation) (*plot.Plot, []legendEntry, error) {
+// chartPanel returns the host's plot and its legend, which goes under the plot.
+func chartPanel(h *auditreport.Host, t0 time.Time, vs []auditreport.Violation) (chartstyle.Panel, error) {
 	p := plot.New()
+	chartstyle.Apply(p)
 	p.X.Label.Text = "seconds since the report's origin (first departure or window)"
 	p.Y.Label.Text = "seconds"
-	p.X.Label.TextStyle.Font, p.Y.Label.TextStyle.Font = font.From(chartFont(), 10), font.From(chartFont(), 10)
-	p.X.Tick.Label.Font, p.Y.Tick.Label.Font = font.From(chartFont(), 9), font.From(chartFont(), 9)
 	p.Add(plotter.NewGrid())
-	var entries []legendEntry
+	var entries []chartstyle.Entry
 	sec := func(t time.Time) float64 { return t.Sub(t0).Seconds() }
 
 	top := 0.0
@@ -94,7 +91,7 @@ func chartPlot(h *auditreport.Host, t0 time.Time, vs []auditreport.Violation) (*
 	for _, w := range h.Windows {
 		poly, err := plotter.NewPolygon(plotter.XYs{{X: sec(w.Start), Y: 0}, {X: sec(w.End), Y: 0}, {X: sec(w.End), Y: top}, {X: sec(w.Start), Y: top}})
 		if err != nil {
-			return nil, nil, err
+			return chartstyle.Panel{}, err
 		}
 		poly.Color, poly.LineStyle = windowColor, windowOutline
 		p.Add(poly)
@@ -102,10 +99,10 @@ func chartPlot(h *auditreport.Host, t0 time.Time, vs []auditreport.Violation) (*
 	if len(h.Windows) > 0 {
 		legend, _ := plotter.NewPolygon(plotter.XYs{{}, {X: 1}, {X: 1, Y: 1}})
 		legend.Color, legend.LineStyle = windowColor, windowOutline
-		entries = append(entries, legendEntry{"window: no departure allowed", []plot.Thumbnailer{legend}})
+		entries = append(entries, chartstyle.Entry{Label: "window: no departure allowed", Thumbs: []plot.Thumbnailer{legend}})
 	}
 	if err := addSteps(p, &entries, floor, floorColor, dashes, "floor (base delay)"); err != nil {
-		return nil, nil, err
+		return chartstyle.Panel{}, err
 	}
 	for _, s := range []struct {
 		pts   plotter.XYs
@@ -114,20 +111,20 @@ func chartPlot(h *auditreport.Host, t0 time.Time, vs []auditreport.Violation) (*
 	}{{crawl, crawlDelayColor, "robots.txt Crawl-delay"}, {rate, rateColor, "rate-limit interval"}} {
 		if nonZero(s.pts) {
 			if err := addSteps(p, &entries, s.pts, s.c, dashes, s.label); err != nil {
-				return nil, nil, err
+				return chartstyle.Panel{}, err
 			}
 		}
 	}
 	if len(interval) > 0 {
 		if err := addSteps(p, &entries, interval, intervalColor, nil, "pacer's interval"); err != nil {
-			return nil, nil, err
+			return chartstyle.Panel{}, err
 		}
 	}
 	if err := addGlyphs(p, &entries, gaps, draw.GlyphStyle{Color: gapColor, Radius: vg.Points(2), Shape: draw.CircleGlyph{}}, "gap before a departure"); err != nil {
-		return nil, nil, err
+		return chartstyle.Panel{}, err
 	}
 	if err := addGlyphs(p, &entries, deps, draw.GlyphStyle{Color: departureColor, Radius: vg.Points(3), Shape: draw.PlusGlyph{}}, "departure"); err != nil {
-		return nil, nil, err
+		return chartstyle.Panel{}, err
 	}
 	var bad plotter.XYs
 	for _, v := range vs {
@@ -136,13 +133,13 @@ func chartPlot(h *auditreport.Host, t0 time.Time, vs []auditreport.Violation) (*
 		}
 	}
 	if err := addGlyphs(p, &entries, bad, draw.GlyphStyle{Color: violationColor, Radius: vg.Points(6), Shape: draw.CrossGlyph{}}, "violation"); err != nil {
-		return nil, nil, err
+		return chartstyle.Panel{}, err
 	}
 	p.Y.Min, p.Y.Max = 0, top
-	return p, entries, nil
+	return chartstyle.Panel{Plot: p, Legend: entries}, nil
 }
 
-func addSteps(p *plot.Plot, entries *[]legendEntry, pts plotter.XYs, c color.Color, d []vg.Length, label string) error {
+func addSteps(p *plot.Plot, entries *[]chartstyle.Entry, pts plotter.XYs, c color.Color, d []vg.Length, label string) error {
 	if len(pts) == 0 {
 		return nil
 	}
@@ -153,11 +150,11 @@ func addSteps(p *plot.Plot, entries *[]legendEntry, pts plotter.XYs, c color.Col
 	l.StepStyle = plotter.PreStep // the value carried by a departure held over the gap before it
 	l.Color, l.Width, l.Dashes = c, vg.Points(1.2), d
 	p.Add(l)
-	*entries = append(*entries, legendEntry{label, []plot.Thumbnailer{l}})
+	*entries = append(*entries, chartstyle.Entry{Label: label, Thumbs: []plot.Thumbnailer{l}})
 	return nil
 }
 
-func addGlyphs(p *plot.Plot, entries *[]legendEntry, pts plotter.XYs, g draw.GlyphStyle, label string) error {
+func addGlyphs(p *plot.Plot, entries *[]chartstyle.Entry, pts plotter.XYs, g draw.GlyphStyle, label string) error {
 	if len(pts) == 0 {
 		return nil
 	}
@@ -167,7 +164,7 @@ func addGlyphs(p *plot.Plot, entries *[]legendEntry, pts plotter.XYs, g draw.Gly
 	}
 	s.GlyphStyle = g
 	p.Add(s)
-	*entries = append(*entries, legendEntry{label, []plot.Thumbnailer{s}})
+	*entries = append(*entries, chartstyle.Entry{Label: label, Thumbs: []plot.Thumbnailer{s}})
 	return nil
 }
 
