@@ -14,31 +14,10 @@ import (
 // is deferred, not sent.
 var ErrBreakerOpen = errors.New("ext: host parked: circuit breaker open")
 
-// BreakerState is the state of a host's circuit breaker.
-type BreakerState int
-
-// Breaker states: closed sends requests, open defers them, half-open lets one probe through while
-// the others wait for its outcome.
-const (
-	BreakerClosed BreakerState = iota
-	BreakerOpen
-	BreakerHalfOpen
-)
-
-// String returns the state's name: closed, open or half-open ("unknown" for any other value).
-func (s BreakerState) String() string {
-	switch s {
-	case BreakerClosed:
-		return "closed"
-	case BreakerOpen:
-		return "open"
-	case BreakerHalfOpen:
-		return "half-open"
-	}
-	return "unknown"
+// validBreakerState reports whether s is one of the breaker's states (a stored value may not be).
+func validBreakerState(s audit.BreakerState) bool {
+	return s >= audit.BreakerClosed && s <= audit.BreakerHalfOpen
 }
-
-func (s BreakerState) valid() bool { return s >= BreakerClosed && s <= BreakerHalfOpen }
 
 // Breaker defaults, documented in the README.
 const (
@@ -67,7 +46,7 @@ type BreakerPolicy struct {
 
 // breaker is one host's circuit breaker. The host's mutex protects it.
 type breaker struct {
-	state     BreakerState
+	state     audit.BreakerState
 	changed   time.Time     // when it entered state
 	until     int64         // open: no probe before then either (a Retry-After or Crawl-delay above its cap), unix nanos (a host stays within a size class); 0 when none
 	reason    audit.Trip    // why it last opened
@@ -79,18 +58,18 @@ type breaker struct {
 
 // breakerChange is a transition to report once the host's lock is released.
 type breakerChange struct {
-	from, to BreakerState
+	from, to audit.BreakerState
 	reason   string
 }
 
 // tripLocked opens the breaker (from closed or half-open) for reason at now.
 func (b *breaker) tripLocked(now time.Time, reason audit.Trip) *breakerChange {
-	if b.state == BreakerOpen {
+	if b.state == audit.BreakerOpen {
 		return nil
 	}
-	ch := &breakerChange{from: b.state, to: BreakerOpen, reason: string(reason)}
+	ch := &breakerChange{from: b.state, to: audit.BreakerOpen, reason: string(reason)}
 	b.settleProbe()
-	b.state, b.changed, b.reason = BreakerOpen, now, reason
+	b.state, b.changed, b.reason = audit.BreakerOpen, now, reason
 	return ch
 }
 
@@ -122,7 +101,7 @@ func holdEnd(now time.Time, wait time.Duration, buffer float64) time.Time {
 
 // parkEnd returns the instant an open breaker is parked until, zero when it is not parked.
 func (b *breaker) parkEnd() time.Time {
-	if b.state != BreakerOpen || b.until == 0 {
+	if b.state != audit.BreakerOpen || b.until == 0 {
 		return time.Time{}
 	}
 	return time.Unix(0, b.until)
@@ -140,12 +119,12 @@ func (b *breaker) reopensAt(cooldown time.Duration) time.Time {
 
 // closeLocked closes the breaker after a successful probe.
 func (b *breaker) closeLocked(now time.Time) *breakerChange {
-	if b.state == BreakerClosed {
+	if b.state == audit.BreakerClosed {
 		return nil
 	}
-	ch := &breakerChange{from: b.state, to: BreakerClosed, reason: "probe_succeeded"}
+	ch := &breakerChange{from: b.state, to: audit.BreakerClosed, reason: "probe_succeeded"}
 	b.settleProbe()
-	b.state, b.changed, b.failures, b.highSince, b.until = BreakerClosed, now, 0, time.Time{}, 0
+	b.state, b.changed, b.failures, b.highSince, b.until = audit.BreakerClosed, now, 0, time.Time{}, 0
 	return ch
 }
 
@@ -173,15 +152,15 @@ const (
 // read that re-evaluates it clears it first, so that read can be the probe.
 func (b *breaker) admitLocked(now time.Time, cooldown time.Duration, stillTripped bool) (admission, *breakerChange) {
 	switch b.state {
-	case BreakerClosed:
+	case audit.BreakerClosed:
 		return admitted, nil
-	case BreakerOpen:
+	case audit.BreakerOpen:
 		if now.Before(b.reopensAt(cooldown)) || stillTripped {
 			return deferIt, nil
 		}
-		b.state, b.changed = BreakerHalfOpen, now
+		b.state, b.changed = audit.BreakerHalfOpen, now
 		b.probing, b.resolved = true, make(chan struct{})
-		return admittedProbe, &breakerChange{from: BreakerOpen, to: BreakerHalfOpen, reason: "cooldown_over"}
+		return admittedProbe, &breakerChange{from: audit.BreakerOpen, to: audit.BreakerHalfOpen, reason: "cooldown_over"}
 	default: // half-open
 		if !b.probing {
 			b.probing, b.resolved = true, make(chan struct{})
@@ -204,7 +183,7 @@ func refusalDelay(a *adaptive, floor time.Duration) time.Duration {
 // observeLocked updates the breaker with an outcome at now, given the host's refusal-driven delay
 // after it (refusalDelay). probe says whether the outcome is the half-open probe's.
 func (b *breaker) observeLocked(v Verdict, probe bool, adaptive time.Duration, p BreakerPolicy, now time.Time) *breakerChange {
-	if probe && b.state == BreakerHalfOpen {
+	if probe && b.state == audit.BreakerHalfOpen {
 		if v.Refused {
 			return b.tripLocked(now, audit.TripProbeFailed)
 		}
@@ -222,7 +201,7 @@ func (b *breaker) observeLocked(v Verdict, probe bool, adaptive time.Duration, p
 	} else {
 		b.highSince = time.Time{}
 	}
-	if b.state != BreakerClosed {
+	if b.state != audit.BreakerClosed {
 		return nil
 	}
 	switch {
@@ -255,16 +234,16 @@ func (p *Pacer) reportBreaker(h *host, ch *breakerChange, now time.Time) {
 	}
 	event, level := audit.EventBreakerClosed, zerolog.InfoLevel
 	switch ch.to {
-	case BreakerOpen:
+	case audit.BreakerOpen:
 		event, level = audit.EventBreakerOpened, zerolog.ErrorLevel
-	case BreakerHalfOpen:
+	case audit.BreakerHalfOpen:
 		event = audit.EventBreakerHalfOpen
 	}
 	p.cfg.observer.BreakerChanged(h.key, ch.to)
 	detail := fmt.Sprintf("%s → %s: %s", ch.from, ch.to, ch.reason)
 	p.audit.emit(level, auditEvent{at: now, host: h.key, event: event, trigger: audit.TriggerBreaker,
 		base: h.policy.BaseDelay, compliant: true, detail: detail})
-	if ch.to == BreakerOpen {
+	if ch.to == audit.BreakerOpen {
 		p.alert(Alert{At: now, Host: h.key, Event: event, Detail: detail})
 	}
 	p.persistNow(h)

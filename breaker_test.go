@@ -74,7 +74,7 @@ func TestBreakerTripDeferProbeCloseDrain(t *testing.T) {
 		if fmt.Sprint(al.events()) != "["+string(audit.EventBreakerOpened)+"]" {
 			t.Errorf("alerts = %v, want one breaker_opened", al.events())
 		}
-		if st, _ := p.Host("flaky.test"); st.Breaker != BreakerOpen {
+		if st, _ := p.Host("flaky.test"); st.Breaker != audit.BreakerOpen {
 			t.Errorf("breaker = %v, want open", st.Breaker)
 		}
 		pending, err := p.DeferredRequests(t.Context(), "")
@@ -95,7 +95,7 @@ func TestBreakerTripDeferProbeCloseDrain(t *testing.T) {
 		if got := len(h.gaps("/p/")) + 1; got != 6 {
 			t.Errorf("server saw %d page requests in all, want 6 (3 + 3 drained)", got)
 		}
-		if st, _ := p.Host("flaky.test"); st.Breaker != BreakerClosed {
+		if st, _ := p.Host("flaky.test"); st.Breaker != audit.BreakerClosed {
 			t.Errorf("breaker = %v after a good probe, want closed", st.Breaker)
 		}
 		if left, _ := p.DeferredRequests(t.Context(), ""); len(left) != 0 {
@@ -124,7 +124,7 @@ func TestBreakerProbeFailureReopens(t *testing.T) {
 			t.Fatal(err)
 		}
 		c.Wait()
-		if st, _ := p.Host("down.test"); st.Breaker != BreakerOpen {
+		if st, _ := p.Host("down.test"); st.Breaker != audit.BreakerOpen {
 			t.Errorf("breaker = %v after a failed probe, want open", st.Breaker)
 		}
 		// The probe failed (its request is a refusal the user sees); the others were deferred again.
@@ -146,7 +146,7 @@ func TestBreakerTripsOnSustainedDelay(t *testing.T) {
 		t.Fatal("tripped before the sustained time")
 	}
 	ch := b.observeLocked(clean, false, 50*time.Second, pol, t0.Add(2*time.Minute))
-	if ch == nil || ch.reason != string(audit.TripSustainedDelay) || b.state != BreakerOpen {
+	if ch == nil || ch.reason != string(audit.TripSustainedDelay) || b.state != audit.BreakerOpen {
 		t.Errorf("after 2 min at 50s: change %+v, state %v; want open for sustained_delay", ch, b.state)
 	}
 }
@@ -167,7 +167,7 @@ func TestBreakerSustainRestartsBelowThreshold(t *testing.T) {
 func TestBreakerTripsOnRetryAfterAboveCap(t *testing.T) {
 	p := NewPacer(WithMaxRetryAfter(time.Minute))
 	p.ObserveAt(p.ReserveAt("h", t0), Outcome{Status: 429, Header: header("Retry-After", "3600")}, t0)
-	if st, _ := p.HostAt("h", t0); st.Breaker != BreakerOpen {
+	if st, _ := p.HostAt("h", t0); st.Breaker != audit.BreakerOpen {
 		t.Errorf("breaker = %v after Retry-After: 3600 over a 1 min cap, want open", st.Breaker)
 	}
 }

@@ -21,7 +21,7 @@ import (
 func (h *host) parked(now time.Time, b BreakerPolicy) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.brk.state == BreakerOpen && now.Before(h.brk.reopensAt(b.Cooldown))
+	return h.brk.state == audit.BreakerOpen && now.Before(h.brk.reopensAt(b.Cooldown))
 }
 
 // deferRequest stores r, with what is needed to send it again, instead of sending it, and aborts it.

@@ -334,7 +334,7 @@ func TestAdaptiveDelayNeverExceedsCeiling(t *testing.T) {
 			for range 4 * marginDecayAfter { // clean responses at the target decay the margin
 				observe(Outcome{Status: 200})
 			}
-			if st, _ := p.HostAt("h", now); st.AdaptiveDelay != 30*time.Second || st.Breaker != BreakerClosed {
+			if st, _ := p.HostAt("h", now); st.AdaptiveDelay != 30*time.Second || st.Breaker != audit.BreakerClosed {
 				t.Errorf("after clean responses: delay %v, breaker %v; want the 30s ceiling, closed", st.AdaptiveDelay, st.Breaker)
 			}
 		})

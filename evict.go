@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/collypace/ext/audit"
 	"github.com/collypace/ext/internal/shardmap"
 )
 
@@ -86,5 +87,5 @@ func (h *host) idleAt(now time.Time, idle time.Duration) bool {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return !now.Before(h.holdUntil) && h.brk.state == BreakerClosed
+	return !now.Before(h.holdUntil) && h.brk.state == audit.BreakerClosed
 }

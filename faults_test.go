@@ -230,7 +230,7 @@ func TestFaultPersistentParksHost(t *testing.T) {
 				WithBreaker(BreakerPolicy{Failures: 3, Cooldown: time.Hour}))
 			fc.crawl("p", 6)
 			counts := fc.account()
-			if st, _ := fc.p.Host(fc.srv.host()); st.Breaker != BreakerOpen {
+			if st, _ := fc.p.Host(fc.srv.host()); st.Breaker != audit.BreakerOpen {
 				t.Errorf("breaker %v after %d %s faults in a row, want open (Failures: 3)", st.Breaker, fc.srv.count(f), f)
 			}
 			if counts[fateDeferred] == 0 {
@@ -312,7 +312,7 @@ func TestFault429StormTripsAndClosesBreaker(t *testing.T) {
 		t.Fatalf("fates %v, want requests deferred while the breaker is open", counts)
 	}
 	if fc.events(audit.EventBreakerHalfOpen) == 0 { // no probe yet (the crawl ended within the cool-down)
-		if st, _ := fc.p.Host(fc.srv.host()); st.Breaker != BreakerOpen {
+		if st, _ := fc.p.Host(fc.srv.host()); st.Breaker != audit.BreakerOpen {
 			t.Errorf("breaker %v, want open", st.Breaker)
 		}
 	}
@@ -339,7 +339,7 @@ func TestFault429StormTripsAndClosesBreaker(t *testing.T) {
 	if got := fc.srv.count(fault429); got != 4 {
 		t.Errorf("server sent %d 429s, want 4", got)
 	}
-	if st, _ := fc.p.Host(fc.srv.host()); st.Breaker != BreakerClosed || st.InFlight != 0 {
+	if st, _ := fc.p.Host(fc.srv.host()); st.Breaker != audit.BreakerClosed || st.InFlight != 0 {
 		t.Errorf("breaker %v, in flight %d; want closed and 0", st.Breaker, st.InFlight)
 	}
 	var order []audit.Event
@@ -397,7 +397,7 @@ func TestAbortedProbeDoesNotWedgeHost(t *testing.T) {
 			}
 		})
 		visitAll(t, c, base, 1) // refused: the breaker opens
-		if st, _ := p.Host("probe.test"); st.Breaker != BreakerOpen {
+		if st, _ := p.Host("probe.test"); st.Breaker != audit.BreakerOpen {
 			t.Fatalf("breaker %v, want open", st.Breaker)
 		}
 		down.Store(false)
@@ -418,7 +418,7 @@ func TestAbortedProbeDoesNotWedgeHost(t *testing.T) {
 		if log := h.log(); log[len(log)-1].path != "/next" {
 			t.Errorf("server never saw /next: %v", log)
 		}
-		if st, _ := p.Host("probe.test"); st.Breaker != BreakerClosed {
+		if st, _ := p.Host("probe.test"); st.Breaker != audit.BreakerClosed {
 			t.Errorf("breaker %v, want closed after /next succeeded as the probe", st.Breaker)
 		}
 	})

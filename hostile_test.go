@@ -150,7 +150,7 @@ func TestHostileRetryAfter(t *testing.T) {
 					if len(pages) != 1 {
 						t.Errorf("%d page requests, want 1: the host must be parked after it", len(pages))
 					}
-					if st, _ := p.Host("ra.test"); st.Breaker != BreakerOpen {
+					if st, _ := p.Host("ra.test"); st.Breaker != audit.BreakerOpen {
 						t.Errorf("breaker %v, want open", st.Breaker)
 					}
 					if d, _ := p.DeferredRequests(t.Context(), ""); len(d) != 2 {
@@ -420,24 +420,24 @@ func TestHostileStoredState(t *testing.T) {
 		delay    time.Duration // the adaptive delay restored
 		interval time.Duration
 		next     time.Duration // the next departure, from t0
-		breaker  BreakerState
+		breaker  audit.BreakerState
 		parked   bool
 		repaired bool // a state_repaired event
 	}{
-		{"future schema", StoredHost{Version: 99, AdaptiveDelay: time.Hour, HoldUntil: t0.Add(time.Hour)}, time.Second, time.Second, 0, BreakerClosed, false, true},
-		{"schema 0", StoredHost{Version: 0, AdaptiveDelay: 20 * time.Second}, time.Second, time.Second, 0, BreakerClosed, false, true},
-		{"negative adaptive delay", StoredHost{AdaptiveDelay: -5 * time.Second}, time.Second, time.Second, 0, BreakerClosed, false, true},
-		{"adaptive delay of 146 years", StoredHost{AdaptiveDelay: 1 << 62}, DefaultMaxDelay, DefaultMaxDelay, 0, BreakerClosed, false, true},
-		{"hold until year 9999", StoredHost{HoldUntil: far}, time.Second, time.Second, maxRateLimitReset, BreakerClosed, false, true},
-		{"next departure in year 9999", StoredHost{NextDeparture: far}, time.Second, time.Second, 0, BreakerClosed, false, true},
-		{"Crawl-delay of 11 days", StoredHost{CrawlDelay: 1e6 * time.Second}, time.Second, defaultMaxCrawlDelay, 0, BreakerClosed, false, true},
-		{"negative Crawl-delay", StoredHost{CrawlDelay: -time.Second}, time.Second, time.Second, 0, BreakerClosed, false, true},
-		{"negative known limit", StoredHost{KnownLimit: -time.Second}, time.Second, time.Second, 0, BreakerClosed, false, true},
-		{"unknown breaker state", StoredHost{Breaker: 7}, time.Second, time.Second, 0, BreakerClosed, false, true},
-		{"breaker opened in year 9999", StoredHost{Breaker: BreakerOpen, BreakerChanged: far}, time.Second, time.Second, 0, BreakerOpen, true, true},
-		{"half-open from a dead process", StoredHost{Breaker: BreakerHalfOpen, BreakerChanged: t0.Add(-time.Hour)}, time.Second, time.Second, 0, BreakerOpen, false, false},
-		{"negative failure count", StoredHost{Failures: -3}, time.Second, time.Second, 0, BreakerClosed, false, true},
-		{"unknown hold trigger", StoredHost{HoldUntil: t0.Add(10 * time.Second), HoldTrigger: "<script>"}, time.Second, time.Second, 10 * time.Second, BreakerClosed, false, false},
+		{"future schema", StoredHost{Version: 99, AdaptiveDelay: time.Hour, HoldUntil: t0.Add(time.Hour)}, time.Second, time.Second, 0, audit.BreakerClosed, false, true},
+		{"schema 0", StoredHost{Version: 0, AdaptiveDelay: 20 * time.Second}, time.Second, time.Second, 0, audit.BreakerClosed, false, true},
+		{"negative adaptive delay", StoredHost{AdaptiveDelay: -5 * time.Second}, time.Second, time.Second, 0, audit.BreakerClosed, false, true},
+		{"adaptive delay of 146 years", StoredHost{AdaptiveDelay: 1 << 62}, DefaultMaxDelay, DefaultMaxDelay, 0, audit.BreakerClosed, false, true},
+		{"hold until year 9999", StoredHost{HoldUntil: far}, time.Second, time.Second, maxRateLimitReset, audit.BreakerClosed, false, true},
+		{"next departure in year 9999", StoredHost{NextDeparture: far}, time.Second, time.Second, 0, audit.BreakerClosed, false, true},
+		{"Crawl-delay of 11 days", StoredHost{CrawlDelay: 1e6 * time.Second}, time.Second, defaultMaxCrawlDelay, 0, audit.BreakerClosed, false, true},
+		{"negative Crawl-delay", StoredHost{CrawlDelay: -time.Second}, time.Second, time.Second, 0, audit.BreakerClosed, false, true},
+		{"negative known limit", StoredHost{KnownLimit: -time.Second}, time.Second, time.Second, 0, audit.BreakerClosed, false, true},
+		{"unknown breaker state", StoredHost{Breaker: 7}, time.Second, time.Second, 0, audit.BreakerClosed, false, true},
+		{"breaker opened in year 9999", StoredHost{Breaker: audit.BreakerOpen, BreakerChanged: far}, time.Second, time.Second, 0, audit.BreakerOpen, true, true},
+		{"half-open from a dead process", StoredHost{Breaker: audit.BreakerHalfOpen, BreakerChanged: t0.Add(-time.Hour)}, time.Second, time.Second, 0, audit.BreakerOpen, false, false},
+		{"negative failure count", StoredHost{Failures: -3}, time.Second, time.Second, 0, audit.BreakerClosed, false, true},
+		{"unknown hold trigger", StoredHost{HoldUntil: t0.Add(10 * time.Second), HoldTrigger: "<script>"}, time.Second, time.Second, 10 * time.Second, audit.BreakerClosed, false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			st := tc.state
@@ -739,7 +739,7 @@ func TestUserinfoNeverLogged(t *testing.T) {
 		if ev := findEvent(t, &buf, audit.EventPacingBypassed); ev != nil {
 			t.Errorf("pacing_bypassed although the transport is the pacer's: %v", ev[audit.FieldDetail])
 		}
-		if st, _ := p.Host("ui.test"); st.Breaker == BreakerHalfOpen {
+		if st, _ := p.Host("ui.test"); st.Breaker == audit.BreakerHalfOpen {
 			t.Error("breaker left half-open: the probe never resolved")
 		}
 		for _, line := range strings.Split(strings.TrimSpace(buf.String()), "\n") {

@@ -18,12 +18,12 @@ import (
 // that has not departed holds no slot on the schedule, so any change (an interval up or down, a hold, a
 // departure reaching the wire late) applies to every waiting request at once.
 
-// ErrWaitBeyondDeadline is returned when a redirect hop's wait reaches its request's deadline (less
+// errWaitBeyondDeadline is returned when a redirect hop's wait reaches its request's deadline (less
 // deadlineMargin, left for the request itself): http.Client's timeout covers every hop, and a hop that
 // cannot leave in time is retried rather than sent without time to answer. First requests wait in
 // OnRequestHeaders, before that timeout starts, and never fail this way: they wait until they depart
 // or their context ends.
-var ErrWaitBeyondDeadline = errors.New("ext: redirect hop reached its request deadline before it could depart")
+var errWaitBeyondDeadline = errors.New("ext: redirect hop reached its request deadline before it could depart")
 
 // deadlineMargin is the time a redirect hop must leave before its request's deadline.
 const deadlineMargin = time.Second
@@ -243,7 +243,7 @@ func (h *host) release() { <-h.slots }
 // depart waits for an in-flight slot and the departure of a request to h, and returns its flight.
 // traced says the pacer's transport will carry the request and report its wire instant. A first
 // request waits until it departs or ctx ends; a redirect hop (hop) gives up deadlineMargin before
-// ctx's deadline with ErrWaitBeyondDeadline.
+// ctx's deadline with errWaitBeyondDeadline.
 func (p *Pacer) depart(ctx context.Context, h *host, traced, hop bool) (*flight, error) {
 	start := p.now()
 	if err := h.acquire(ctx); err != nil {
@@ -254,7 +254,7 @@ func (p *Pacer) depart(ctx context.Context, h *host, traced, hop bool) (*flight,
 		if deadline, ok := ctx.Deadline(); ok {
 			var cancel context.CancelFunc
 			ctx, cancel = context.WithDeadlineCause(ctx, deadline.Add(-deadlineMargin),
-				fmt.Errorf("%w: %s", ErrWaitBeyondDeadline, h.key))
+				fmt.Errorf("%w: %s", errWaitBeyondDeadline, h.key))
 			defer cancel()
 		}
 	}
@@ -283,7 +283,7 @@ func (p *Pacer) depart(ctx context.Context, h *host, traced, hop bool) (*flight,
 func (p *Pacer) waitDeparture(ctx context.Context, h *host, start time.Time, traced bool) (Reservation, error) {
 	w := &waiter{r: p.cfg.random()}
 	h.mu.Lock()
-	if len(h.waiters) == 0 && h.brk.state == BreakerClosed {
+	if len(h.waiters) == 0 && h.brk.state == audit.BreakerClosed {
 		// The fast path: nobody waits, and the rule may let it go at once (no fleet to ask).
 		if at, res := h.earliestLocked(start, p.cfg.jitter, w.r); !at.After(start) && !p.fleetActive() {
 			h.departLocked(&res, start, traced)
@@ -414,7 +414,7 @@ func (h *host) admitAt(now time.Time, b BreakerPolicy) (admission, <-chan struct
 func (h *host) abandonProbe() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.brk.state == BreakerHalfOpen {
+	if h.brk.state == audit.BreakerHalfOpen {
 		h.brk.settleProbe()
 	}
 }

@@ -17,7 +17,7 @@ type Observer interface {
 	// RetryAfter reports a Retry-After window obeyed: no departure to host for wait.
 	RetryAfter(host string, wait time.Duration)
 	// BreakerChanged reports that host's circuit breaker entered state.
-	BreakerChanged(host string, state BreakerState)
+	BreakerChanged(host string, state audit.BreakerState)
 }
 
 // WithObserver sends the pacer's events to o, which must not be nil.
@@ -34,7 +34,7 @@ func WithObserver(o Observer) Option {
 // nopObserver is the default Observer: it does nothing.
 type nopObserver struct{}
 
-func (nopObserver) Departed(string, time.Duration)      {}
-func (nopObserver) Refused(string, audit.Trigger)       {}
-func (nopObserver) RetryAfter(string, time.Duration)    {}
-func (nopObserver) BreakerChanged(string, BreakerState) {}
+func (nopObserver) Departed(string, time.Duration)            {}
+func (nopObserver) Refused(string, audit.Trigger)             {}
+func (nopObserver) RetryAfter(string, time.Duration)          {}
+func (nopObserver) BreakerChanged(string, audit.BreakerState) {}

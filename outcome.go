@@ -37,7 +37,7 @@ type Verdict struct {
 func classify(o Outcome) Verdict {
 	switch {
 	case o.Err != nil:
-		if errors.Is(o.Err, ErrWaitBeyondDeadline) {
+		if errors.Is(o.Err, errWaitBeyondDeadline) {
 			return Verdict{Retry: true} // our wait, not the host's failure
 		}
 		if errors.Is(o.Err, context.Canceled) {
@@ -273,7 +273,7 @@ func (p *Pacer) auditDeparture(f *flight, at time.Time) {
 // auditAbandoned records a wait that ended without a departure.
 func (p *Pacer) auditAbandoned(h *host, err error) {
 	event := audit.EventDepartureAbandoned
-	if errors.Is(err, ErrWaitBeyondDeadline) {
+	if errors.Is(err, errWaitBeyondDeadline) {
 		event = audit.EventRedirectHopTimedOut
 	}
 	p.audit.emit(zerolog.InfoLevel, auditEvent{

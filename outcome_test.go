@@ -140,7 +140,7 @@ func TestClassify(t *testing.T) {
 		{Outcome{Status: 504}, true, true},
 		{Outcome{Status: 403, Header: header("Retry-After", "5")}, true, true},
 		{Outcome{Err: fmt.Errorf("dial: %w", errTest)}, true, true},
-		{Outcome{Err: fmt.Errorf("hop: %w", ErrWaitBeyondDeadline)}, false, true},
+		{Outcome{Err: fmt.Errorf("hop: %w", errWaitBeyondDeadline)}, false, true},
 		{Outcome{Err: fmt.Errorf("get: %w", context.Canceled)}, false, false},
 	} {
 		v := classify(tc.o)

@@ -112,7 +112,7 @@ type HostSnapshot struct {
 	NextDeparture     time.Time
 	RetryAfterUntil   time.Time // end of the current hold (Retry-After or exhausted rate limit), zero when none
 	InFlight          int
-	Breaker           BreakerState
+	Breaker           audit.BreakerState
 	Departures        int64
 	Refusals          int64
 	Retries           int64

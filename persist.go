@@ -220,8 +220,8 @@ func (p *Pacer) restore(h *host) {
 	if now.Before(st.RateUntil) && st.RateInterval > h.rate.Interval {
 		h.rate.Interval, h.rate.Until = st.RateInterval, st.RateUntil
 	}
-	if h.brk.state == BreakerHalfOpen { // the probe died with the process: probe again
-		h.brk.state = BreakerOpen
+	if h.brk.state == audit.BreakerHalfOpen { // the probe died with the process: probe again
+		h.brk.state = audit.BreakerOpen
 	}
 	h.mu.Unlock()
 	if len(fixes) > 0 { // overwrite what could not be trusted, so the next restart does not find it again

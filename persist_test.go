@@ -128,7 +128,7 @@ func TestCorruptAndStaleStateRepaired(t *testing.T) {
 			}},
 		{"unknown breaker", StoredHost{Version: StateVersion, AdaptiveDelay: time.Second, Breaker: 7},
 			func(s HostSnapshot) string {
-				if s.Breaker != BreakerClosed {
+				if s.Breaker != audit.BreakerClosed {
 					return fmt.Sprintf("breaker %v, want closed", s.Breaker)
 				}
 				return ""

@@ -30,9 +30,9 @@ const queueCtxKey = "_collypace_queue"
 // queueRetryKey marks, in a queued request's context values, a retry: send bypasses the revisit check.
 const queueRetryKey = "_collypace_queue_retry"
 
-// ErrAsyncCollector is returned by Queue.Run for a collector in Async mode: the queue's workers are
+// errAsyncCollector is returned by Queue.Run for a collector in Async mode: the queue's workers are
 // its only goroutines, each running one request at a time.
-var ErrAsyncCollector = errors.New("ext: Queue.Run needs a synchronous collector (Async false)")
+var errAsyncCollector = errors.New("ext: Queue.Run needs a synchronous collector (Async false)")
 
 // Queue is a crawl frontier used like Colly's queue.Queue (AddURL, AddRequest, Run with N workers) but
 // aware of hosts: it keeps one FIFO per host and hands each worker the request whose host can depart
@@ -284,7 +284,7 @@ func (q *Queue) Stop() {
 // one the queue's pacer is not installed on (it would send unpaced).
 func (q *Queue) Run(c *colly.Collector) error {
 	if c.Async {
-		return ErrAsyncCollector
+		return errAsyncCollector
 	}
 	if _, ok := q.p.installed.Load(c); !ok {
 		return errQueueUnpaced
@@ -531,12 +531,12 @@ func (p *Pacer) readyAt(h *host, now time.Time) (time.Time, bool, time.Duration)
 	defer h.mu.Unlock()
 	iv, _ := h.intervalLocked(now)
 	switch h.brk.state {
-	case BreakerOpen:
+	case audit.BreakerOpen:
 		if end := h.brk.reopensAt(p.cfg.breaker.Cooldown); end.After(now) {
 			return end, true, iv
 		}
 		return now, false, iv // the next request is the probe
-	case BreakerHalfOpen:
+	case audit.BreakerHalfOpen:
 		if h.brk.probing {
 			return now.Add(queuePoll), true, iv
 		}

@@ -195,7 +195,7 @@ func TestQueueParkedHostComesBack(t *testing.T) {
 		if len(fetched) != 10 {
 			t.Errorf("pages fetched: %v, want all 10: deferred requests come back to the queue and are sent", fetched)
 		}
-		if st, _ := p.Host("flaky.test"); st.Breaker != BreakerClosed {
+		if st, _ := p.Host("flaky.test"); st.Breaker != audit.BreakerClosed {
 			t.Errorf("breaker %v, want closed", st.Breaker)
 		}
 		if left, _ := p.DeferredRequests(t.Context(), ""); len(left) != 0 {
@@ -208,8 +208,8 @@ func TestQueueParkedHostComesBack(t *testing.T) {
 func TestQueueRefusesAsyncCollector(t *testing.T) {
 	c := colly.NewCollector(colly.Async(true))
 	p := AdaptivePacing(c)
-	if err := NewQueue(p, 2).Run(c); err != ErrAsyncCollector {
-		t.Errorf("Run(async) = %v, want ErrAsyncCollector", err)
+	if err := NewQueue(p, 2).Run(c); err != errAsyncCollector {
+		t.Errorf("Run(async) = %v, want errAsyncCollector", err)
 	}
 }
 

@@ -80,7 +80,7 @@ func TestCrawlDelayAboveThresholdDoesNotTripBreaker(t *testing.T) {
 		c, p := pacedCollector(n, WithBaseDelay(time.Second), WithLogger(zerolog.New(&buf)))
 		visitAll(t, c, base, 6) // 250 s at an interval above the 45 s threshold
 		assertGaps(t, h.gaps("/p/"), 50*time.Second)
-		if st, _ := p.Host("slowbot.test"); st.Breaker != BreakerClosed {
+		if st, _ := p.Host("slowbot.test"); st.Breaker != audit.BreakerClosed {
 			t.Errorf("breaker %v, want closed: a published Crawl-delay is not a refusal", st.Breaker)
 		}
 		if ev := findEvent(t, &buf, audit.EventBreakerOpened); ev != nil {
@@ -103,7 +103,7 @@ func TestSustainedDelayTripsOnlyWhenRefusalsDroveIt(t *testing.T) {
 		at := t0.Add(time.Duration(i) * 50 * time.Second)
 		p.ObserveAt(p.ReserveAt("rl", at), Outcome{Status: 200, Header: header("X-RateLimit-Remaining", "1", "X-RateLimit-Reset", "50")}, at)
 	}
-	if st, _ := p.HostAt("rl", t0.Add(300*time.Second)); st.Breaker != BreakerClosed || st.RateLimitInterval != 50*time.Second {
+	if st, _ := p.HostAt("rl", t0.Add(300*time.Second)); st.Breaker != audit.BreakerClosed || st.RateLimitInterval != 50*time.Second {
 		t.Errorf("rate-limited host: breaker %v, rate interval %v; want closed at 50s", st.Breaker, st.RateLimitInterval)
 	}
 	// A base delay of 60 s (a site's terms), 200s for 5 minutes.
@@ -112,7 +112,7 @@ func TestSustainedDelayTripsOnlyWhenRefusalsDroveIt(t *testing.T) {
 		at := t0.Add(time.Duration(i) * time.Minute)
 		p.ObserveAt(p.ReserveAt("tos", at), Outcome{Status: 200}, at)
 	}
-	if st, _ := p.HostAt("tos", t0.Add(5*time.Minute)); st.Breaker != BreakerClosed {
+	if st, _ := p.HostAt("tos", t0.Add(5*time.Minute)); st.Breaker != audit.BreakerClosed {
 		t.Errorf("60 s base delay: breaker %v, want closed", st.Breaker)
 	}
 	// Refusals every 30 s double the adaptive delay past 45 s (ceiling 2 min): 2 min later, parked.
@@ -122,7 +122,7 @@ func TestSustainedDelayTripsOnlyWhenRefusalsDroveIt(t *testing.T) {
 		at := t0.Add(time.Duration(i) * 30 * time.Second)
 		p.ObserveAt(p.ReserveAt("refuses", at), Outcome{Status: 429}, at)
 	}
-	if st, _ := p.HostAt("refuses", t0.Add(6*time.Minute)); st.Breaker != BreakerOpen {
+	if st, _ := p.HostAt("refuses", t0.Add(6*time.Minute)); st.Breaker != audit.BreakerOpen {
 		t.Errorf("refusing host: breaker %v, want open", st.Breaker)
 	}
 	if ev := findEvent(t, &buf, audit.EventBreakerOpened); ev == nil || !strings.Contains(ev[audit.FieldDetail].(string), string(audit.TripSustainedDelay)) {
@@ -164,7 +164,7 @@ func TestCrawlDelayAboveCapParksUntilRobotsReadAgainOnTTL(t *testing.T) {
 			t.Errorf("robots.txt read %d times, want 4", got)
 		}
 		st, _ := p.Host("slowbot.test")
-		if st.Breaker != BreakerClosed || st.CrawlDelay != 2*time.Second {
+		if st.Breaker != audit.BreakerClosed || st.CrawlDelay != 2*time.Second {
 			t.Errorf("breaker %v, Crawl-delay %v; want closed, 2s", st.Breaker, st.CrawlDelay)
 		}
 		if got, err := p.Drain(t.Context(), c); got != 53 || err != nil {
@@ -293,7 +293,7 @@ func retryAfterEarliest(t *testing.T, value string, opts ...Option) (time.Time, 
 	h, _ := p.hosts.Load("h")
 	h.mu.Lock()
 	earliest := st.RetryAfterUntil
-	if h.brk.state == BreakerOpen {
+	if h.brk.state == audit.BreakerOpen {
 		earliest = later(earliest, h.brk.reopensAt(p.cfg.breaker.Cooldown))
 	}
 	h.mu.Unlock()
@@ -561,7 +561,7 @@ func TestUnreachableRobotsParksAfterLimit(t *testing.T) {
 		if got := len(pageArrivals(h)); got != 3 {
 			t.Errorf("%d pages fetched after robots.txt came back, want 3", got)
 		}
-		if st, _ := p.Host("down.test"); st.Breaker != BreakerClosed {
+		if st, _ := p.Host("down.test"); st.Breaker != audit.BreakerClosed {
 			t.Errorf("breaker %v, want closed", st.Breaker)
 		}
 	})

@@ -206,7 +206,7 @@ func (p *Pacer) robotsFor(ctx context.Context, u *url.URL, agent string, wait bo
 			if err := ctx.Err(); err != nil {
 				return nil, fmt.Errorf("ext: reading robots.txt of %s: %w", origin, context.Cause(ctx))
 			}
-			if errors.Is(ne.err, ErrWaitBeyondDeadline) {
+			if errors.Is(ne.err, errWaitBeyondDeadline) {
 				return nil, fmt.Errorf("ext: reading robots.txt of %s: %w", origin, ne.err)
 			}
 			if e != nil && e.rules() != nil {
@@ -358,7 +358,7 @@ func (p *Pacer) keyCrawlDelay(e, r *robotsEntry) (delay, published time.Duration
 func (p *Pacer) hostParkedOrProbing(h *host) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.brk.state != BreakerClosed
+	return h.brk.state != audit.BreakerClosed
 }
 
 // serveRobots answers Colly's own robots.txt request from the cache, so robots.txt is fetched once

@@ -37,7 +37,7 @@ func (p *Pacer) readRobots(ctx context.Context, e, prev *robotsEntry, h *host, o
 		token = productToken(agent)
 	}
 	switch {
-	case ctx.Err() != nil || errors.Is(err, ErrWaitBeyondDeadline) || errors.Is(err, ErrBreakerOpen) && p.hostParkedOrProbing(h):
+	case ctx.Err() != nil || errors.Is(err, errWaitBeyondDeadline) || errors.Is(err, ErrBreakerOpen) && p.hostParkedOrProbing(h):
 		// Nothing learned of the host: its breaker kept the read from leaving, or the caller gave up
 		// (or its deadline comes before the read could leave). A redirect to a parked host is a failure.
 		e.void = true
@@ -183,7 +183,7 @@ func (p *Pacer) robotsFailed(e, prev *robotsEntry, h *host) {
 			h.wakeHeadLocked()
 		}
 	}
-	parked := h.brk.state == BreakerOpen
+	parked := h.brk.state == audit.BreakerOpen
 	h.mu.Unlock()
 	h.markDirty(p)
 	p.reportBreaker(h, brk, now)

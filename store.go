@@ -29,7 +29,7 @@ type StoredHost struct {
 	HoldTrigger    audit.Trigger // audit.TriggerRetryAfter or audit.TriggerRateLimit
 	CrawlDelay     time.Duration // the Crawl-delay honoured
 	CrawlClamped   bool          // robots.txt asked for more than CrawlDelay
-	Breaker        BreakerState
+	Breaker        audit.BreakerState
 	BreakerChanged time.Time // when the breaker entered its state
 	Failures       int       // consecutive refusals
 	// ParkUntil is when an open breaker parked past its cool-down (a Retry-After above the maximum
@@ -167,7 +167,7 @@ func (s StoredHost) repair(l repairLimits, now time.Time) (StoredHost, []string)
 		fix("crawl delay %v outside [0, %v]: clamped", s.CrawlDelay, l.maxCrawlDelay)
 		s.CrawlDelay = min(max(s.CrawlDelay, 0), l.maxCrawlDelay)
 	}
-	if s.Breaker != BreakerOpen && !s.ParkUntil.IsZero() {
+	if s.Breaker != audit.BreakerOpen && !s.ParkUntil.IsZero() {
 		fix("parked until %v with the breaker not open: forgotten", s.ParkUntil.UTC())
 		s.ParkUntil = time.Time{}
 	}
@@ -188,9 +188,9 @@ func (s StoredHost) repair(l repairLimits, now time.Time) (StoredHost, []string)
 		fix("next departure %v is beyond any interval: reset", s.NextDeparture.UTC())
 		s.NextDeparture = time.Time{}
 	}
-	if !s.Breaker.valid() {
+	if !validBreakerState(s.Breaker) {
 		fix("unknown breaker state %d: closed", int(s.Breaker))
-		s.Breaker, s.BreakerChanged = BreakerClosed, time.Time{}
+		s.Breaker, s.BreakerChanged = audit.BreakerClosed, time.Time{}
 	}
 	if s.BreakerChanged.After(now) {
 		fix("breaker changed in the future (%v): now", s.BreakerChanged.UTC())

@@ -120,3 +120,28 @@ const (
 	FieldWindowEnd      = "window_end"             // holds: no departure before this instant, RFC 3339
 	FieldUntil          = "until"                  // rate_limit_applied setting an interval: when that interval ends (the quota's reset), RFC 3339
 )
+
+// BreakerState is the state of a host's circuit breaker (ext's HostSnapshot.Breaker, its Observer's
+// BreakerChanged). Its values are stored: a new version adds, it never renumbers.
+type BreakerState int
+
+// Breaker states: closed sends requests, open defers them, half-open lets one probe through while
+// the others wait for its outcome.
+const (
+	BreakerClosed BreakerState = iota
+	BreakerOpen
+	BreakerHalfOpen
+)
+
+// String returns the state's name: closed, open or half-open ("unknown" for any other value).
+func (s BreakerState) String() string {
+	switch s {
+	case BreakerClosed:
+		return "closed"
+	case BreakerOpen:
+		return "open"
+	case BreakerHalfOpen:
+		return "half-open"
+	}
+	return "unknown"
+}

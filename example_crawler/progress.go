@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/collypace/ext"
+	"github.com/collypace/ext/audit"
 )
 
 // progress prints the crawl's state every tick: on a terminal it redraws a table in place (ANSI),
@@ -89,7 +89,7 @@ func (p *progress) draw(now time.Time) {
 func progressLine(v hostView, now time.Time) string {
 	line := fmt.Sprintf("%d done, %d left, interval %s (%s), %d in flight, %d refusals, %d retries, %d lost",
 		v.done, v.left, interval(v), trigger(v, now), v.status.InFlight, v.status.Refusals, v.status.Retries, v.failed)
-	if v.deferred > 0 || v.status.Breaker != ext.BreakerClosed {
+	if v.deferred > 0 || v.status.Breaker != audit.BreakerClosed {
 		line += fmt.Sprintf(", %d deferred, breaker %s", v.deferred, v.status.Breaker)
 	}
 	return line

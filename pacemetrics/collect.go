@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/collypace/ext"
+	"github.com/collypace/ext/audit"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -120,11 +121,11 @@ func (c *Collector) scrapeLocked(now time.Time, in scrapeInput) []prometheus.Met
 		if ev := s.events(); ev != s.prevEvents || s.lastActive == 0 {
 			s.prevEvents, s.lastActive = ev, nowNanos
 		}
-		state := ext.BreakerState(s.breaker.Load())
+		state := audit.BreakerState(s.breaker.Load())
 		byState[state]++
 		switch {
 		case s.member.Load():
-		case nowNanos-s.lastActive >= int64(forgetAfter) && state == ext.BreakerClosed:
+		case nowNanos-s.lastActive >= int64(forgetAfter) && state == audit.BreakerClosed:
 			idle = append(idle, s)
 		case s.score > 0 && eligible(s.key):
 			cands.offer(s)

@@ -204,7 +204,7 @@ func (c *Collector) RetryAfter(host string, wait time.Duration) {
 }
 
 // BreakerChanged implements ext.Observer.
-func (c *Collector) BreakerChanged(host string, state ext.BreakerState) {
+func (c *Collector) BreakerChanged(host string, state audit.BreakerState) {
 	if state < 0 || int(state) >= numStates {
 		return
 	}

@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/collypace/ext"
 	"github.com/collypace/ext/audit"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -87,7 +86,7 @@ func TestIdleHostsForgotten(t *testing.T) {
 	depart(c, "member", 5)
 	depart(c, "idle", 1)
 	depart(c, "active", 1)
-	c.BreakerChanged("parked", ext.BreakerOpen)
+	c.BreakerChanged("parked", audit.BreakerOpen)
 	scrape(c)
 	for range 4 {
 		clk.advance(10 * time.Minute)
@@ -113,12 +112,12 @@ func TestIdleHostsForgotten(t *testing.T) {
 func TestObserverDoesNotAllocate(t *testing.T) {
 	c := New()
 	c.Departed("a.test", time.Millisecond)
-	c.BreakerChanged("a.test", ext.BreakerOpen)
+	c.BreakerChanged("a.test", audit.BreakerOpen)
 	for name, f := range map[string]func(){
 		"Departed":       func() { c.Departed("a.test", time.Millisecond) },
 		"Refused":        func() { c.Refused("a.test", audit.TriggerServerError) },
 		"RetryAfter":     func() { c.RetryAfter("a.test", time.Second) },
-		"BreakerChanged": func() { c.BreakerChanged("a.test", ext.BreakerClosed) },
+		"BreakerChanged": func() { c.BreakerChanged("a.test", audit.BreakerClosed) },
 	} {
 		if n := testing.AllocsPerRun(100, f); n != 0 {
 			t.Errorf("%s: %v allocations per call, want 0", name, n)

@@ -33,8 +33,8 @@ func (f fakeQueue) Depths() map[string]int { return f }
 func TestMetricsNamesHelpAndLabels(t *testing.T) {
 	m := pacemetrics.New(pacemetrics.WithTopHosts(1))
 	m.Watch(fakePacer{
-		{Host: "a.test", Interval: time.Second, InFlight: 1, Breaker: ext.BreakerOpen},
-		{Host: "b.test", Interval: 3 * time.Second, InFlight: 2, Breaker: ext.BreakerHalfOpen},
+		{Host: "a.test", Interval: time.Second, InFlight: 1, Breaker: audit.BreakerOpen},
+		{Host: "b.test", Interval: 3 * time.Second, InFlight: 2, Breaker: audit.BreakerHalfOpen},
 		{Host: "c.test", Interval: 2 * time.Second},
 	})
 	m.WatchQueue(fakeQueue{"a.test": 4, "b.test": 2, "z.test": 1})
@@ -47,11 +47,11 @@ func TestMetricsNamesHelpAndLabels(t *testing.T) {
 
 	m.Refused("a.test", audit.TriggerRefusal)
 	m.RetryAfter("a.test", 2200*time.Millisecond)
-	m.BreakerChanged("a.test", ext.BreakerOpen)
+	m.BreakerChanged("a.test", audit.BreakerOpen)
 	m.Refused("b.test", audit.TriggerServerError)
 	m.RetryAfter("b.test", time.Second)
-	m.BreakerChanged("b.test", ext.BreakerOpen)
-	m.BreakerChanged("b.test", ext.BreakerHalfOpen)
+	m.BreakerChanged("b.test", audit.BreakerOpen)
+	m.BreakerChanged("b.test", audit.BreakerHalfOpen)
 
 	const want = `
 # HELP collypace_breaker_hosts Hosts in memory whose circuit breaker is in the state.
@@ -207,10 +207,10 @@ func feed(m *pacemetrics.Collector, hosts []string) {
 					m.RetryAfter(h, time.Second)
 				case 1:
 					m.Refused(h, audit.TriggerTransportError)
-					m.BreakerChanged(h, ext.BreakerOpen)
+					m.BreakerChanged(h, audit.BreakerOpen)
 				case 2:
 					m.Refused(h, audit.TriggerServerError)
-					m.BreakerChanged(h, ext.BreakerHalfOpen)
+					m.BreakerChanged(h, audit.BreakerHalfOpen)
 				}
 			}
 		})
@@ -229,7 +229,7 @@ func TestCardinalityBounded(t *testing.T) {
 			for i := range statuses {
 				h := fmt.Sprintf("host-%d", i)
 				names[i] = h
-				statuses[i] = ext.HostSnapshot{Host: h, Interval: time.Duration(i) * time.Millisecond, InFlight: 1, Breaker: ext.BreakerState(i % 3)}
+				statuses[i] = ext.HostSnapshot{Host: h, Interval: time.Duration(i) * time.Millisecond, InFlight: 1, Breaker: audit.BreakerState(i % 3)}
 				depths[h] = i % 4
 			}
 			m.Watch(statuses)
@@ -302,7 +302,7 @@ func TestCountersMonotonicAcrossTopNChanges(t *testing.T) {
 			}
 			m.Refused(h, audit.TriggerRefusal)
 			m.RetryAfter(h, time.Second)
-			m.BreakerChanged(h, ext.BreakerState(round%3))
+			m.BreakerChanged(h, audit.BreakerState(round%3))
 			fed += n
 		}
 		for i := range hosts {

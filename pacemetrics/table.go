@@ -3,7 +3,6 @@ package pacemetrics
 import (
 	"sync/atomic"
 
-	"github.com/collypace/ext"
 	"github.com/collypace/ext/audit"
 )
 
@@ -30,11 +29,11 @@ func triggerIndex(trigger audit.Trigger) int {
 	return trigOther
 }
 
-// numStates is the number of breaker states; ext.BreakerState values are 0 … numStates-1.
-const numStates = int(ext.BreakerHalfOpen) + 1
+// numStates is the number of breaker states; audit.BreakerState values are 0 … numStates-1.
+const numStates = int(audit.BreakerHalfOpen) + 1
 
 var stateNames = [numStates]string{
-	ext.BreakerClosed.String(), ext.BreakerOpen.String(), ext.BreakerHalfOpen.String(),
+	audit.BreakerClosed.String(), audit.BreakerOpen.String(), audit.BreakerHalfOpen.String(),
 }
 
 // hostStats is what the Collector counts for one host (or, as Collector.other, for the hosts
@@ -43,7 +42,7 @@ var stateNames = [numStates]string{
 type hostStats struct {
 	key         string
 	member      atomic.Bool  // the host has series of its own (top-N)
-	breaker     atomic.Int32 // the last ext.BreakerState reported
+	breaker     atomic.Int32 // the last audit.BreakerState reported
 	departures  atomic.Uint64
 	waitNanos   atomic.Int64 // total waited before departures
 	refusals    [numTriggers]atomic.Uint64

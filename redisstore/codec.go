@@ -162,7 +162,7 @@ func decodeHostHash(host string, m map[string]string) (st ext.StoredHost, ok boo
 		HoldTrigger:    audit.Trigger(m[fieldHoldTrigger]),
 		CrawlDelay:     d.duration(fieldCrawlDelay),
 		CrawlClamped:   d.bool(fieldCrawlClamped),
-		Breaker:        ext.BreakerState(d.int(fieldBreaker)),
+		Breaker:        audit.BreakerState(d.int(fieldBreaker)),
 		BreakerChanged: d.time(fieldBreakerChanged),
 		Failures:       d.int(fieldFailures),
 		UpdatedAt:      d.time(fieldUpdatedAt),

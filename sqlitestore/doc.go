@@ -38,7 +38,7 @@
 //
 // Durations and instants are INTEGER nanoseconds (instants since the Unix epoch; the zero time.Time
 // is 0, and an instant outside the years 1678–2262 is saturated), booleans 0 or 1, the breaker its
-// ext.BreakerState, header and ctx JSON objects. Loaded instants are in UTC. IDs of deleted deferred
+// audit.BreakerState, header and ctx JSON objects. Loaded instants are in UTC. IDs of deleted deferred
 // requests are never reused.
 //
 // # Decoding stored rows

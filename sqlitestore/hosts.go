@@ -176,7 +176,7 @@ func decodeHostRow(vals []any) (ext.StoredHost, error) {
 	st.HoldTrigger = audit.Trigger(d.text(colHoldTrigger))
 	st.CrawlDelay = d.duration(colCrawlDelay)
 	st.CrawlClamped = d.bool(colCrawlClamped)
-	st.Breaker = ext.BreakerState(d.int(colBreaker))
+	st.Breaker = audit.BreakerState(d.int(colBreaker))
 	st.BreakerChanged = d.time(colBreakerChanged)
 	st.Failures = d.int(colFailures)
 	st.UpdatedAt = d.time(colUpdatedAt)

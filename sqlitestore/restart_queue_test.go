@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/collypace/ext"
+	"github.com/collypace/ext/audit"
 	"github.com/collypace/ext/sqlitestore"
 	"github.com/gocolly/colly/v2"
 )
@@ -150,7 +151,7 @@ func TestParkEndStored(t *testing.T) {
 	defer p.Close()
 	p.AdmitAt("park.test", time.Now()) // the host is read from the store
 	snap, _ := p.Host("park.test")
-	if snap.Breaker != ext.BreakerOpen || snap.RetryAfterUntil.Before(now.Add(2*time.Hour)) {
+	if snap.Breaker != audit.BreakerOpen || snap.RetryAfterUntil.Before(now.Add(2*time.Hour)) {
 		t.Errorf("after the restart: breaker %v, held until %v; want open and held 2 h (the park), not cut to 1 h",
 			snap.Breaker, snap.RetryAfterUntil.Sub(now).Round(time.Minute))
 	}

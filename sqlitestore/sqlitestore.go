@@ -224,7 +224,7 @@ func createV1(ctx context.Context, tx *sql.Tx) error {
 			hold_trigger    TEXT    NOT NULL,
 			crawl_delay     INTEGER NOT NULL, -- ns
 			crawl_clamped   INTEGER NOT NULL CHECK (crawl_clamped IN (0, 1)),
-			breaker         INTEGER NOT NULL, -- ext.BreakerState
+			breaker         INTEGER NOT NULL, -- audit.BreakerState
 			breaker_changed INTEGER NOT NULL, -- unix ns
 			failures        INTEGER NOT NULL,
 			updated_at      INTEGER NOT NULL  -- unix ns

@@ -472,7 +472,7 @@ func Sample(host string) ext.StoredHost {
 		AdaptiveDelay: 2500 * time.Millisecond, KnownLimit: 1200 * time.Millisecond,
 		NextDeparture: t0.Add(3 * time.Second), HoldUntil: t0.Add(45 * time.Second), HoldTrigger: audit.TriggerRetryAfter,
 		CrawlDelay: 2 * time.Second, CrawlClamped: true,
-		Breaker: ext.BreakerOpen, BreakerChanged: t0.Add(-time.Minute), Failures: 7, ParkUntil: t0.Add(2 * time.Hour), UpdatedAt: t0,
+		Breaker: audit.BreakerOpen, BreakerChanged: t0.Add(-time.Minute), Failures: 7, ParkUntil: t0.Add(2 * time.Hour), UpdatedAt: t0,
 	}
 }
 
