@@ -9,11 +9,27 @@ import (
 	"github.com/collypace/ext/audit"
 )
 
-// The adaptive delay policy (AIMD on the delay). The numbers are documented in the README.
+// The capacity model: what a host can take, learnt from its refusals (the rate signal) and from its
+// latency (the queueing signal, queue.go's sibling queuemodel.go). The numbers are documented in the
+// README ("The capacity model").
 const (
-	// refusalFactor multiplies the adaptive delay on a refusal (429, 503, Retry-After, 5xx, timeout).
+	// refusalFactor multiplies the delay when a refusal says nothing better: nothing is known yet, or
+	// the host refused a rate it accepted before (its capacity dropped).
 	refusalFactor = 2
-	// slowFactor multiplies it when latency stays above the host's rolling p95.
+	// confirmRun is how many clean responses at a probed interval make it the known-good interval.
+	confirmRun = 4
+	// bisectUntil stops bisecting between the slowest refused and the fastest good interval once they
+	// are this close (good/refused): the pacer then cruises at the good interval.
+	bisectUntil = 1.10
+	// cruiseBeforeProbe is how many clean responses at the good interval, once the bisection is done,
+	// come before the next probe for more capacity (BBR's probe cycle, in responses), and probeGain
+	// how much faster that probe goes; each accepted probe in a row doubles the step (up to maxProbeGain),
+	// so a host whose capacity grew is followed in a few probes. Gains are in percent.
+	cruiseBeforeProbe = 60
+	probeGain         = 8
+	maxProbeGain      = 50
+	// slowFactor multiplies the delay when latency stays above the host's rolling p95 while the
+	// crawler keeps at most one request in flight: the host is slow for everyone, not queueing ours.
 	slowFactor = 1.25
 	// slowRun is how many consecutive samples above p95 it takes: one healthy sample in twenty
 	// is above p95 by definition, three in a row by chance is one in 8 000.
@@ -27,21 +43,6 @@ const (
 	minLatencySamples = 20
 	// latencyWindowSize is how many recent latencies the rolling p95 is computed over.
 	latencyWindowSize = 48
-	// cleanRun is how many clean responses make one decrease step.
-	cleanRun = 2
-	// recoveryMargin puts the recovery target this far above the delay at which the host last refused
-	// for being too fast (its known limit), so the delay settles just on the polite side of its
-	// capacity. When a refusal comes within creepRatio of the known limit (the target was still too
-	// fast), the margin doubles, up to maxMargin, so the limit is found in a few refusals, not in
-	// 10% steps; clean responses at the target halve the extra margin again every marginDecayAfter.
-	recoveryMargin   = 0.10
-	maxMargin        = 1.0
-	creepRatio       = 1.25
-	marginDecayAfter = 10
-	// probeAfter is how many clean responses at the target (with the margin back at its base) it
-	// takes to lower the known limit by probeStep, so the pacer gives capacity back for good.
-	probeAfter = 40
-	probeStep  = 0.04
 	// minBackoff is what a refusal doubles when the delay is smaller (a base delay of 0).
 	minBackoff = 100 * time.Millisecond
 	// outageProbeFloors and minOutageProbe bound how far an outage (503 without Retry-After, other 5xx,
@@ -50,93 +51,162 @@ const (
 	// that it is back, while the breaker parks a host that keeps failing.
 	outageProbeFloors = 8
 	minOutageProbe    = 2 * time.Second
-	// deliveryWindow is how far back the delivery rate is measured when a host refuses for speed: the
-	// accepted departures of that window, as BBR measures a path's delivery rate; minDelivered is how
-	// many it needs to say anything.
-	deliveryWindow = 10 * time.Second
-	minDelivered   = 8
+	// drainWindow is how far back the drain estimate looks for a first rate refusal, and minDelivered
+	// how many accepted departures since it the estimate needs (see drain).
+	drainWindow  = 20 * time.Second
+	minDelivered = 8
 )
 
-// adaptive is the AIMD state of one host's adaptive delay. It is not safe for concurrent use:
-// the host's mutex protects it.
+// refusalKind says what a refusal teaches about the host's speed.
+type refusalKind uint8
+
+const (
+	// refusedRate: asked too fast (429, or any refusal with a Retry-After).
+	refusedRate refusalKind = iota
+	// refusedUnclear: a 503 without Retry-After, nginx limit_req's default answer and an outage's alike.
+	// The first after a clean response is read as a rate refusal; a second in a row shows an outage
+	// (spacing wider did not help), and the first one's lesson is taken back.
+	refusedUnclear
+	// refusedOutage: another 5xx or a broken connection: nothing about speed.
+	refusedOutage
+)
+
+// adaptive is one host's capacity model: the adaptive delay and what it is learnt from. It is not safe
+// for concurrent use: the host's mutex protects it.
+//
+// The rate signal keeps two bounds on the host's capacity interval: good, the fastest interval
+// delivered without refusal, and bad, the slowest refused for speed since. A refused probe goes back to
+// good (no doubling); a probe accepted confirmRun times becomes good; between them the pacer bisects.
+// It doubles only when nothing is known or when the host refuses an interval it accepted before.
 type adaptive struct {
 	delay    time.Duration // the adaptive delay, in [floor, ceiling]: written only by set
-	limit    time.Duration // the delay in effect at the last rate refusal that followed a clean response
-	margin   float64       // the recovery target's margin above limit (recoveryMargin and up)
-	gen      uint64        // bumped on every increase; an outcome of an older generation cannot increase again
-	clean    int           // clean responses of the current generation since the last step
-	atTarget int           // clean responses at the recovery target since the last probe
-	failures int           // consecutive refusals
-	slow     int           // consecutive latency samples above p95
-	probes   int           // probes since the last rate refusal: each lowers the limit twice as much
+	good     time.Duration // fastest interval delivered without refusal (0: unknown)
+	bad      time.Duration // slowest interval refused for speed below good (0: none)
+	gen      uint64        // bumped on every change of delay, good or bad: an outcome of an older generation is stale
+	version  int64         // orders the model's changes across a fleet (unix nanoseconds of the last one)
+	clean    int32         // clean responses of the current generation
+	failures int32         // consecutive refusals
+	gain     uint8         // the next cruise probe's step below good, in percent
+	slow     uint8         // consecutive latency samples above p95
+	probing  bool          // the delay is a cruise probe (not a bisection step)
+	undo     bool          // the last refusal was unclear: undoGood and undoBad are the model before it
+	undoGood time.Duration // restored when a second unclear refusal proves an outage
+	undoBad  time.Duration
 	lat      latencyWindow
-	accepted deliveryRing
-}
-
-// deliveryRing holds the departure instants of the latest accepted responses, as unix milliseconds
-// modulo 2^32 (they wrap every 49 days; only ages within deliveryWindow are read), to keep a tracked
-// host small.
-type deliveryRing struct {
-	at   [12]uint32
-	n    uint8
-	next uint8
-}
-
-func (r *deliveryRing) add(t time.Time) {
-	r.at[r.next] = uint32(t.UnixMilli())
-	r.next = (r.next + 1) % uint8(len(r.at))
-	r.n = min(r.n+1, uint8(len(r.at)))
-}
-
-// sustained is the interval the host sustained before now: the span from the oldest accepted
-// departure of the last deliveryWindow to now, divided by their number (so a burst the host absorbed
-// at the start of the window does not count as capacity), or 0 when fewer than minDelivered are known.
-func (r *deliveryRing) sustained(now time.Time) time.Duration {
-	nowMS := uint32(now.UnixMilli())
-	count, oldest := 0, uint32(0)
-	for i := range int(r.n) {
-		if age := nowMS - r.at[i]; age <= uint32(deliveryWindow.Milliseconds()) {
-			count++
-			oldest = max(oldest, age)
-		}
-	}
-	if count < minDelivered {
-		return 0
-	}
-	return time.Duration(oldest) * time.Millisecond / time.Duration(count)
+	queue    queueModel
+	drain    drain
 }
 
 func newAdaptive(floor time.Duration) adaptive {
-	return adaptive{delay: floor, margin: recoveryMargin}
+	return adaptive{delay: floor, gain: probeGain}
 }
 
-// refuse doubles the delay for an outcome that departed in generation gen. Only the first refusal of a
-// burst counts: the others departed before the increase took effect. rate says the host refused for
-// being asked too fast (429, or a Retry-After): after clean responses, the delay in effect becomes
-// its known limit. An outage (503 without Retry-After, 5xx, a broken connection) teaches nothing
-// about speed. It reports whether the delay went up (not at the ceiling already).
-//
-// For a rate refusal at now, the known limit is the slower of the delay in effect and the interval the
-// host sustained just before (deliveryRing.sustained): a host whose capacity fell is known at its new
-// speed at the first refusal, not after a margin has crept up to it. An outage's backoff stops at the
-// outage probe interval (outageProbeFloors), so the first request after it ends is not far behind.
-func (a *adaptive) refuse(gen uint64, rate bool, floor, ceiling time.Duration, now time.Time) bool {
+// refuse applies a refusal of a departure made in generation gen (spaced by the delay, which has not
+// changed since: the generation is the same), received at now. Only the first refusal of a generation counts: the others
+// departed before the change took effect. It reports whether the delay went up.
+func (a *adaptive) refuse(gen uint64, kind refusalKind, floor, ceiling time.Duration, now time.Time) bool {
 	if gen != a.gen {
 		return false
 	}
-	if a.failures == 0 && rate {
-		if a.limit > 0 && a.delay <= satMul(a.limit, creepRatio) {
-			a.margin = min(a.margin*2, maxMargin) // refused again near the limit: the target was too fast
-		}
-		a.limit = max(a.delay, a.accepted.sustained(now))
-		a.probes = 0
-	}
 	a.failures++
-	next := satMul(max(a.delay, floor, minBackoff), refusalFactor)
-	if !rate {
-		next = min(next, max(a.delay, outageProbe(floor, ceiling)))
+	if kind == refusedUnclear && a.failures > 1 {
+		kind = refusedOutage // spaced wider and refused again: not a rate limit
+		if a.undo {
+			a.good, a.bad = a.undoGood, a.undoBad
+		}
 	}
-	return a.increase(next, floor, ceiling)
+	a.undo = false
+	var next time.Duration
+	switch {
+	case kind == refusedOutage:
+		next = min(satMul(max(a.delay, floor, minBackoff), refusalFactor), max(a.delay, outageProbe(floor, ceiling)))
+	case a.failures > 1:
+		// Refused again at a doubled delay: the bounds learnt nothing new; double again.
+		next = satMul(max(a.delay, floor, minBackoff), refusalFactor)
+	default:
+		a.drain.refused(now)
+		if kind == refusedUnclear {
+			a.undoGood, a.undoBad, a.undo = a.good, a.bad, true
+		}
+		next = a.learnRefusal(a.delay, floor, now)
+	}
+	a.gain, a.probing = probeGain, false
+	return a.increase(next, floor, ceiling) > 0
+}
+
+// learnRefusal moves the bounds for a rate refusal at interval and returns the delay to go on with:
+// the known-good interval when a probe below it was refused; twice the refused interval, or the
+// interval the host sustained since it first refused (drain) when that is between them, when nothing
+// was known or the host refused an interval it had accepted (its capacity dropped).
+func (a *adaptive) learnRefusal(interval, floor time.Duration, now time.Time) time.Duration {
+	if a.good > 0 && interval < a.good {
+		a.bad = max(a.bad, interval)
+		return a.good
+	}
+	a.good, a.bad = 0, interval
+	next := satMul(max(interval, floor, minBackoff), refusalFactor)
+	if est := a.drain.sustained(now); est > interval && est < next {
+		next = est
+	}
+	return next
+}
+
+// succeed counts a clean response of generation gen. A probe (the delay below good, or nothing good
+// known yet) accepted confirmRun times becomes good; at good, the pacer bisects towards bad, or after
+// cruiseBeforeProbe responses probes a step faster; above good (after an outage or a slow spell) it
+// comes back, halving the distance per response. It reports how the delay moved (see set).
+func (a *adaptive) succeed(gen uint64, floor, ceiling time.Duration) int {
+	if gen != a.gen {
+		return 0
+	}
+	a.failures, a.undo = 0, false
+	a.clean++
+	switch {
+	case a.good > 0 && a.delay > a.good:
+		a.clean = 0 // a way back, not a probe: the outcomes in flight still count
+		next := a.delay - (a.delay-a.good)/2
+		if next-a.good < a.good/20 {
+			next = a.good
+		}
+		return a.set(next, floor, ceiling)
+	case a.clean < confirmRun:
+		return 0
+	case a.good == 0 || a.delay < a.good:
+		if a.probing {
+			a.gain = min(a.gain*2, maxProbeGain) // a faster rate held: the next cruise probe goes further
+		}
+		a.good, a.probing = a.delay, false
+		return a.next(floor, ceiling)
+	case a.apart(floor) || a.clean >= cruiseBeforeProbe:
+		return a.next(floor, ceiling)
+	}
+	return 0
+}
+
+// apart reports whether the bounds are too far apart to cruise: good above bisectUntil × the refused
+// bound (the floor when nothing was refused).
+func (a *adaptive) apart(floor time.Duration) bool {
+	return float64(a.good) > float64(max(a.bad, floor))*bisectUntil
+}
+
+// next picks the interval to try at good: the midpoint towards bad (or the floor) while they are
+// apart, the floor when it is close and nothing was refused, and after a cruise a step of gain below good.
+func (a *adaptive) next(floor, ceiling time.Duration) int {
+	switch {
+	case a.good <= floor:
+		return 0
+	case a.apart(floor):
+		bad := max(a.bad, floor)
+		return a.increase(bad+(a.good-bad)/2, floor, ceiling)
+	case a.bad == 0:
+		return a.increase(floor, floor, ceiling)
+	case a.clean < cruiseBeforeProbe:
+		return 0
+	}
+	probe := a.good - a.good*time.Duration(a.gain)/100
+	a.bad = min(a.bad, probe) // a probe below what was refused: forget the old bound
+	a.probing = true
+	return a.increase(max(probe, floor), floor, ceiling)
 }
 
 // outageProbe is how far an outage backs the delay off: 8 floors, at least 2 s, at most the ceiling.
@@ -144,24 +214,29 @@ func outageProbe(floor, ceiling time.Duration) time.Duration {
 	return min(max(satMul(floor, outageProbeFloors), minOutageProbe), ceiling)
 }
 
-// adopt takes the fleet's adaptive delay and known limit (a shared store's) where they are larger than
-// this process's: a refusal one process met paces them all, once (a new generation, as an increase
-// starts), and a limit one process learned is every process's recovery target.
-func (a *adaptive) adopt(delay, limit, floor, ceiling time.Duration) {
-	if limit > a.limit && limit <= ceiling {
-		a.limit = limit
+// capacityModel is what a fleet shares of a host's model.
+type capacityModel struct{ delay, good, bad time.Duration }
+
+func (a *adaptive) model() capacityModel { return capacityModel{a.delay, a.good, a.bad} }
+
+// adopt takes the fleet's newer model (a shared store's, another process's change): one model for the
+// fleet. The outcomes in flight were sent under the old one: a new generation.
+func (a *adaptive) adopt(delay, good, bad time.Duration, version int64, floor, ceiling time.Duration) {
+	a.version = version
+	if (capacityModel{delay, good, bad}) == a.model() {
+		return
 	}
-	if delay > a.delay {
-		a.increase(delay, floor, ceiling)
-	}
+	a.good, a.bad = min(max(good, 0), ceiling), min(max(bad, 0), ceiling)
+	a.increase(delay, floor, ceiling)
 }
 
 // observeLatency feeds a clean response's latency to the rolling p95 and multiplies the delay by 1.25
-// when slowRun consecutive samples are above it. It reports whether the delay went up.
-func (a *adaptive) observeLatency(gen uint64, latency, floor, ceiling time.Duration) bool {
+// when slowRun consecutive samples are above it while the crawler kept one request in flight (a queue
+// of its own making is the queueing signal's, not a slow host's). It reports whether the delay went up.
+func (a *adaptive) observeLatency(gen uint64, latency time.Duration, inFlight int, floor, ceiling time.Duration) bool {
 	p95, ok := a.lat.p95()
 	a.lat.add(latency)
-	if !ok || latency <= satAdd(p95, max(satMul(p95, slowMargin), minSlowMargin)) {
+	if !ok || inFlight > 1 || latency <= satAdd(p95, max(satMul(p95, slowMargin), minSlowMargin)) {
 		a.slow = 0
 		return false
 	}
@@ -170,16 +245,16 @@ func (a *adaptive) observeLatency(gen uint64, latency, floor, ceiling time.Durat
 		return false
 	}
 	a.slow = 0
-	return a.increase(satMul(a.delay, slowFactor), floor, ceiling)
+	return a.increase(satMul(a.delay, slowFactor), floor, ceiling) > 0
 }
 
-// increase raises the delay to d (clamped) and starts a new generation, even at the ceiling: the
-// outcomes in flight still count as one burst. It reports whether the delay went up.
-func (a *adaptive) increase(d, floor, ceiling time.Duration) bool {
-	up := a.set(d, floor, ceiling) > 0
+// increase sets the delay to d (clamped) and starts a new generation, even when d is the delay
+// already: the outcomes in flight were sent under the old model. It reports how the delay moved.
+func (a *adaptive) increase(d, floor, ceiling time.Duration) int {
+	moved := a.set(d, floor, ceiling)
 	a.gen++
-	a.clean, a.atTarget = 0, 0
-	return up
+	a.clean = 0
+	return moved
 }
 
 // set is the one write of the delay: d clamped to [floor, ceiling]. It reports how the delay moved:
@@ -190,56 +265,33 @@ func (a *adaptive) set(d, floor, ceiling time.Duration) int {
 	return cmp.Compare(a.delay, old)
 }
 
-// succeed counts a clean response of generation gen and, after cleanRun of them, subtracts a step
-// sized to the distance from the recovery target (three quarters of it), so a delay doubled by one
-// refusal comes back in a few steps and a delay inflated by an outage falls to the floor within
-// seconds of recovery, while it never undershoots the host's known limit. At the
-// target, after probeAfter clean responses, the known limit is lowered a little to probe for capacity.
-// It reports how the delay moved (see set): a target above the ceiling is met at the ceiling, and the
-// margin shrinking can bring a delay below the target (a restored state) up to it.
-func (a *adaptive) succeed(gen uint64, floor, ceiling time.Duration) int {
-	if gen != a.gen {
-		return 0
-	}
-	a.failures = 0
-	target := a.target(floor)
-	if a.delay <= target {
-		old := a.delay
-		a.set(a.delay, floor, ceiling)
-		a.atTarget++
-		switch {
-		case a.margin > recoveryMargin && a.atTarget >= marginDecayAfter:
-			a.atTarget = 0
-			a.margin = recoveryMargin + (a.margin-recoveryMargin)/2
-			if a.margin < recoveryMargin*1.05 {
-				a.margin = recoveryMargin
-			}
-			a.set(a.target(floor), floor, ceiling)
-		case a.atTarget >= probeAfter && a.limit > 0:
-			// Each probe since the last refusal lowers the limit twice as much as the one before
-			// (4%, 8%, 16%, 32%): a host whose capacity doubled is followed in a few probes.
-			a.atTarget = 0
-			a.limit -= satMul(a.limit, probeStep*float64(int(1)<<min(a.probes, 3)))
-			a.probes++
-			if a.limit < floor {
-				a.limit = 0
-			}
-		}
-		return cmp.Compare(a.delay, old)
-	}
-	a.clean++
-	if a.clean < cleanRun {
-		return 0
-	}
-	a.clean = 0
-	step := max((a.delay-target)*3/4, time.Millisecond)
-	return a.set(max(a.delay-step, target), floor, ceiling)
+// drain measures what a host sustains once it has refused: a token bucket is empty at its first
+// refusal, so what it accepts from then on is bounded by its rate, whatever its burst. sustained is the
+// span from the first rate refusal of the last drainWindow to now, divided by the departures accepted
+// since (hold time included: a bucket refills during it), or 0 when fewer than minDelivered are known.
+type drain struct {
+	since int64 // unix nanoseconds of the first rate refusal (0: none)
+	n     int32 // accepted since
 }
 
-// target is where decreases stop: just above the host's known limit, never below the floor. It may
-// be above the ceiling: the delay then stays at the ceiling.
-func (a *adaptive) target(floor time.Duration) time.Duration {
-	return max(floor, satMul(a.limit, 1+a.margin))
+func (d *drain) refused(now time.Time) {
+	if d.since == 0 || now.UnixNano()-d.since > int64(drainWindow) {
+		d.since, d.n = now.UnixNano(), 0
+	}
+}
+
+func (d *drain) accepted() {
+	if d.since != 0 {
+		d.n++
+	}
+}
+
+func (d *drain) sustained(now time.Time) time.Duration {
+	span := time.Duration(now.UnixNano() - d.since)
+	if d.since == 0 || d.n < minDelivered || span > drainWindow {
+		return 0
+	}
+	return span / time.Duration(d.n)
 }
 
 // latencyWindow is a ring of the latest latencies, in microseconds (saturating at 71 minutes) to keep

@@ -73,10 +73,17 @@ func TestReservationsAreStartBased(t *testing.T) {
 func TestRefusalsClampToCeiling(t *testing.T) {
 	a := newAdaptive(time.Second)
 	for range 10 {
-		a.refuse(a.gen, true, time.Second, 30*time.Second, t0)
+		a.refuse(a.gen, refusedRate, time.Second, 30*time.Second, t0)
 	}
 	if a.delay != 30*time.Second {
 		t.Errorf("delay %v after 10 refusals, want the 30s ceiling", a.delay)
+	}
+}
+
+// confirm feeds confirmRun clean responses: the delay in effect becomes the known-good interval.
+func confirm(a *adaptive, floor time.Duration) {
+	for range confirmRun {
+		a.succeed(a.gen, floor, time.Minute)
 	}
 }
 
@@ -89,26 +96,40 @@ func TestLatencyAboveP95NeedsARun(t *testing.T) {
 		if i%20 == 19 {
 			lat = 900 * ms // one healthy outlier in twenty
 		}
-		if a.observeLatency(a.gen, lat, time.Second, 30*time.Second) {
+		if a.observeLatency(a.gen, lat, 1, time.Second, 30*time.Second) {
 			t.Fatalf("sample %d: isolated outliers raised the delay to %v", i, a.delay)
 		}
 	}
-	a.observeLatency(a.gen, 100*ms, time.Second, 30*time.Second) // healthy: the run starts after it
+	a.observeLatency(a.gen, 100*ms, 1, time.Second, 30*time.Second) // healthy: the run starts after it
 	var raised bool
 	for range slowRun {
-		raised = a.observeLatency(a.gen, 5*time.Second, time.Second, 30*time.Second)
+		raised = a.observeLatency(a.gen, 5*time.Second, 1, time.Second, 30*time.Second)
 	}
 	if !raised || a.delay != 1250*ms {
 		t.Errorf("after %d slow samples: raised=%v delay=%v, want 1.25s", slowRun, raised, a.delay)
 	}
 }
 
-// After an outage inflated the delay, clean responses bring it back to the floor.
+// With several requests in flight, slow responses are the crawler's own queue (the queueing signal's
+// business), not a host slow for everyone: the slow rule stays out of it.
+func TestSlowRuleIgnoresOwnQueue(t *testing.T) {
+	a := newAdaptive(time.Second)
+	for range 40 {
+		a.observeLatency(a.gen, 100*ms, 1, time.Second, 30*time.Second)
+	}
+	for range 2 * slowRun {
+		if a.observeLatency(a.gen, 5*time.Second, 4, time.Second, 30*time.Second) {
+			t.Fatalf("slow samples with 4 in flight raised the delay to %v", a.delay)
+		}
+	}
+}
+
+// After an outage inflated the delay, clean responses bring it back to the good interval it had.
 func TestCleanResponsesReturnToFloor(t *testing.T) {
 	a := newAdaptive(100 * ms)
-	a.succeed(a.gen, 100*ms, 30*time.Second) // a clean response before the outage
+	confirm(&a, 100*ms) // the floor is known good before the outage
 	for range 6 {
-		a.refuse(a.gen, false, 100*ms, 30*time.Second, t0) // 503s without Retry-After: an outage
+		a.refuse(a.gen, refusedOutage, 100*ms, 30*time.Second, t0) // 5xx: an outage
 	}
 	if a.delay != 2*time.Second {
 		t.Fatalf("delay after the outage = %v, want 2s (doubling stops at the outage probe interval)", a.delay)
@@ -121,40 +142,98 @@ func TestCleanResponsesReturnToFloor(t *testing.T) {
 	if a.delay != 100*ms {
 		t.Fatalf("delay = %v after 100 clean responses, want the 100ms floor", a.delay)
 	}
-	if spent > 30*time.Second {
-		t.Errorf("back to the floor after %v of clean responses, want under 30s", spent)
+	if spent > 5*time.Second {
+		t.Errorf("back to the floor after %v of clean responses, want under 5s", spent)
 	}
 }
 
-// After a refusal that followed clean responses, the delay settles just above the delay that was
-// refused (the host's known limit), not back at the floor where it would be refused again.
-func TestDecreaseSettlesAboveKnownLimit(t *testing.T) {
+// Rule 2 of the capacity model: a refused probe goes back to the last interval delivered without
+// refusal, at once; it does not double.
+func TestRefusedProbeReturnsToLastGoodRate(t *testing.T) {
 	a := newAdaptive(100 * ms)
-	a.delay = 220 * ms
-	a.refuse(a.gen, true, 100*ms, 30*time.Second, t0) // 429 at 220ms
-	for range 20 {
-		a.succeed(a.gen, 100*ms, 30*time.Second)
+	a.set(400*ms, 100*ms, time.Minute)
+	confirm(&a, 100*ms)
+	if a.good != 400*ms {
+		t.Fatalf("good = %v after %d clean responses at 400ms, want 400ms", a.good, confirmRun)
 	}
-	if want := 242 * ms; a.delay != want {
-		t.Errorf("delay settled at %v, want %v (known limit + 10%%)", a.delay, want)
+	probe := a.delay
+	if probe >= 400*ms {
+		t.Fatalf("no probe below the good interval after it was confirmed: delay %v", probe)
 	}
-	for range probeAfter {
-		a.succeed(a.gen, 100*ms, 30*time.Second)
-	}
-	if a.limit >= 220*ms {
-		t.Errorf("known limit %v after %d clean responses at the target, want it probed lower", a.limit, probeAfter)
+	a.refuse(a.gen, refusedRate, 100*ms, time.Minute, t0)
+	if a.delay != 400*ms || a.bad != probe {
+		t.Errorf("refused probe at %v: delay %v, refused bound %v; want back at 400ms, bound %v", probe, a.delay, a.bad, probe)
 	}
 }
 
-// A clean response of an older generation neither decreases nor counts toward a decrease.
+// Rule 2: the host refusing an interval it accepted before (its capacity dropped) doubles, and so
+// does a refusal when nothing is known.
+func TestCapacityDropDoubles(t *testing.T) {
+	a := newAdaptive(100 * ms)
+	a.refuse(a.gen, refusedRate, 100*ms, time.Minute, t0) // nothing known
+	if a.delay != 200*ms {
+		t.Fatalf("first refusal at 100ms: delay %v, want 200ms", a.delay)
+	}
+	a.good, a.bad, a.failures = 250*ms, 200*ms, 0 // clean responses came in between
+	a.set(250*ms, 100*ms, time.Minute)
+	a.refuse(a.gen, refusedRate, 100*ms, time.Minute, t0.Add(time.Hour))
+	if a.delay != 500*ms || a.good != 0 || a.bad != 250*ms {
+		t.Errorf("refused at the good 250ms: delay %v, good %v, bad %v; want 500ms, unknown, 250ms", a.delay, a.good, a.bad)
+	}
+}
+
+// Rule 3: between the slowest refused and the fastest good interval the model bisects, and stops
+// within bisectUntil; after cruiseBeforeProbe clean responses it probes a step faster.
+func TestBisectsThenProbesInSteps(t *testing.T) {
+	a := newAdaptive(100 * ms)
+	a.good, a.bad = 400*ms, 200*ms
+	a.set(400*ms, 100*ms, time.Minute)
+	var tried []time.Duration
+	for range 6 {
+		confirm(&a, 100*ms)
+		tried = append(tried, a.delay)
+	}
+	want := []time.Duration{300 * ms, 250 * ms, 225 * ms, 212500 * time.Microsecond, 212500 * time.Microsecond, 212500 * time.Microsecond}
+	if fmt.Sprint(tried) != fmt.Sprint(want) {
+		t.Fatalf("intervals tried %v, want %v", tried, want)
+	}
+	for i := 0; i < cruiseBeforeProbe && a.delay == 212500*time.Microsecond; i++ {
+		a.succeed(a.gen, 100*ms, time.Minute)
+	}
+	if want := 212500*time.Microsecond - 17*ms; a.delay != want {
+		t.Errorf("after a cruise of %d responses: delay %v, want a probe %v (8%% faster)", cruiseBeforeProbe, a.delay, want)
+	}
+}
+
+// A 503 without Retry-After right after clean responses reads as a rate refusal (nginx limit_req);
+// a second one at the wider spacing is an outage, and the first one's lesson is taken back.
+func TestUnclear503(t *testing.T) {
+	a := newAdaptive(100 * ms)
+	a.set(400*ms, 100*ms, time.Minute)
+	confirm(&a, 100*ms) // good 400 ms, probing 250 ms
+	a.refuse(a.gen, refusedUnclear, 100*ms, time.Minute, t0)
+	if a.delay != 400*ms || a.bad != 250*ms {
+		t.Fatalf("503 at a probe: delay %v, bad %v; want back at the good 400ms, bad 250ms", a.delay, a.bad)
+	}
+	a.refuse(a.gen, refusedUnclear, 100*ms, time.Minute, t0)
+	if a.good != 400*ms || a.bad != 0 || a.delay != 800*ms {
+		t.Errorf("second 503 in a row: good %v, bad %v, delay %v; want the model before (400ms, none) and an outage's backoff to 800ms",
+			a.good, a.bad, a.delay)
+	}
+}
+
+// A clean response of an older generation neither decreases nor counts toward a confirmation.
 func TestStaleCleanResponseDoesNotDecrease(t *testing.T) {
 	a := newAdaptive(100 * ms)
 	old := a.gen
-	a.refuse(a.gen, true, 100*ms, 30*time.Second, t0)
+	a.refuse(a.gen, refusedRate, 100*ms, 30*time.Second, t0)
 	for range 5 {
 		if a.succeed(old, 100*ms, 30*time.Second) != 0 {
-			t.Fatal("a response that departed before the increase decreased the delay")
+			t.Fatal("a response that departed before the increase moved the delay")
 		}
+	}
+	if a.good != 0 {
+		t.Errorf("stale responses confirmed %v", a.good)
 	}
 }
 
@@ -189,87 +268,40 @@ func TestOutageBackoffStopsAtProbeInterval(t *testing.T) {
 	} {
 		a := newAdaptive(tc.floor)
 		for range 20 {
-			a.refuse(a.gen, false, tc.floor, tc.ceiling, t0)
+			a.refuse(a.gen, refusedOutage, tc.floor, tc.ceiling, t0)
 		}
 		if a.delay != tc.want {
 			t.Errorf("floor %v ceiling %v: outage backoff %v, want %v", tc.floor, tc.ceiling, a.delay, tc.want)
 		}
-		a.refuse(a.gen, true, tc.floor, tc.ceiling, t0) // a 429 after it: the host is there and says slow down
+		a.refuse(a.gen, refusedRate, tc.floor, tc.ceiling, t0) // a 429 after it: the host is there and says slow down
 		if want := min(2*tc.want, tc.ceiling); a.delay != want {
 			t.Errorf("floor %v: rate refusal after the outage: %v, want %v", tc.floor, a.delay, want)
 		}
 	}
 }
 
-// Issue 9, point 5: at a rate refusal the known limit is the interval the host sustained over the
-// last window (accepted departures), when that is slower than the delay in effect: a host whose
-// capacity halved is known at its new speed at the first refusal.
-func TestRateRefusalLearnsSustainedInterval(t *testing.T) {
-	a := newAdaptive(250 * ms)
-	// 12 departures accepted 500 ms apart over the last 6 s (the host let them through at 2/s),
-	// then a refusal at the 250 ms delay in effect.
-	for i := range 12 {
-		a.accepted.add(t0.Add(time.Duration(i) * 500 * ms))
-	}
-	now := t0.Add(6 * time.Second)
-	a.refuse(a.gen, true, 250*ms, 30*time.Second, now)
-	if a.limit != 500*ms {
-		t.Errorf("limit %v after the refusal, want the sustained 500ms", a.limit)
-	}
-	// Too few accepted departures in the window say nothing: the delay in effect is the limit.
-	b := newAdaptive(250 * ms)
-	for i := range 3 {
-		b.accepted.add(t0.Add(time.Duration(i) * 500 * ms))
-	}
-	b.refuse(b.gen, true, 250*ms, 30*time.Second, now)
-	if b.limit != 250*ms {
-		t.Errorf("limit %v with 3 accepted departures, want the delay in effect, 250ms", b.limit)
-	}
-}
-
-// An outage (503 without Retry-After, 5xx, broken connections) says nothing about the host's speed:
-// once it is over, the delay returns to the floor, not to the delay at which the outage began.
-func TestOutageTeachesNoLimit(t *testing.T) {
-	a := newAdaptive(200 * ms)
-	a.delay = 200 * ms
-	a.refuse(a.gen, false, 200*ms, 30*time.Second, t0)
-	for range 20 {
-		a.succeed(a.gen, 200*ms, 30*time.Second)
-	}
-	if a.delay != 200*ms || a.limit != 0 {
-		t.Errorf("after an outage: delay %v, known limit %v; want the 200ms floor and no limit", a.delay, a.limit)
-	}
-}
-
-// Refusals that keep coming just above the known limit double the margin, so the host's capacity is
-// found in a few refusals rather than in 10% steps; clean responses at the target shrink it again.
-func TestCreepingRefusalsWidenTheMargin(t *testing.T) {
+// A token bucket is empty at its first refusal: what it accepts from then on is its rate, whatever
+// its burst. A refusal at an interval it had accepted goes to that measured interval when it lies
+// between the refused one and its double.
+func TestDrainMeasuresSustainedInterval(t *testing.T) {
 	a := newAdaptive(100 * ms)
-	settle := func() {
-		for range 30 {
-			if a.delay <= a.target(100*ms) {
-				return
-			}
-			a.succeed(a.gen, 100*ms, 30*time.Second)
-		}
+	a.refuse(a.gen, refusedRate, 100*ms, time.Minute, t0) // the bucket is empty from here
+	for range 20 {
+		a.drain.accepted()
 	}
-	var targets []time.Duration
-	for range 3 { // refused each time at the target
-		a.refuse(a.gen, true, 100*ms, 30*time.Second, t0)
-		settle()
-		targets = append(targets, a.target(100*ms))
+	a.good, a.failures = 200*ms, 0
+	a.set(200*ms, 100*ms, time.Minute)
+	a.refuse(a.gen, refusedRate, 100*ms, time.Minute, t0.Add(6*time.Second)) // 20 in 6 s: 300 ms each
+	if a.delay != 300*ms {
+		t.Errorf("refused at its good interval after 20 accepted in 6s: delay %v, want the sustained 300ms", a.delay)
 	}
-	want := []time.Duration{110 * ms, 132 * ms, 184800 * time.Microsecond} // margins 10%, 20%, 40%
-	for i := range want {
-		if targets[i] != want[i] {
-			t.Fatalf("targets after each refusal %v, want %v", targets, want)
-		}
+	var d drain
+	d.refused(t0)
+	for range minDelivered - 1 {
+		d.accepted()
 	}
-	for range marginDecayAfter {
-		a.succeed(a.gen, 100*ms, 30*time.Second)
-	}
-	if a.margin != 0.25 || a.delay != 165*ms {
-		t.Errorf("after %d clean responses at the target: margin %v, delay %v; want 25%% and 165ms", marginDecayAfter, a.margin, a.delay)
+	if got := d.sustained(t0.Add(time.Second)); got != 0 {
+		t.Errorf("sustained %v from %d accepted, want 0 (too few to say)", got, minDelivered-1)
 	}
 }
 
@@ -277,10 +309,10 @@ func TestCreepingRefusalsWidenTheMargin(t *testing.T) {
 func TestLatencyJitterIsNotSlowness(t *testing.T) {
 	a := newAdaptive(time.Second)
 	for range 40 {
-		a.observeLatency(a.gen, 20*ms, time.Second, 30*time.Second)
+		a.observeLatency(a.gen, 20*ms, 1, time.Second, 30*time.Second)
 	}
 	for range 5 {
-		if a.observeLatency(a.gen, 60*ms, time.Second, 30*time.Second) {
+		if a.observeLatency(a.gen, 60*ms, 1, time.Second, 30*time.Second) {
 			t.Fatalf("60ms samples on a 20ms host raised the delay to %v: within the 50ms margin", a.delay)
 		}
 	}
@@ -327,15 +359,15 @@ func TestAdaptiveDelayNeverExceedsCeiling(t *testing.T) {
 			for range 5 { // 1 s doubled to the ceiling
 				observe(refusal)
 			}
-			for range 5 { // refused at the ceiling after a clean response: the margin doubles to 100%
+			for range 5 { // refused at the ceiling after a clean response
 				observe(Outcome{Status: 200})
 				observe(refusal)
 			}
-			for range 4 * marginDecayAfter { // clean responses at the target decay the margin
+			for range 4 * confirmRun { // clean responses at the ceiling: confirmed, then probes below it
 				observe(Outcome{Status: 200})
 			}
-			if st, _ := p.HostAt("h", now); st.AdaptiveDelay != 30*time.Second || st.Breaker != audit.BreakerClosed {
-				t.Errorf("after clean responses: delay %v, breaker %v; want the 30s ceiling, closed", st.AdaptiveDelay, st.Breaker)
+			if st, _ := p.HostAt("h", now); st.AdaptiveDelay > 30*time.Second || st.Breaker != audit.BreakerClosed {
+				t.Errorf("after clean responses: delay %v, breaker %v; want at most the 30s ceiling, closed", st.AdaptiveDelay, st.Breaker)
 			}
 		})
 	}

@@ -161,8 +161,8 @@ func (fc *faultCrawl) increases(trigger audit.Trigger) []map[string]any {
 	return out
 }
 
-// adaptive returns the host's adaptive delay and its recovery target (the floor, or 10% above the
-// delay at which the host last refused after being healthy).
+// adaptive returns the host's adaptive delay and its recovery target (the floor, or the capacity
+// model's good interval when it is above it).
 func (fc *faultCrawl) adaptive() (delay, target time.Duration) {
 	h, ok := fc.p.hosts.Load(fc.srv.host())
 	if !ok {
@@ -170,7 +170,7 @@ func (fc *faultCrawl) adaptive() (delay, target time.Duration) {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.delay.delay, h.delay.target(h.policy.BaseDelay)
+	return h.delay.delay, max(h.policy.BaseDelay, h.delay.good)
 }
 
 // recovers sends clean requests one at a time until the adaptive delay is back at its recovery target,

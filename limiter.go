@@ -50,6 +50,7 @@ type host struct {
 	lastDeparture time.Time // when the latest departure reached the wire (its admission until then)
 	pendingWire   int       // departures admitted whose headers have not reached the wire yet
 	pendingSince  time.Time // when the oldest of them was admitted
+	inFlight      int       // departures of the blocking path whose flight has not finished
 	holdUntil     time.Time // no departure before: Retry-After window or exhausted rate limit
 	holdTrigger   audit.Trigger
 	crawlDelay    time.Duration
@@ -89,6 +90,8 @@ type Reservation struct {
 	compliant bool          // every constraint the host published is honoured in full
 	probe     bool          // the half-open breaker's probe
 	fleet     bool          // admitted by a shared store
+	inFlight  int           // requests in flight to the host when it departed, itself included (0: not counted)
+	robots    bool          // a robots.txt fetch: its latency says nothing about the host's pages
 
 	crawlDelay   time.Duration // the Crawl-delay in force at departure
 	rateInterval time.Duration // the rate-limit interval in force at departure
@@ -124,6 +127,25 @@ func (h *host) earliestLocked(now time.Time, jitterFraction, r float64) (time.Ti
 		res.rateInterval = h.rate.Interval
 	}
 	return at, res
+}
+
+// capLocked is the in-flight cap the queueing signal allows now: the policy's MaxInFlight at most.
+func (h *host) capLocked() int {
+	return h.delay.queue.capFor(h.policy.MaxInFlight)
+}
+
+// flyLocked counts a departure of the blocking path in flight until its flight finishes.
+func (h *host) flyLocked(res *Reservation) {
+	h.inFlight++
+	res.inFlight = h.inFlight
+}
+
+// landed ends a counted flight: the next request may use its place under the cap.
+func (h *host) landed() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.inFlight = max(h.inFlight-1, 0)
+	h.wakeHeadLocked()
 }
 
 // nextLocked is when a request asking at now could depart, jitter aside.
@@ -285,8 +307,9 @@ func (p *Pacer) waitDeparture(ctx context.Context, h *host, start time.Time, tra
 	h.mu.Lock()
 	if len(h.waiters) == 0 && h.brk.state == audit.BreakerClosed {
 		// The fast path: nobody waits, and the rule may let it go at once (no fleet to ask).
-		if at, res := h.earliestLocked(start, p.cfg.jitter, w.r); !at.After(start) && !p.fleetActive() {
+		if at, res := h.earliestLocked(start, p.cfg.jitter, w.r); !at.After(start) && !p.fleetActive() && h.inFlight < h.capLocked() {
 			h.departLocked(&res, start, traced)
+			h.flyLocked(&res)
 			h.mu.Unlock()
 			h.markDirty(p)
 			return res, nil
@@ -342,8 +365,11 @@ func (p *Pacer) waitDeparture(ctx context.Context, h *host, start time.Time, tra
 		}
 		h.mu.Lock()
 		at, res := h.earliestLocked(now, p.cfg.jitter, w.r)
+		capped := h.inFlight >= h.capLocked()
 		h.mu.Unlock()
-		if !at.After(now) {
+		if capped && !at.After(now) {
+			at = now.Add(maxWireWait) // a flight that lands wakes the head
+		} else if !at.After(now) {
 			res.fleet = p.fleetActive()
 			wait, ok, pending := p.fleetAdmit(ctx, h, res.Interval+res.Jitter, now)
 			if pending && wireWaitSince.IsZero() {
@@ -361,6 +387,7 @@ func (p *Pacer) waitDeparture(ctx context.Context, h *host, start time.Time, tra
 				// stays recorded, not pending: one interval of conservatism, never an early request).
 				if !now.Before(h.holdUntil) {
 					h.departLocked(&res, now, traced)
+					h.flyLocked(&res)
 					h.leaveLocked(w)
 					h.mu.Unlock()
 					res.probe, res.Wait = probe, now.Sub(start)
@@ -463,6 +490,9 @@ func (f *flight) finish(p *Pacer, now time.Time) {
 	if f.finished.CompareAndSwap(false, true) {
 		f.wire(p, now, false)
 		f.h.lastBodyDone.Store(now.UnixNano())
+		if f.res.inFlight > 0 {
+			f.h.landed()
+		}
 		f.h.release()
 	}
 }

@@ -15,7 +15,7 @@ func TestDecreaseShortensWaitersAtOnce(t *testing.T) {
 		start := time.Now()
 		p := NewPacer(WithBaseDelay(time.Second), WithJitter(0))
 		h := p.host("h")
-		h.delay.delay, h.delay.limit = 8*time.Second, time.Second
+		h.delay.delay, h.delay.good = 8*time.Second, time.Second
 		res, done, err := p.Wait(t.Context(), "h")
 		if err != nil {
 			t.Fatal(err)
@@ -32,8 +32,8 @@ func TestDecreaseShortensWaitersAtOnce(t *testing.T) {
 		}()
 		time.Sleep(time.Second)
 		p.Observe(res, Outcome{Status: 200, Latency: 50 * time.Millisecond})
-		p.Observe(res, Outcome{Status: 200, Latency: 50 * time.Millisecond}) // 8s → 2.825s
-		if got, want := <-departed, 2825*time.Millisecond; got != want {
+		p.Observe(res, Outcome{Status: 200, Latency: 50 * time.Millisecond}) // 8s → 4.5s → 2.75s
+		if got, want := <-departed, 2750*time.Millisecond; got != want {
 			t.Errorf("waiting request departed at +%v, want +%v (the new interval after the last departure)", got, want)
 		}
 	})
@@ -102,7 +102,7 @@ func TestNoWaitFailsBeforeItsContextEnds(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		p := NewPacer(WithBaseDelay(time.Second), WithJitter(0))
 		h := p.host("h")
-		h.delay.delay = 20 * time.Second
+		h.delay.delay, h.delay.good = 20*time.Second, time.Second // an outage inflated it
 		res, done, err := p.Wait(t.Context(), "h")
 		if err != nil {
 			t.Fatal(err)
@@ -125,7 +125,7 @@ func TestNoWaitFailsBeforeItsContextEnds(t *testing.T) {
 			t.Fatalf("the wait ended after %v with %v, before its context", time.Since(start), err)
 		default:
 		}
-		for range 2 { // the outage is over: 20s comes down to 5.75s, within the deadline
+		for range 2 { // the outage is over: 20s comes down to 5.75s (halfway to 1s, twice), within the deadline
 			p.Observe(res, Outcome{Status: 200})
 		}
 		if err := <-errc; err != nil {

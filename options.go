@@ -20,7 +20,7 @@ import (
 // Defaults of the options. Each is documented in the README's option table.
 const (
 	DefaultBaseDelay         = 1 * time.Second
-	DefaultMaxDelay          = 30 * time.Second
+	DefaultMaxDelay          = 60 * time.Second
 	DefaultJitter            = 0.1
 	DefaultMaxInFlight       = 8 // Scrapy's CONCURRENT_REQUESTS_PER_DOMAIN: keeps a 4 s host on a 1 s interval
 	DefaultMaxRetries        = 3

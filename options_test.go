@@ -175,8 +175,8 @@ func TestBaseDelayAboveMaxDelayIsReported(t *testing.T) {
 		opts []Option
 		key  string
 	}{
-		{"global", []Option{WithBaseDelay(time.Minute), WithMaxDelay(time.Second)}, "x.test"},
-		{"policy", []Option{WithHostPolicy("slow.test", HostPolicy{BaseDelay: time.Minute})}, "slow.test"},
+		{"global", []Option{WithBaseDelay(2 * time.Minute), WithMaxDelay(time.Second)}, "x.test"},
+		{"policy", []Option{WithHostPolicy("slow.test", HostPolicy{BaseDelay: 2 * time.Minute})}, "slow.test"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if _, err := NewPacerErr(tc.opts...); !errors.Is(err, ErrInvalidOption) {
@@ -187,8 +187,8 @@ func TestBaseDelayAboveMaxDelayIsReported(t *testing.T) {
 			if len(alerts) != 1 || !strings.Contains(alerts[0].Detail, "raised") {
 				t.Errorf("alerts %v, want one saying the max delay is raised", alerts)
 			}
-			if pol := p.cfg.policyFor(tc.key); pol.MaxDelay != time.Minute {
-				t.Errorf("max delay %v, want raised to the 1m base", pol.MaxDelay)
+			if pol := p.cfg.policyFor(tc.key); pol.MaxDelay != 2*time.Minute {
+				t.Errorf("max delay %v, want raised to the 2m base", pol.MaxDelay)
 			}
 		})
 	}

@@ -143,6 +143,7 @@ type outcomeEffects struct {
 	brk       *breakerChange
 	held      bool // the host is held after the outcome
 	stops     bool // a change that stops other processes (a hold, a longer interval): written through
+	model     bool // the capacity model changed: written through to a shared store, which the fleet learns from
 	compliant bool // the host's schedule follows what the server published (no clamped Crawl-delay)
 }
 
@@ -153,7 +154,12 @@ func (p *Pacer) applySignals(h *host, res Reservation, s outcomeSignals, now tim
 	defer h.mu.Unlock()
 	before := h.stopMarkLocked(now)
 	events := h.applyLimitsLocked(s, now)
+	model := h.delay.model()
 	moved, event, trigger := h.applyVerdictLocked(res, s, now)
+	changed := h.delay.model() != model
+	if changed {
+		h.delay.version = max(h.delay.version+1, now.UnixNano())
+	}
 	after, _ := h.intervalLocked(now)
 	h.wakeHeadLocked() // the head computes its time again: an interval up or down, a hold, the breaker
 	if moved {
@@ -166,7 +172,7 @@ func (p *Pacer) applySignals(h *host, res Reservation, s outcomeSignals, now tim
 		}
 	}
 	return outcomeEffects{base: h.policy.BaseDelay, events: events, brk: brk, held: now.Before(h.holdUntil), compliant: !h.crawlClamped,
-		stops: h.stopMarkLocked(now).stopsMore(before)}
+		stops: h.stopMarkLocked(now).stopsMore(before), model: changed}
 }
 
 // applyLimitsLocked sets the Retry-After hold and the rate-limit signal on h, and returns the
@@ -200,21 +206,23 @@ func (h *host) applyLimitsLocked(s outcomeSignals, now time.Time) []auditEvent {
 	return events
 }
 
-// applyVerdictLocked moves h's adaptive delay by the verdict: a refusal backs off (a rate refusal
-// when it was a 429 or carried a valid Retry-After), a clean outcome gives back or, when slow, backs
-// off on latency. moved reports a change, with its event and trigger.
+// applyVerdictLocked moves h's capacity model by the verdict: a refusal teaches the rate signal (see
+// refusalKindOf), a clean outcome confirms a rate, feeds the queueing signal and, when slow, backs off
+// on latency. moved reports a change of the delay, with its event and trigger.
 func (h *host) applyVerdictLocked(res Reservation, s outcomeSignals, now time.Time) (moved bool, event audit.Event, trigger audit.Trigger) {
 	floor, ceiling := h.policy.BaseDelay, h.policy.MaxDelay
 	switch {
 	case s.v.Refused:
 		h.refusals++
-		rate := s.o.Status == http.StatusTooManyRequests || s.retryAfterValid
-		return h.delay.refuse(res.gen, rate, floor, ceiling, now), audit.EventDelayIncreased, s.v.Trigger
+		return h.delay.refuse(res.gen, refusalKindOf(s), floor, ceiling, now), audit.EventDelayIncreased, s.v.Trigger
 	case s.v.Trigger == audit.TriggerClean:
-		if !res.At.IsZero() && !res.fleet { // a fleet member sees only its share of what the host sustains
-			h.delay.accepted.add(res.At)
+		if !res.fleet { // a fleet member sees only its share of what the host sustains
+			h.delay.drain.accepted()
 		}
-		if h.delay.observeLatency(res.gen, s.o.Latency, floor, ceiling) {
+		if !res.robots && res.inFlight > 0 {
+			h.delay.queue.observe(s.o.Latency, res.inFlight, res.Interval, h.policy.MaxInFlight, now)
+		}
+		if !res.robots && h.delay.observeLatency(res.gen, s.o.Latency, res.inFlight, floor, ceiling) {
 			return true, audit.EventDelayIncreased, audit.TriggerLatency
 		}
 		switch d := h.delay.succeed(res.gen, floor, ceiling); {
@@ -227,13 +235,25 @@ func (h *host) applyVerdictLocked(res Reservation, s outcomeSignals, now time.Ti
 	return false, "", s.v.Trigger
 }
 
+// refusalKindOf says what a refusal teaches: a 429 or a valid Retry-After is a rate refusal; a 503
+// without one is unclear (nginx's limiter and an outage answer alike); the rest is an outage.
+func refusalKindOf(s outcomeSignals) refusalKind {
+	switch {
+	case s.o.Status == http.StatusTooManyRequests || s.retryAfterValid:
+		return refusedRate
+	case s.o.Status == http.StatusServiceUnavailable:
+		return refusedUnclear
+	}
+	return refusedOutage
+}
+
 // reportOutcome acts on what applying an outcome changed, with no lock held: state written behind,
 // or through for what stops other processes (before the response's callbacks run), the breaker's
 // transition, the observer and the audit trail.
 func (p *Pacer) reportOutcome(h *host, res Reservation, s outcomeSignals, eff outcomeEffects, now time.Time) {
 	h.markDirty(p)
 	p.reportBreaker(h, eff.brk, now) // a transition is written through
-	if eff.brk == nil && eff.stops {
+	if eff.brk == nil && (eff.stops || eff.model && p.fleetActive()) {
 		p.persistNow(h)
 	}
 

@@ -167,7 +167,7 @@ func (h *host) snapshot(now time.Time) StoredHost {
 	defer h.mu.Unlock()
 	return StoredHost{
 		Host: h.key, Version: StateVersion,
-		AdaptiveDelay: h.delay.delay, KnownLimit: h.delay.limit,
+		AdaptiveDelay: h.delay.delay, KnownLimit: h.delay.good, RefusedInterval: h.delay.bad, ModelVersion: h.delay.version,
 		NextDeparture: h.nextLocked(now), HoldUntil: h.holdUntil, HoldTrigger: h.holdTrigger,
 		CrawlDelay: h.crawlDelay, CrawlClamped: h.crawlClamped,
 		Breaker: h.brk.state, BreakerChanged: h.brk.changed, Failures: h.brk.failures,
@@ -206,7 +206,7 @@ func (p *Pacer) restore(h *host) {
 		p.auditState(h, audit.EventStateRepaired, f, now)
 	}
 	h.mu.Lock()
-	h.delay.delay, h.delay.limit = st.AdaptiveDelay, st.KnownLimit
+	h.delay.delay, h.delay.good, h.delay.bad, h.delay.version = st.AdaptiveDelay, st.KnownLimit, st.RefusedInterval, st.ModelVersion
 	h.holdUntil, h.holdTrigger = st.HoldUntil, st.HoldTrigger
 	h.crawlDelay, h.crawlClamped = st.CrawlDelay, st.CrawlClamped
 	iv, _ := h.intervalLocked(now)
@@ -298,7 +298,9 @@ func (p *Pacer) fleetAdmit(ctx context.Context, h *host, gap time.Duration, now 
 		p.writeBack(end)
 	}
 	h.mu.Lock()
-	h.delay.adopt(a.AdaptiveDelay, a.KnownLimit, h.policy.BaseDelay, h.policy.MaxDelay)
+	if a.ModelVersion > h.delay.version {
+		h.delay.adopt(a.AdaptiveDelay, a.KnownLimit, a.RefusedInterval, a.ModelVersion, h.policy.BaseDelay, h.policy.MaxDelay)
+	}
 	h.mu.Unlock()
 	if a.OK {
 		return 0, true, false

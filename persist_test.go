@@ -269,31 +269,58 @@ func (f *fleetAnswer) Admit(context.Context, string, time.Duration) (Admission, 
 func (f *fleetAnswer) Departed(context.Context, string, time.Duration) error { return nil }
 func (f *fleetAnswer) CheckLost(context.Context) (bool, error)               { return false, nil }
 
-// Issue 9, point 3 (one increase per burst holds fleet-wide): a pacer adopts the fleet's adaptive delay
-// and known limit when they are larger than its own, so a refusal another process met paces this one
-// too, and never lowers its own.
-func TestFleetDelaysAdopted(t *testing.T) {
-	store := &fleetAnswer{memoryStore: newMemoryStore(), a: Admission{OK: true, AdaptiveDelay: 4 * time.Second, KnownLimit: 2 * time.Second}}
-	p := NewPacer(WithStore(store), WithBaseDelay(100*time.Millisecond), WithoutRobots())
+// Issue 15 rule 4: the fleet's model is one model. A pacer adopts the stored model (delay, good and
+// refused intervals) when it is newer than its own, whichever way it moves, keeps its own when the
+// stored one is older, and writes its own changes through to the store with a newer version.
+func TestFleetModelIsOneModel(t *testing.T) {
+	store := &fleetAnswer{memoryStore: newMemoryStore(), a: Admission{OK: true,
+		AdaptiveDelay: 400 * time.Millisecond, KnownLimit: 400 * time.Millisecond, RefusedInterval: 250 * time.Millisecond, ModelVersion: 7}}
+	p := NewPacer(WithStore(store), WithBaseDelay(100*time.Millisecond), WithoutRobots(), WithJitter(0))
 	defer p.Close()
-	_, release, err := p.Wait(t.Context(), "fleet.test")
+	res, release, err := p.Wait(t.Context(), "fleet.test")
 	if err != nil {
 		t.Fatal(err)
 	}
 	release()
 	h := p.host("fleet.test")
-	h.mu.Lock()
-	delay, limit := h.delay.delay, h.delay.limit
-	h.mu.Unlock()
-	if delay != 4*time.Second || limit != 2*time.Second {
-		t.Errorf("after an admission: delay %v, limit %v; want the fleet's 4s and 2s", delay, limit)
+	model := func() (capacityModel, int64) {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		return h.delay.model(), h.delay.version
 	}
+	if m, v := model(); m != (capacityModel{400 * time.Millisecond, 400 * time.Millisecond, 250 * time.Millisecond}) || v != 7 {
+		t.Fatalf("after an admission: model %+v version %d; want the fleet's 400/400/250ms, version 7", m, v)
+	}
+	// This process learns: a refusal of a departure under the fleet's model goes back to good... it is
+	// at good: the host refused an interval it accepted, and the delay doubles. Written through, newer.
+	res.gen = h.delay.gen
+	p.ObserveAt(res, Outcome{Status: 429}, time.Now())
+	m, v := model()
+	if m.delay != 800*time.Millisecond || v <= 7 {
+		t.Fatalf("after a refusal: model %+v version %d; want the delay doubled to 800ms, a newer version", m, v)
+	}
+	st, ok, _ := store.LoadHost(t.Context(), "fleet.test")
+	if !ok || st.AdaptiveDelay != 800*time.Millisecond || st.ModelVersion != v {
+		t.Errorf("stored model %v (version %d), want this process's change written through: 800ms, version %d", st.AdaptiveDelay, st.ModelVersion, v)
+	}
+	// An older stored model is not adopted; a newer one is, even when it is faster.
+	if _, release, err = p.Wait(t.Context(), "fleet.test"); err != nil {
+		t.Fatal(err)
+	}
+	release()
+	if m2, _ := model(); m2 != m {
+		t.Errorf("an older stored model (version 7) replaced this process's newer one: %+v", m2)
+	}
+	store.a.ModelVersion, store.a.AdaptiveDelay = v+1, 300*time.Millisecond
 	h.mu.Lock()
-	h.delay.adopt(time.Second, time.Second, 100*time.Millisecond, 30*time.Second)
-	delay, limit = h.delay.delay, h.delay.limit
+	h.lastDeparture = time.Time{}
 	h.mu.Unlock()
-	if delay != 4*time.Second || limit != 2*time.Second {
-		t.Errorf("smaller fleet delays lowered this pacer's: delay %v, limit %v", delay, limit)
+	if _, release, err = p.Wait(t.Context(), "fleet.test"); err != nil {
+		t.Fatal(err)
+	}
+	release()
+	if m2, v2 := model(); m2.delay != 300*time.Millisecond || v2 != v+1 {
+		t.Errorf("a newer stored model was not adopted: %+v version %d, want 300ms version %d", m2, v2, v+1)
 	}
 }
 

@@ -20,18 +20,23 @@ var ErrCorruptState = errors.New("ext: corrupt stored state")
 
 // StoredHost is what a Store keeps of one host: enough to resume pacing it after a restart.
 type StoredHost struct {
-	Host           string
-	Version        int           // StateVersion of the writer
-	AdaptiveDelay  time.Duration // the adaptive delay
-	KnownLimit     time.Duration // the delay at which the host last refused after being healthy
-	NextDeparture  time.Time     // earliest next departure
-	HoldUntil      time.Time     // no departure before: Retry-After window or exhausted rate limit
-	HoldTrigger    audit.Trigger // audit.TriggerRetryAfter or audit.TriggerRateLimit
-	CrawlDelay     time.Duration // the Crawl-delay honoured
-	CrawlClamped   bool          // robots.txt asked for more than CrawlDelay
-	Breaker        audit.BreakerState
-	BreakerChanged time.Time // when the breaker entered its state
-	Failures       int       // consecutive refusals
+	Host          string
+	Version       int           // StateVersion of the writer
+	AdaptiveDelay time.Duration // the adaptive delay
+	KnownLimit    time.Duration // the capacity model's good interval: the fastest delivered without refusal
+	// RefusedInterval is the capacity model's other bound: the slowest interval refused for speed below
+	// KnownLimit (0: none). ModelVersion orders the model's writes (unix nanoseconds of its last change):
+	// a shared store keeps the newest model (AdaptiveDelay, KnownLimit, RefusedInterval) of the fleet.
+	RefusedInterval time.Duration
+	ModelVersion    int64
+	NextDeparture   time.Time     // earliest next departure
+	HoldUntil       time.Time     // no departure before: Retry-After window or exhausted rate limit
+	HoldTrigger     audit.Trigger // audit.TriggerRetryAfter or audit.TriggerRateLimit
+	CrawlDelay      time.Duration // the Crawl-delay honoured
+	CrawlClamped    bool          // robots.txt asked for more than CrawlDelay
+	Breaker         audit.BreakerState
+	BreakerChanged  time.Time // when the breaker entered its state
+	Failures        int       // consecutive refusals
 	// ParkUntil is when an open breaker parked past its cool-down (a Retry-After above the maximum
 	// announced that instant) lets its probe through; zero when the breaker is not parked.
 	ParkUntil time.Time
@@ -113,8 +118,9 @@ type SharedStore interface {
 	// departure is still pending (on its way to the wire: see Departed). Admitted, the store records
 	// now as the host's last departure and the departure as pending, for at most maxWireWait (30 s).
 	// Otherwise it records nothing and says how long to wait before asking again. Either way it
-	// returns the fleet's stored AdaptiveDelay and KnownLimit, which the asking pacer adopts when they
-	// are larger than its own: what one process learned about the host, every process paces by.
+	// returns the fleet's capacity model (AdaptiveDelay, KnownLimit, RefusedInterval, ModelVersion),
+	// which the asking pacer adopts when it is newer than its own: the fleet learns as one model.
+	// SaveHosts keeps the stored model when it is newer than the one given.
 	Admit(ctx context.Context, host string, gap time.Duration) (Admission, error)
 	// Departed ends host's pending departure: its request reached the wire ago before the store's
 	// now, and the last departure moves to at least that instant (a request that never reached the
@@ -130,7 +136,10 @@ type Admission struct {
 	OK            bool          // the departure may go now; the store recorded it
 	Wait          time.Duration // when not OK: how long to wait before asking again
 	AdaptiveDelay time.Duration // the fleet's stored adaptive delay (0: none stored)
-	KnownLimit    time.Duration // the fleet's stored known limit (0: none)
+	KnownLimit    time.Duration // the fleet's stored good interval (0: none)
+	// RefusedInterval and ModelVersion complete the fleet's stored capacity model (see StoredHost).
+	RefusedInterval time.Duration
+	ModelVersion    int64
 	// Lost is true when the store found that it lost what it held (CheckLost): not OK, the pacer
 	// writes back every state it knows, and the store admits nothing until every process had time to.
 	Lost bool
@@ -162,6 +171,10 @@ func (s StoredHost) repair(l repairLimits, now time.Time) (StoredHost, []string)
 	if s.KnownLimit < 0 || s.KnownLimit > l.ceiling {
 		fix("known limit %v outside [0, %v]: forgotten", s.KnownLimit, l.ceiling)
 		s.KnownLimit = 0
+	}
+	if s.RefusedInterval < 0 || s.RefusedInterval > l.ceiling || (s.KnownLimit > 0 && s.RefusedInterval > s.KnownLimit) {
+		fix("refused interval %v outside [0, %v] or above the known limit: forgotten", s.RefusedInterval, min(l.ceiling, max(s.KnownLimit, 0)))
+		s.RefusedInterval = 0
 	}
 	if s.CrawlDelay < 0 || s.CrawlDelay > l.maxCrawlDelay {
 		fix("crawl delay %v outside [0, %v]: clamped", s.CrawlDelay, l.maxCrawlDelay)

@@ -92,6 +92,7 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			return nil, err
 		}
 		f.res.url = p.auditURL(req.URL)
+		f.res.robots = req.Context().Value(robotsFetchKey{}) != nil
 	}
 	req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
 		WroteHeaders: func() { f.wire(p, p.now(), true) },

@@ -37,6 +37,9 @@ const (
 	fieldRateInterval = "rate_interval"
 	fieldRateUntil    = "rate_until"
 	fieldParkUntil    = "park_until"
+	// The capacity model's other fields (ARGV[20..21]): its refused bound and its version.
+	fieldRefusedInterval = "refused_interval"
+	fieldModelVersion    = "model_ver"
 )
 
 // Fields of a host hash that only the scripts write, on the server's clock: the fleet's last departure
@@ -118,6 +121,8 @@ func encodeHostHash(st ext.StoredHost) map[string]string {
 	if !st.ParkUntil.IsZero() {
 		m[fieldParkUntil] = encodeTime(st.ParkUntil)
 	}
+	m[fieldRefusedInterval] = strconv.FormatInt(int64(st.RefusedInterval), 10)
+	m[fieldModelVersion] = strconv.FormatInt(st.ModelVersion, 10)
 	return m
 }
 
@@ -169,6 +174,12 @@ func decodeHostHash(host string, m map[string]string) (st ext.StoredHost, ok boo
 	}
 	if _, present := m[fieldRateInterval]; present {
 		st.RateInterval = d.duration(fieldRateInterval)
+	}
+	if _, present := m[fieldRefusedInterval]; present {
+		st.RefusedInterval = d.duration(fieldRefusedInterval)
+	}
+	if _, present := m[fieldModelVersion]; present {
+		st.ModelVersion = d.int64(fieldModelVersion)
 	}
 	for f, dst := range map[string]*time.Time{fieldRateUntil: &st.RateUntil, fieldParkUntil: &st.ParkUntil} {
 		if _, present := m[f]; present {

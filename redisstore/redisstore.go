@@ -232,7 +232,8 @@ func (s *Store) SaveHosts(ctx context.Context, states []ext.StoredHost) error {
 			now := time.Now()
 			for _, st := range states {
 				args := append(hostArgs(st), timeLeft(st.HoldUntil, now), s.ttlMS(),
-					strconv.FormatInt(int64(st.RateInterval), 10), timeLeft(st.RateUntil, now), encodeTime(st.RateUntil), encodeTime(st.ParkUntil))
+					strconv.FormatInt(int64(st.RateInterval), 10), timeLeft(st.RateUntil, now), encodeTime(st.RateUntil), encodeTime(st.ParkUntil),
+					strconv.FormatInt(int64(st.RefusedInterval), 10), strconv.FormatInt(st.ModelVersion, 10))
 				saveScript.EvalSha(ctx, p, []string{s.hostKey(st.Host)}, args...)
 			}
 			return nil
@@ -355,12 +356,16 @@ func decodeAdmission(host string, cmd *redis.Cmd) (ext.Admission, time.Time, err
 	bad := func() (ext.Admission, time.Time, error) {
 		return ext.Admission{}, time.Time{}, fmt.Errorf("redisstore: admit a departure to host %q: script returned %v: %w", host, res, ext.ErrCorruptState)
 	}
-	if len(res) != 6 {
+	if len(res) != 8 {
 		return bad()
 	}
-	text := make([]string, 4)
+	text := make([]string, 6) // wait, now, adaptive_delay, known_limit, refused_interval, model_ver
 	for i := range text {
-		text[i], _ = res[i+1].(string)
+		j := i + 1
+		if i >= 4 {
+			j++ // after pending
+		}
+		text[i], _ = res[j].(string)
 	}
 	ok, _ := res[0].(int64)
 	pending, _ := res[5].(int64)
@@ -368,10 +373,13 @@ func decodeAdmission(host string, cmd *redis.Cmd) (ext.Admission, time.Time, err
 	now, nerr := decodeTime(text[1])
 	ad, aerr := optionalDuration(text[2])
 	kl, kerr := optionalDuration(text[3])
-	if werr != nil || nerr != nil || aerr != nil || kerr != nil || wait < 0 {
+	ri, rerr := optionalDuration(text[4])
+	mv, verr := optionalDuration(text[5])
+	if werr != nil || nerr != nil || aerr != nil || kerr != nil || rerr != nil || verr != nil || wait < 0 {
 		return bad()
 	}
-	return ext.Admission{OK: ok == 1, Wait: time.Duration(wait), AdaptiveDelay: ad, KnownLimit: kl, Pending: pending == 1}, now, nil
+	return ext.Admission{OK: ok == 1, Wait: time.Duration(wait), AdaptiveDelay: ad, KnownLimit: kl, Pending: pending == 1,
+		RefusedInterval: ri, ModelVersion: int64(mv)}, now, nil
 }
 
 // CheckLost implements ext.SharedStore: the store keeps an epoch key (<prefix>epoch), created by the

@@ -89,16 +89,18 @@ end
 // longest of ARGV's, adaptive_delay, crawl_delay and, before rate_srv, rate_interval. The departure may go when now >= max(last_departure + gap,
 // hold_srv, ARGV[5]) and no departure is pending (pending, the instant it stops being: until Departed
 // clears it). Then last_departure = now, pending = now + ARGV[4], and it returns {1, "0", now,
-// adaptive_delay, known_limit, 0}. Otherwise it changes nothing and returns {0, wait, now,
-// adaptive_delay, known_limit, pending}, pending 1 when the wait is for a pending departure (at most
+// adaptive_delay, known_limit, 0, refused_interval, model_ver}. Otherwise it changes nothing and returns
+// {0, wait, now, adaptive_delay, known_limit, pending, refused_interval, model_ver}, pending 1 when the wait is for a pending departure (at most
 // pendingPoll: its wire instant may come any time); wait, now and the delays in decimal (unix) nanoseconds, a delay "" when
 // none is stored. A field it cannot read is a CORRUPT error (and Redis answers WRONGTYPE for a key
 // that is not a hash).
 var admitScript = redis.NewScript(timeLua + nowLua + ttlLua + `
 local f = redis.call('HMGET', KEYS[1], 'last_departure', 'hold_srv', 'adaptive_delay', 'known_limit',
-  'crawl_delay', 'rate_interval', 'rate_srv', 'pending', 'pending_by')
-local ad, kl = f[3] or '', f[4] or ''
+  'crawl_delay', 'rate_interval', 'rate_srv', 'pending', 'pending_by', 'refused_interval', 'model_ver')
+local ad, kl, ri, mv = f[3] or '', f[4] or '', f[10] or '', f[11] or ''
 if not parse(kl) then kl = '' end
+if not parse(ri) then ri = '' end
+if not parse(mv) then mv = '' end
 local ld_s, ld_n = parse(f[1])
 if ld_s == false then return redis.error_reply('CORRUPT field last_departure is not a decimal int64') end
 local hu_s, hu_n = parse(f[2])
@@ -130,7 +132,7 @@ end
 if less(now_s, now_n, al_s, al_n) then
   local w_s, w_n = al_s - now_s, al_n - now_n
   if w_n < 0 then w_s, w_n = w_s - 1, w_n + E9 end
-  return {0, format(w_s, w_n), format(now_s, now_n), ad, kl, pending}
+  return {0, format(w_s, w_n), format(now_s, now_n), ad, kl, pending, ri, mv}
 end
 redis.call('HSET', KEYS[1], 'last_departure', format(now_s, now_n))
 local pend = tonumber(ARGV[4])
@@ -140,7 +142,7 @@ else
   redis.call('HDEL', KEYS[1], 'pending', 'pending_by')
 end
 refresh(ARGV[3])
-return {1, '0', format(now_s, now_n), ad, kl, 0}
+return {1, '0', format(now_s, now_n), ad, kl, 0, ri, mv}
 `)
 
 // pendingPollNS is, in nanoseconds, the longest a process told to wait for a pending departure waits
@@ -168,7 +170,9 @@ return 1
 // the fields in hostFields order, ARGV[13] "1" to replace without merging, ARGV[14] the hold's time
 // left in nanoseconds when it was sent (0: none), ARGV[15] the TTL as for admitScript, ARGV[16] the
 // rate-limit interval, ARGV[17] its time left (as ARGV[14]), ARGV[18] its end and ARGV[19] the park's
-// end (both unix nanoseconds, "" for none). rate_srv, the rate-limit interval's end on the server's
+// end (both unix nanoseconds, "" for none), ARGV[20] and ARGV[21] the capacity model's refused interval
+// and version. The model (adaptive_delay, known_limit, refused_interval, model_ver) is written only when
+// its version is at least the stored one's: the fleet keeps its newest model. rate_srv, the rate-limit interval's end on the server's
 // clock, keeps the later of the stored and the given value, with its interval; park_until is
 // overwritten, as the breaker is. next_departure
 // and hold_until keep the later of the stored and the given value (hold_trigger goes with hold_until);
@@ -202,8 +206,14 @@ if ARGV[13] ~= '1' then
   if later(old[2], hu) then hu, ht = old[2], old[3] or '' end
   if later(oldhs, hs) then hs = oldhs end
 end
+local ad, kl, ri, mv = ARGV[2], ARGV[3], ARGV[20], ARGV[21]
+local old_model = redis.call('HMGET', KEYS[1], 'adaptive_delay', 'known_limit', 'refused_interval', 'model_ver')
+local omv = tonumber(old_model[4] or '')
+if ARGV[13] ~= '1' and omv and omv > tonumber(mv) and parse(old_model[1]) and parse(old_model[2]) then
+  ad, kl, ri, mv = old_model[1], old_model[2], old_model[3] or '0', old_model[4]
+end
 redis.call('HSET', KEYS[1],
-  'v', ARGV[1], 'adaptive_delay', ARGV[2], 'known_limit', ARGV[3],
+  'v', ARGV[1], 'adaptive_delay', ad, 'known_limit', kl, 'refused_interval', ri, 'model_ver', mv,
   'next_departure', nd, 'hold_until', hu, 'hold_trigger', ht,
   'crawl_delay', ARGV[7], 'crawl_clamped', ARGV[8], 'breaker', ARGV[9],
   'breaker_changed', ARGV[10], 'failures', ARGV[11], 'updated_at', ARGV[12])

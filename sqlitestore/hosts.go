@@ -15,10 +15,10 @@ import (
 // hostColumns are the columns of hosts in the order hostArgs writes and decodeHostRow reads them.
 const hostColumns = `host, version, adaptive_delay, known_limit, next_departure, hold_until, hold_trigger,
 	crawl_delay, crawl_clamped, breaker, breaker_changed, failures, updated_at,
-	park_until, rate_interval, rate_until`
+	park_until, rate_interval, rate_until, refused_interval, model_version`
 
 // numHostColumns is the number of hostColumns.
-const numHostColumns = 16
+const numHostColumns = 18
 
 // Column indexes in hostColumns.
 const (
@@ -38,12 +38,14 @@ const (
 	colParkUntil
 	colRateInterval
 	colRateUntil
+	colRefusedInterval
+	colModelVersion
 )
 
 var hostColumnNames = [numHostColumns]string{
 	"host", "version", "adaptive_delay", "known_limit", "next_departure", "hold_until", "hold_trigger",
 	"crawl_delay", "crawl_clamped", "breaker", "breaker_changed", "failures", "updated_at",
-	"park_until", "rate_interval", "rate_until",
+	"park_until", "rate_interval", "rate_until", "refused_interval", "model_version",
 }
 
 const loadHostSQL = "SELECT " + hostColumns + " FROM hosts WHERE host = ?"
@@ -52,7 +54,7 @@ const loadHostSQL = "SELECT " + hostColumns + " FROM hosts WHERE host = ?"
 // (with the stored hold's trigger when it wins), and the later rate_until (with its interval). A stored value that is not an integer (a file written
 // by something else) counts as 0, so the write heals it.
 const saveHostSQL = "INSERT INTO hosts (" + hostColumns + `)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 	ON CONFLICT (host) DO UPDATE SET
 		version         = excluded.version,
 		adaptive_delay  = excluded.adaptive_delay,
@@ -70,11 +72,13 @@ const saveHostSQL = "INSERT INTO hosts (" + hostColumns + `)
 		park_until      = excluded.park_until,
 		rate_interval   = iif(typeof(rate_until) = 'integer' AND typeof(rate_interval) = 'integer'
 		                      AND rate_until > excluded.rate_until, rate_interval, excluded.rate_interval),
-		rate_until      = max(excluded.rate_until, iif(typeof(rate_until) = 'integer', rate_until, 0))`
+		rate_until      = max(excluded.rate_until, iif(typeof(rate_until) = 'integer', rate_until, 0)),
+		refused_interval = excluded.refused_interval,
+		model_version   = excluded.model_version`
 
 // replaceHostSQL writes one host as given, without the merge: for a state with Replace set.
 const replaceHostSQL = "INSERT OR REPLACE INTO hosts (" + hostColumns + `)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 
 // SaveHosts implements ext.Store: the batch is one transaction, so it is written entirely or not at
 // all. NextDeparture and HoldUntil keep the later of the stored and the given value, unless the state
@@ -109,22 +113,24 @@ func (s *Store) SaveHosts(ctx context.Context, states []ext.StoredHost) error {
 // hostArgs sets args to the column values of st, in hostColumns' order.
 func hostArgs(args *[numHostColumns]any, st ext.StoredHost) {
 	*args = [numHostColumns]any{
-		colHost:           st.Host,
-		colVersion:        int64(st.Version),
-		colAdaptiveDelay:  int64(st.AdaptiveDelay),
-		colKnownLimit:     int64(st.KnownLimit),
-		colNextDeparture:  encodeTime(st.NextDeparture),
-		colHoldUntil:      encodeTime(st.HoldUntil),
-		colHoldTrigger:    string(st.HoldTrigger),
-		colCrawlDelay:     int64(st.CrawlDelay),
-		colCrawlClamped:   encodeBool(st.CrawlClamped),
-		colBreaker:        int64(st.Breaker),
-		colBreakerChanged: encodeTime(st.BreakerChanged),
-		colFailures:       int64(st.Failures),
-		colUpdatedAt:      encodeTime(st.UpdatedAt),
-		colParkUntil:      encodeTime(st.ParkUntil),
-		colRateInterval:   int64(st.RateInterval),
-		colRateUntil:      encodeTime(st.RateUntil),
+		colHost:            st.Host,
+		colVersion:         int64(st.Version),
+		colAdaptiveDelay:   int64(st.AdaptiveDelay),
+		colKnownLimit:      int64(st.KnownLimit),
+		colNextDeparture:   encodeTime(st.NextDeparture),
+		colHoldUntil:       encodeTime(st.HoldUntil),
+		colHoldTrigger:     string(st.HoldTrigger),
+		colCrawlDelay:      int64(st.CrawlDelay),
+		colCrawlClamped:    encodeBool(st.CrawlClamped),
+		colBreaker:         int64(st.Breaker),
+		colBreakerChanged:  encodeTime(st.BreakerChanged),
+		colFailures:        int64(st.Failures),
+		colUpdatedAt:       encodeTime(st.UpdatedAt),
+		colParkUntil:       encodeTime(st.ParkUntil),
+		colRateInterval:    int64(st.RateInterval),
+		colRateUntil:       encodeTime(st.RateUntil),
+		colRefusedInterval: int64(st.RefusedInterval),
+		colModelVersion:    st.ModelVersion,
 	}
 }
 
@@ -183,6 +189,8 @@ func decodeHostRow(vals []any) (ext.StoredHost, error) {
 	st.ParkUntil = d.time(colParkUntil)
 	st.RateInterval = d.duration(colRateInterval)
 	st.RateUntil = d.time(colRateUntil)
+	st.RefusedInterval = d.duration(colRefusedInterval)
+	st.ModelVersion = d.int64(colModelVersion)
 	if d.err != nil {
 		return ext.StoredHost{}, d.err
 	}

@@ -17,7 +17,7 @@ import (
 
 // SchemaVersion is the version of the database schema this build writes; Open migrates older files
 // to it.
-const SchemaVersion = 3
+const SchemaVersion = 4
 
 // ErrNewerSchema is matched (errors.Is) by the error Open returns for a database whose schema version
 // is newer than SchemaVersion: a newer build wrote it, and this one cannot know what it means.
@@ -157,6 +157,20 @@ var migrations = []func(ctx context.Context, tx *sql.Tx) error{
 	0: createV1,
 	1: spillTableV2,
 	2: hostLimitsV3,
+	3: capacityModelV4,
+}
+
+// capacityModelV4 adds the capacity model's refused bound and version to hosts. Older rows have none (0).
+func capacityModelV4(ctx context.Context, tx *sql.Tx) error {
+	for _, q := range []string{
+		`ALTER TABLE hosts ADD COLUMN refused_interval INTEGER NOT NULL DEFAULT 0`, // ns
+		`ALTER TABLE hosts ADD COLUMN model_version INTEGER NOT NULL DEFAULT 0`,
+	} {
+		if _, err := tx.ExecContext(ctx, q); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // migrate reads the schema version from meta and runs the migrations from it to SchemaVersion.

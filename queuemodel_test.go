@@ -1,0 +1,82 @@
+package ext
+
+import (
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// Issue 15 rule 1: a forming queue caps in-flight. One worker serving in 100 ms behind a 20 ms
+// interval: the first response sets the cap at what the interval needs (5); the second, which waited
+// behind it (180 ms with 2 in flight), shows the queue, and the cap falls to the bandwidth-delay
+// product, 2 × 100 / 180 (+10%), rounded down: 1. Responses without a queue at the cap grow it by one.
+func TestFormingQueueCapsInFlight(t *testing.T) {
+	var q queueModel
+	if got := q.capFor(8); got != 8 {
+		t.Fatalf("cap before any response = %d, want the policy's 8", got)
+	}
+	q.observe(100*ms, 1, 20*ms, 8, t0)
+	if got := q.capFor(8); got != 5 {
+		t.Fatalf("cap after a 100ms response at a 20ms interval = %d, want 5", got)
+	}
+	q.observe(180*ms, 2, 20*ms, 8, t0.Add(200*ms))
+	if got := q.capFor(8); got != 1 {
+		t.Fatalf("cap after a queued response (180ms, 2 in flight, base 100ms) = %d, want 1", got)
+	}
+	for i := range calmBeforeGrow {
+		if q.capFor(8) != 1 {
+			t.Fatalf("cap grew after %d calm responses, want %d", i, calmBeforeGrow)
+		}
+		q.observe(101*ms, 1, 20*ms, 8, t0.Add(time.Second))
+	}
+	if got := q.capFor(8); got != 2 {
+		t.Errorf("cap after %d calm responses at the cap = %d, want 2", calmBeforeGrow, got)
+	}
+	// Four workers × 200 ms with 8 in flight wait 400 ms: the product is 4 (+10%: 4).
+	var w queueModel
+	w.observe(200*ms, 1, 20*ms, 8, t0)
+	w.observe(400*ms, 8, 20*ms, 8, t0.Add(time.Second))
+	if got := w.capFor(8); got != 4 {
+		t.Errorf("cap for 4 workers × 200ms = %d, want 4", got)
+	}
+}
+
+// The base latency is a minimum over a window that is measured again: an old minimum ages out, so a
+// host whose unloaded latency rose is not read as queueing forever.
+func TestBaseLatencyIsMeasuredAgain(t *testing.T) {
+	var q queueModel
+	q.observe(50*ms, 1, time.Second, 8, t0)
+	q.observe(120*ms, 1, time.Second, 8, t0.Add(baseWindow+time.Second))
+	q.observe(120*ms, 1, time.Second, 8, t0.Add(2*baseWindow+2*time.Second))
+	if got := q.base(); got != 120*ms {
+		t.Errorf("base after two windows at 120ms = %v, want 120ms (the old 50ms aged out)", got)
+	}
+}
+
+// The cap holds departures: with the cap at 1, a second request waits for the first to land, even
+// when its interval has come.
+func TestInFlightCapHoldsTheHead(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := NewPacer(WithBaseDelay(20*ms), WithJitter(0), WithoutRobots())
+		h := p.host("h")
+		h.delay.queue.limit = 1
+		_, done, err := p.Wait(t.Context(), "h")
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		second := make(chan time.Duration)
+		go func() {
+			_, done, err := p.Wait(t.Context(), "h")
+			if err == nil {
+				done()
+			}
+			second <- time.Since(start)
+		}()
+		time.Sleep(100 * ms) // the first request's response takes 100 ms
+		done()
+		if got := <-second; got != 100*ms {
+			t.Errorf("second request departed after %v, want 100ms (when the first landed)", got)
+		}
+	})
+}
