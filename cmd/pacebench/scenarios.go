@@ -223,7 +223,7 @@ func issue15Scenarios(short bool, limit time.Duration) []Scenario {
 		Name: scOverload4x200, Title: "Overload: 4 workers × 200 ms behind a FIFO queue, never refusing",
 		Interval: 20 * time.Millisecond, Jitter: ext.DefaultJitter, Limit: limit,
 		Groups: []Group{{Label: "4 workers × 200 ms", Hosts: []scenario.HostConfig{{
-			Name: scOverload4x200, Pages: pick(200, 60), Workers: 4, Latency: 200 * time.Millisecond,
+			Name: scOverload4x200, Pages: pick(120, 60), Workers: 4, Latency: 200 * time.Millisecond,
 		}}}},
 	}
 	noBurst := func(rate float64, retryAfter time.Duration) *scenario.Capacity {
