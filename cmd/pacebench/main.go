@@ -4,13 +4,16 @@
 // It runs the six scenarios of issue 4 (latency, hidden capacity, Retry-After as an HTTP-date from a
 // skewed clock, robots.txt Crawl-delay, an outage, ten hosts at once) and the five of issue 9 (a fleet
 // of three processes on one redisstore at a hidden capacity and at a floor, an outage under a context
-// deadline, a steady capacity, a capacity that halves). In each, static Colly and the adaptive pacer
+// deadline, a steady capacity, a capacity that halves) and the eight of issue 15 (a server that queues
+// instead of refusing, with one worker and with four; limiters without burst, as nginx limit_req,
+// steady, halving, answering 503 without Retry-After, shared by a fleet and over a grid of rates and
+// Retry-After values; an enforced quota of 10 per 5 s). In each, static Colly and the adaptive pacer
 // crawl the same pages of identical servers side by side, each on its own servers. The fleet scenarios
 // re-execute this program as worker processes and start a private redis-server (it must be installed).
 // It prints a Markdown table, checks the issue's targets, writes the generated section of
-// BENCHMARKS.md and renders a chart per scenario.
+// BENCHMARKS.md and renders a chart per scenario (limiter-grid, of eight hosts, has a table instead).
 //
-//	go run ./cmd/pacebench                         # the full suite, about 7 minutes
+//	go run ./cmd/pacebench                         # the full suite, about 11 minutes
 //	go run ./cmd/pacebench -short                  # the quick version, a few seconds a scenario
 //	go run ./cmd/pacebench -scenarios outage,capacity
 package main
@@ -179,6 +182,9 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) error {
 			return err
 		}
 		for _, r := range results {
+			if r.Scenario.NoChart {
+				continue
+			}
 			path := filepath.Join(o.out, r.Scenario.Name+"."+o.format)
 			if err := renderChart(r, path); err != nil {
 				return err

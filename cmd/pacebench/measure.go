@@ -38,17 +38,23 @@ type Metrics struct {
 	// MinSent is, for the two requests of the shortest gap at the server (Min), the gap between the
 	// instants their clients handed them to the network (scenario.SentHeader); 0 when unknown. Above
 	// Min, the difference is the requests' transit (dial, write, the server's scheduling).
-	MinSent  time.Duration
-	P95      time.Duration
-	Min      time.Duration
-	Max      time.Duration
-	Capacity float64        // sum of the hosts' token-bucket rates (requests/s); 0 when none
-	Goodput  float64        // pages served 200 per second at the server (see serverGoodput)
-	Step     *StepMetrics   // hosts whose capacity steps mid-crawl; nil otherwise
-	Wall     time.Duration  // from the start of the crawl to the group's last response
-	Lateness []Lateness     // the first request after each Retry-After window
-	Outage   *OutageMetrics // hosts with a scripted outage; nil otherwise
-	Floor    time.Duration  // the interval the group should be paced at: the configured one or Crawl-delay
+	MinSent time.Duration
+	P95     time.Duration
+	Min     time.Duration
+	Max     time.Duration
+	// Capacity is the sum of the hosts' capacities in pages per second: a token bucket's rate, a
+	// quota's limit per window, workers per service time; 0 when none.
+	Capacity float64
+	Goodput  float64 // pages served 200 per second at the server (see serverGoodput)
+	// QueueWaits are the waits for a worker of the pages served 200 by hosts with workers (overload);
+	// WaitMedian and WaitP95 summarize them.
+	QueueWaits          []time.Duration
+	WaitMedian, WaitP95 time.Duration
+	Step                *StepMetrics   // hosts whose capacity steps mid-crawl; nil otherwise
+	Wall                time.Duration  // from the start of the crawl to the group's last response
+	Lateness            []Lateness     // the first request after each Retry-After window
+	Outage              *OutageMetrics // hosts with a scripted outage; nil otherwise
+	Floor               time.Duration  // the interval the group should be paced at: the configured one or Crawl-delay
 }
 
 // GoodputShare is Goodput as a share of Capacity; NaN when the group has no capacity.
@@ -142,9 +148,15 @@ func measure(sc *Scenario, g int, run *Run) *Metrics {
 		m.Pages += h.Config.Pages
 		m.Lost += h.Config.Pages - scenario.PagesOK(pages)
 		for _, a := range pages {
-			if a.Status == http.StatusOK {
-				ok = append(ok, a)
+			if a.Status != http.StatusOK {
+				continue
 			}
+			if h.Config.Workers > 0 {
+				// A queued page is served when its worker finishes it: goodput counts completions.
+				m.QueueWaits = append(m.QueueWaits, a.QueueWait)
+				a.At = a.At.Add(a.QueueWait + h.Config.Latency)
+			}
+			ok = append(ok, a)
 		}
 		if len(pages) > 0 && (first.IsZero() || pages[0].At.Before(first)) {
 			first = pages[0].At
@@ -153,6 +165,7 @@ func measure(sc *Scenario, g int, run *Run) *Metrics {
 		if g, sent := minGapSent(pages); len(pages) > 1 && (minGapSeen == 0 || g < minGapSeen) {
 			minGapSeen, m.MinSent = g, sent
 		}
+		m.Capacity += queueCapacity(h.Config) + quotaCapacity(h.Config)
 		if c := h.Config.Capacity; c != nil {
 			m.Capacity += c.Rate
 			if c.StepAfter > 0 {
@@ -172,6 +185,9 @@ func measure(sc *Scenario, g int, run *Run) *Metrics {
 		m.Wall = lastDone.Sub(run.Start)
 	}
 	m.Goodput = serverGoodput(ok, first)
+	if len(m.QueueWaits) > 0 {
+		m.WaitMedian, m.WaitP95 = scenario.Median(m.QueueWaits), scenario.P95(m.QueueWaits)
+	}
 	if len(m.Gaps) > 0 {
 		m.Median, m.P95 = scenario.Median(m.Gaps), scenario.P95(m.Gaps)
 		m.P1 = scenario.Quantile(m.Gaps, 0.01)
@@ -195,8 +211,26 @@ func minGapSent(pages []scenario.Arrival) (gap, sent time.Duration) {
 	return gap, sent
 }
 
+// queueCapacity is what a host with workers serves per second at most: workers / service time.
+func queueCapacity(cfg scenario.HostConfig) float64 {
+	if cfg.Workers <= 0 || cfg.Latency <= 0 {
+		return 0
+	}
+	return float64(cfg.Workers) / cfg.Latency.Seconds()
+}
+
+// quotaCapacity is an enforced quota's rate: its limit per window, per second.
+func quotaCapacity(cfg scenario.HostConfig) float64 {
+	rl := cfg.RateLimit
+	if rl == nil || !rl.Enforce || rl.Window <= 0 {
+		return 0
+	}
+	return float64(rl.Limit) / rl.Window.Seconds()
+}
+
 // serverGoodput is the rate of pages served 200 at the server: their number divided by the time from
-// the first page request's arrival to the last 200's. 0 when there are fewer than two.
+// the first page request's arrival to the last 200's (to its completion on a host with workers, as
+// measure passes it). 0 when there are fewer than two.
 func serverGoodput(ok []scenario.Arrival, first time.Time) float64 {
 	if len(ok) < 2 {
 		return 0

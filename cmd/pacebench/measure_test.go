@@ -177,8 +177,8 @@ func TestSelectScenarios(t *testing.T) {
 	if _, err := selectScenarios("latency,nope", false); err == nil || !strings.Contains(err.Error(), "nope") {
 		t.Errorf("unknown scenario: err = %v", err)
 	}
-	if all, _ := selectScenarios("all", true); len(all) != 11 {
-		t.Errorf("all: %d scenarios, want 11", len(all))
+	if all, _ := selectScenarios("all", true); len(all) != 19 {
+		t.Errorf("all: %d scenarios, want 19", len(all))
 	}
 }
 
@@ -207,5 +207,68 @@ func TestMinGapSent(t *testing.T) {
 	}
 	if gap, sent := minGapSent(pages); gap != 298*time.Millisecond || sent != 300*time.Millisecond {
 		t.Errorf("min gap %v sent %v apart, want 298ms and 300ms", gap, sent)
+	}
+}
+
+// TestOverloadMetrics: on a host with workers, goodput counts pages as their worker finishes them, and
+// the queue waits the server logged are summarized; capacity is workers / service time.
+func TestOverloadMetrics(t *testing.T) {
+	ms := time.Millisecond
+	cfg := scenario.HostConfig{Pages: 5, Workers: 1, Latency: 100 * ms}
+	// Five pages sent together to one worker: served 0–100, 100–200, … 400–500.
+	var arr []scenario.Arrival
+	for i := range 5 {
+		arr = append(arr, scenario.Arrival{At: at(0), Path: scenario.PagePath(i), Status: 200, QueueWait: time.Duration(i) * 100 * ms})
+	}
+	run := &Run{Start: t0, Wall: time.Second, Hosts: []*HostRun{{Config: cfg, Arrivals: arr}}}
+	sc := &Scenario{Interval: 20 * ms, Groups: []Group{{Hosts: []scenario.HostConfig{cfg}}}}
+	m := measure(sc, 0, run)
+	if m.Capacity != 10 || m.Goodput != 10 {
+		t.Errorf("capacity %g/s, goodput %g/s; want 10 and 10 (5 pages finished over 500 ms)", m.Capacity, m.Goodput)
+	}
+	if m.WaitMedian != 200*ms || m.WaitP95 != 400*ms || len(m.QueueWaits) != 5 {
+		t.Errorf("waits %v: median %v, p95 %v; want 5 waits, median 200ms, p95 400ms", m.QueueWaits, m.WaitMedian, m.WaitP95)
+	}
+}
+
+func TestQuotaCapacity(t *testing.T) {
+	enforced := scenario.HostConfig{RateLimit: &scenario.RateLimit{Limit: 10, Window: 5 * time.Second, Enforce: true}}
+	advice := scenario.HostConfig{RateLimit: &scenario.RateLimit{Limit: 10, Window: 5 * time.Second}}
+	if got := quotaCapacity(enforced); got != 2 {
+		t.Errorf("enforced 10 per 5 s: %g/s, want 2", got)
+	}
+	if got := quotaCapacity(advice); got != 0 {
+		t.Errorf("advice only: %g/s, want 0 (no capacity to measure against)", got)
+	}
+}
+
+// TestLimiterGridTable: every cell of the grid is reported, in a table of rates by Retry-After, and the
+// grid has one target per cell.
+func TestLimiterGridTable(t *testing.T) {
+	scs, err := selectScenarios(scLimiterGrid, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := syntheticResult(scs[0])
+	for _, mode := range []Mode{Static, Adaptive} {
+		for g := range r.Scenario.Groups {
+			r.Metrics[mode] = append(r.Metrics[mode], measure(&r.Scenario, g, r.Runs[mode]))
+		}
+	}
+	table := renderGrid(r)
+	if rows := strings.Count(table, "\n| "); rows != len(gridRates)+1 {
+		t.Errorf("%d rows, want a header and one per rate:\n%s", rows, table)
+	}
+	if cells := strings.Count(table, "adaptive "); cells != len(gridRates)*len(gridRetryAfter)+1 {
+		t.Errorf("%d cells, want %d:\n%s", cells-1, len(gridRates)*len(gridRetryAfter), table)
+	}
+	var cellTargets int
+	for _, tg := range evaluate([]*ScenarioResult{r}, 0, false) {
+		if strings.Contains(tg.Text, "85% of capacity, no URL lost") {
+			cellTargets++
+		}
+	}
+	if cellTargets != len(gridRates)*len(gridRetryAfter) {
+		t.Errorf("%d targets for the grid's cells, want %d", cellTargets, len(gridRates)*len(gridRetryAfter))
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 )
@@ -72,6 +73,9 @@ func notes(sc *Scenario, run *Run, m *Metrics) string {
 			n = append(n, fmt.Sprintf("the shortest gap's two requests were handed to the network %s apart", fmtDur(m.MinSent)))
 		}
 	}
+	if len(m.QueueWaits) > 0 {
+		n = append(n, fmt.Sprintf("server queue wait median %s, p95 %s (service time %s)", fmtDur(m.WaitMedian), fmtDur(m.WaitP95), fmtDur(serviceTime(run))))
+	}
 	if st := m.Step; st != nil {
 		n = append(n, fmt.Sprintf("before the step %s, %d refused; after %s, %d refused",
 			fmtStepShare(st.Before, st.CapBefore), st.RefusedBefore, fmtStepShare(st.After, st.CapAfter), st.RefusedAfter))
@@ -101,6 +105,48 @@ func notes(sc *Scenario, run *Run, m *Metrics) string {
 		n = append(n, fmt.Sprintf("%d requests deferred by the breaker", run.Deferred))
 	}
 	return strings.Join(n, "; ")
+}
+
+// serviceTime is the service time of the run's first host with workers (overload).
+func serviceTime(run *Run) time.Duration {
+	for _, h := range run.Hosts {
+		if h.Config.Workers > 0 {
+			return h.Config.Latency
+		}
+	}
+	return 0
+}
+
+// renderGrid renders limiter-grid as a table: a row per rate, a column per Retry-After, each cell the
+// adaptive pacer's goodput, refusals and lost pages, then static Colly's.
+func renderGrid(r *ScenarioResult) string {
+	var b strings.Builder
+	b.WriteString("Each cell: goodput as a share of the limiter's rate, requests refused, pages lost; adaptive pacing, then static Colly.\n\n")
+	b.WriteString("| Rate (no burst) |")
+	for _, ra := range gridRetryAfter {
+		fmt.Fprintf(&b, " Retry-After %s |", fmtLabel(ra))
+	}
+	b.WriteString("\n|---|")
+	for range gridRetryAfter {
+		b.WriteString("---|")
+	}
+	b.WriteString("\n")
+	cell := func(m *Metrics) string {
+		return fmt.Sprintf("%.0f%%, %d refused, %d lost", m.GoodputShare()*100, m.Refused, m.Lost)
+	}
+	for _, rate := range gridRates {
+		fmt.Fprintf(&b, "| %g/s |", rate)
+		for _, ra := range gridRetryAfter {
+			g := slices.IndexFunc(r.Scenario.Groups, func(grp Group) bool { return grp.Label == gridLabel(rate, ra) })
+			if g < 0 {
+				b.WriteString(" — |")
+				continue
+			}
+			fmt.Fprintf(&b, " adaptive %s; static %s |", cell(r.Metrics[Adaptive][g]), cell(r.Metrics[Static][g]))
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
 }
 
 // renderTargets renders the targets table.
@@ -144,6 +190,12 @@ func renderSection(info RunInfo, results []*ScenarioResult, targets []Target, ch
 	fmt.Fprintf(&b, ". Targets met: **%d of %d**.\n\n", met, len(targets))
 	b.WriteString("### Results\n\n")
 	b.WriteString(renderResults(results))
+	for _, r := range results {
+		if r.Scenario.Name == scLimiterGrid {
+			b.WriteString("\n### Limiter grid\n\n")
+			b.WriteString(renderGrid(r))
+		}
+	}
 	b.WriteString("\n### Targets\n\n")
 	b.WriteString(renderTargets(targets))
 	if len(charts) > 0 {

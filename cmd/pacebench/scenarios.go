@@ -23,6 +23,9 @@ type Scenario struct {
 	// each crawling its share of every host's pages; the adaptive ones share one redisstore on a
 	// private redis-server, the static ones nothing.
 	Processes int
+	// NoChart leaves the scenario out of the charts: a scenario of many hosts (limiter-grid) is
+	// reported as a table only.
+	NoChart bool
 }
 
 // Group is a set of hosts of the same character, measured together (their gaps are pooled).
@@ -46,6 +49,17 @@ const (
 	scOutageDeadline = "outage-deadline"
 	scSteadyCapacity = "steady-capacity"
 	scCapacityStep   = "capacity-step"
+
+	// The scenarios of issue 15 (one capacity model per host): a server that queues instead of
+	// refusing, and limiters without burst (nginx limit_req), quota headers.
+	scOverload      = "overload"
+	scOverload4x200 = "overload-4x200"
+	scSteadyNoBurst = "steady-nb"
+	scStepNoBurst   = "step-nb"
+	scNginx503      = "nginx-503"
+	scFleetNoBurst  = "fleet-nb"
+	scLimiterGrid   = "limiter-grid"
+	scQuota         = "quota"
 )
 
 // issue4 reports whether a scenario is one of issue 4's six (the whole-suite time target covers those).
@@ -60,7 +74,7 @@ func issue4(name string) bool {
 // fleetSize is the number of crawler processes of the fleet scenarios.
 const fleetSize = 3
 
-// allScenarios returns the six scenarios of issue 4, then the five of issue 9. The short versions keep each scenario's
+// allScenarios returns the six scenarios of issue 4, the five of issue 9, then the eight of issue 15. The short versions keep each scenario's
 // character with fewer pages and shorter waits, so each runs in a few seconds (the Go tests).
 func allScenarios(short bool) []Scenario {
 	pick := func(full, brief int) int {
@@ -176,7 +190,110 @@ func allScenarios(short bool) []Scenario {
 			Capacity: &scenario.Capacity{Rate: 4, Burst: 4, RetryAfter: time.Second, StepAfter: stepAt, StepRate: 2},
 		}}}},
 	}
-	return []Scenario{latency, capacity, httpDate, robots, outage, ten, fleetCapacity, fleetFloor, outageDeadline, steady, step}
+	all := []Scenario{latency, capacity, httpDate, robots, outage, ten, fleetCapacity, fleetFloor, outageDeadline, steady, step}
+	return append(all, issue15Scenarios(short, limit)...)
+}
+
+// issue15Scenarios returns the scenarios of issue 15: a server that never refuses but queues (one
+// worker × 100 ms, and four × 200 ms), limiters without burst (burst 1: nginx's limit_req without
+// burst) steady, stepping, answering nginx's default 503 without Retry-After, shared by a fleet and
+// over a grid of rates and Retry-After values, and an enforced quota of 10 per 5 s.
+func issue15Scenarios(short bool, limit time.Duration) []Scenario {
+	pick := func(full, brief int) int {
+		if short {
+			return brief
+		}
+		return full
+	}
+	dur := func(full, brief time.Duration) time.Duration {
+		if short {
+			return brief
+		}
+		return full
+	}
+	fast := 20 * time.Millisecond
+	overload := Scenario{
+		Name: scOverload, Title: "Overload: 1 worker × 100 ms behind a FIFO queue, never refusing",
+		Interval: 20 * time.Millisecond, Jitter: ext.DefaultJitter, Limit: limit,
+		Groups: []Group{{Label: "1 worker × 100 ms", Hosts: []scenario.HostConfig{{
+			Name: scOverload, Pages: pick(120, 30), Workers: 1, Latency: 100 * time.Millisecond,
+		}}}},
+	}
+	overload4 := Scenario{
+		Name: scOverload4x200, Title: "Overload: 4 workers × 200 ms behind a FIFO queue, never refusing",
+		Interval: 20 * time.Millisecond, Jitter: ext.DefaultJitter, Limit: limit,
+		Groups: []Group{{Label: "4 workers × 200 ms", Hosts: []scenario.HostConfig{{
+			Name: scOverload4x200, Pages: pick(120, 60), Workers: 4, Latency: 200 * time.Millisecond,
+		}}}},
+	}
+	noBurst := func(rate float64, retryAfter time.Duration) *scenario.Capacity {
+		return &scenario.Capacity{Rate: rate, Burst: 1, RetryAfter: retryAfter}
+	}
+	steady := Scenario{
+		Name: scSteadyNoBurst, Title: "Limiter without burst (nginx limit_req): 4 requests/s, 429 + Retry-After: 1",
+		Interval: 100 * time.Millisecond, Jitter: ext.DefaultJitter, Limit: limit,
+		Groups: []Group{{Label: "4/s, no burst", Hosts: []scenario.HostConfig{{
+			Name: scSteadyNoBurst, Pages: pick(120, 20), Latency: fast, Capacity: noBurst(4, time.Second),
+		}}}},
+	}
+	stepAt := dur(20*time.Second, 3*time.Second)
+	stepCap := noBurst(4, time.Second)
+	stepCap.StepAfter, stepCap.StepRate = stepAt, 2
+	step := Scenario{
+		Name: scStepNoBurst, Title: fmt.Sprintf("Capacity step without burst: 4 requests/s, 2/s from %s on, 429 + Retry-After: 1", fmtLabel(stepAt)),
+		Interval: 100 * time.Millisecond, Jitter: ext.DefaultJitter, Limit: limit,
+		Groups: []Group{{Label: "4/s then 2/s, no burst", Hosts: []scenario.HostConfig{{
+			Name: scStepNoBurst, Pages: pick(120, 20), Latency: fast, Capacity: stepCap,
+		}}}},
+	}
+	nginx := Scenario{
+		Name: scNginx503, Title: "nginx limit_req defaults: 4 requests/s without burst, 503 without Retry-After",
+		Interval: 100 * time.Millisecond, Jitter: ext.DefaultJitter, Limit: limit,
+		Groups: []Group{{Label: "4/s, no burst, 503", Hosts: []scenario.HostConfig{{
+			Name: scNginx503, Pages: pick(120, 20), Latency: fast,
+			Capacity: &scenario.Capacity{Rate: 4, Burst: 1, Status: 503},
+		}}}},
+	}
+	fleet := Scenario{
+		Name: scFleetNoBurst, Title: fmt.Sprintf("Fleet of %d processes on one redisstore: 4 requests/s without burst, 429 + Retry-After: 1", fleetSize),
+		Interval: 100 * time.Millisecond, Jitter: ext.DefaultJitter, Limit: limit, Processes: fleetSize,
+		Groups: []Group{{Label: fmt.Sprintf("4/s, no burst, %d processes", fleetSize), Hosts: []scenario.HostConfig{{
+			Name: scFleetNoBurst, Pages: pick(120, 24), Latency: fast, Capacity: noBurst(4, time.Second),
+		}}}},
+	}
+	grid := Scenario{
+		Name: scLimiterGrid, Title: "Limiters without burst: 2, 4, 6 and 10 requests/s × 429 + Retry-After: 1 and 3, one host each",
+		Interval: 100 * time.Millisecond, Jitter: ext.DefaultJitter, Limit: limit, NoChart: true,
+	}
+	gridSpan := dur(27*time.Second, 3*time.Second) // each host's pages take about this long at its rate
+	for _, rate := range gridRates {
+		for _, ra := range gridRetryAfter {
+			grid.Groups = append(grid.Groups, Group{Label: gridLabel(rate, ra), Hosts: []scenario.HostConfig{{
+				Name:  fmt.Sprintf("grid-%g-%g", rate, ra.Seconds()),
+				Pages: int(rate * gridSpan.Seconds()), Latency: fast, Capacity: noBurst(rate, ra),
+			}}})
+		}
+	}
+	quota := Scenario{
+		Name: scQuota, Title: "Quota headers: X-RateLimit 10 per 5 s, enforced (429 + Retry-After once spent)",
+		Interval: 100 * time.Millisecond, Jitter: ext.DefaultJitter, Limit: limit,
+		Groups: []Group{{Label: "10 per 5 s", Hosts: []scenario.HostConfig{{
+			Name: scQuota, Pages: pick(60, 20), Latency: fast,
+			RateLimit: &scenario.RateLimit{Limit: 10, Window: 5 * time.Second, Style: scenario.XRateLimit, Enforce: true},
+		}}}},
+	}
+	return []Scenario{overload, overload4, steady, step, nginx, fleet, grid, quota}
+}
+
+// The cells of limiter-grid: every rate with every Retry-After.
+var (
+	gridRates      = []float64{2, 4, 6, 10}
+	gridRetryAfter = []time.Duration{time.Second, 3 * time.Second}
+)
+
+// gridLabel labels a cell of limiter-grid: "4/s, Retry-After 3 s".
+func gridLabel(rate float64, retryAfter time.Duration) string {
+	return fmt.Sprintf("%g/s, Retry-After %s", rate, fmtLabel(retryAfter))
 }
 
 // selectScenarios returns the scenarios named in a comma-separated list ("all" for every one),

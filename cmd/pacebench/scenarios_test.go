@@ -86,6 +86,9 @@ func TestScenariosShort(t *testing.T) {
 
 	dir := t.TempDir()
 	for i, r := range results {
+		if r.Scenario.NoChart {
+			continue
+		}
 		formats := []string{"svg"}
 		if i == 0 {
 			formats = append(formats, "png") // rasterizing is slow under -race: once is enough

@@ -30,6 +30,22 @@ const (
 	targetCapRefused     = targetRefused   // …each with at most 3% refused
 )
 
+// Targets of issue 15 (one capacity model per host), at the server.
+const (
+	targetQueueWaitMedian = 10 * time.Millisecond  // overload, 1 worker × 100 ms: median wait for a worker…
+	targetQueueWaitP95    = 100 * time.Millisecond // …p95 at most one service time…
+	targetOverloadGoodput = 0.85                   // …with goodput at least 85% of workers / service time
+	targetNoBurstGoodput  = 0.90                   // limiter without burst, 4/s: at least 90% of capacity…
+	targetNoBurstRefused  = 0.03                   // …at most 3% refused
+	targetStepNBGoodput   = 0.85                   // step without burst: at least 85% before and after, at most 3% refused
+	targetNginxGoodput    = 0.85                   // nginx defaults (503, no Retry-After): at least 85%…
+	targetNginxRefused    = 0.05                   // …at most 5% refused, no URL lost
+	targetFleetNBGoodput  = 0.85                   // fleet of 3 without burst: at least 85%…
+	targetFleetNBRefused  = 0.03                   // …at most 3% refused, no arrival in a Retry-After window
+	targetGridGoodput     = 0.85                   // every limiter of the grid: at least 85%, no URL lost
+	targetQuotaGoodput    = 0.90                   // quota headers 10 per 5 s: at least 90% of the quota, nothing refused
+)
+
 // Target is one target of the issue, evaluated on one run.
 type Target struct {
 	Scenario string
@@ -121,11 +137,66 @@ func evaluate(results []*ScenarioResult, suite time.Duration, allRan bool) []Tar
 					fmtStepShare(a.Step.After, a.Step.CapAfter), fmtStepShare(s.Step.After, s.Step.CapAfter), a.Step.After >= targetStepGoodput*a.Step.CapAfter)
 			}
 			add("at most 3% of requests refused", fmtRefused(a), fmtRefused(s), a.RefusedShare() <= targetCapRefused)
+		default:
+			out = append(out, evaluateIssue15(r)...)
 		}
 		add("scenario run under a minute (both crawls, side by side)", fmtDur(r.Wall), "", r.Wall < targetScenarioWall)
 	}
 	if allRan {
 		out = append(out, Target{Scenario: "all", Text: "issue 4's six scenarios under 6 minutes", Adaptive: fmtDur(suite), Met: suite < targetSuiteWall})
+	}
+	return out
+}
+
+// evaluateIssue15 checks the targets of issue 15's scenarios (none for another scenario).
+func evaluateIssue15(r *ScenarioResult) []Target {
+	var out []Target
+	sc := &r.Scenario
+	add := func(text, adaptive, static string, met bool) {
+		out = append(out, Target{Scenario: sc.Name, Text: text, Adaptive: adaptive, Static: static, Met: met})
+	}
+	st, ad := r.Metrics[Static], r.Metrics[Adaptive]
+	switch sc.Name {
+	case scOverload:
+		a, s := ad[0], st[0]
+		add("the server's queue wait: median at most 10 ms", fmtDur(a.WaitMedian), fmtDur(s.WaitMedian),
+			len(a.QueueWaits) > 0 && a.WaitMedian <= targetQueueWaitMedian)
+		add("the server's queue wait: p95 at most 100 ms (one service time)", fmtDur(a.WaitP95), fmtDur(s.WaitP95),
+			len(a.QueueWaits) > 0 && a.WaitP95 <= targetQueueWaitP95)
+		add("goodput at least 85% of capacity (workers / service time)", fmtGoodput(a), fmtGoodput(s), a.GoodputShare() >= targetOverloadGoodput)
+	case scSteadyNoBurst:
+		a, s := ad[0], st[0]
+		add("at least 90% of the host's capacity used", fmtGoodput(a), fmtGoodput(s), a.GoodputShare() >= targetNoBurstGoodput)
+		add("at most 3% of requests refused", fmtRefused(a), fmtRefused(s), a.RefusedShare() <= targetNoBurstRefused)
+	case scStepNoBurst:
+		a, s := ad[0], st[0]
+		if a.Step != nil && s.Step != nil {
+			add(fmt.Sprintf("at least 85%% of the %g/s capacity before the step", a.Step.CapBefore),
+				fmtStepShare(a.Step.Before, a.Step.CapBefore), fmtStepShare(s.Step.Before, s.Step.CapBefore), a.Step.Before >= targetStepNBGoodput*a.Step.CapBefore)
+			add(fmt.Sprintf("at least 85%% of the %g/s capacity after the step", a.Step.CapAfter),
+				fmtStepShare(a.Step.After, a.Step.CapAfter), fmtStepShare(s.Step.After, s.Step.CapAfter), a.Step.After >= targetStepNBGoodput*a.Step.CapAfter)
+		}
+		add("at most 3% of requests refused", fmtRefused(a), fmtRefused(s), a.RefusedShare() <= targetNoBurstRefused)
+	case scNginx503:
+		a, s := ad[0], st[0]
+		add("at least 85% of the host's capacity used", fmtGoodput(a), fmtGoodput(s), a.GoodputShare() >= targetNginxGoodput)
+		add("at most 5% of requests refused", fmtRefused(a), fmtRefused(s), a.RefusedShare() <= targetNginxRefused)
+		add("no URL lost", fmtLost(a), fmtLost(s), a.Lost == 0)
+	case scFleetNoBurst:
+		a, s := ad[0], st[0]
+		add("at least 85% of the host's capacity used", fmtGoodput(a), fmtGoodput(s), a.GoodputShare() >= targetFleetNBGoodput)
+		add("at most 3% of requests refused", fmtRefused(a), fmtRefused(s), a.RefusedShare() <= targetFleetNBRefused)
+		add("zero arrivals inside a Retry-After window (beyond requests already on their way)", fmtInWindow(a), fmtInWindow(s), a.InWindow == 0)
+	case scLimiterGrid:
+		for g, grp := range sc.Groups {
+			a, s := ad[g], st[g]
+			add(grp.Label+": at least 85% of capacity, no URL lost", fmtGoodput(a)+", "+fmtLost(a), fmtGoodput(s)+", "+fmtLost(s),
+				a.GoodputShare() >= targetGridGoodput && a.Lost == 0)
+		}
+	case scQuota:
+		a, s := ad[0], st[0]
+		add("at least 90% of the quota used", fmtGoodput(a), fmtGoodput(s), a.GoodputShare() >= targetQuotaGoodput)
+		add("nothing refused", fmtRefused(a), fmtRefused(s), a.Refused == 0)
 	}
 	return out
 }

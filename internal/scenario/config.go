@@ -18,8 +18,8 @@ import (
 // HostConfig describes one host. The behaviours combine: a request for a page is first checked
 // against Refusals (in order), then against the RateLimit quota, then against the Capacity bucket,
 // and is served with Latency only if all of them let it through. Refusals answer at once, as a
-// rate limiter in front of the application would. /robots.txt is always answered at once and is
-// exempt from all of them.
+// rate limiter in front of the application would. A page let through waits for one of Workers, if
+// set, before its Latency. /robots.txt is always answered at once and is exempt from all of them.
 //
 // The zero value is a single fast page ("/").
 type HostConfig struct {
@@ -30,8 +30,15 @@ type HostConfig struct {
 	// Links is the number of child links per page (default 3); see PageLinks.
 	Links int
 	// Latency is the time before the response headers of a page served 200. It is cut short when
-	// the host closes or the client goes away.
+	// the host closes or the client goes away. With Workers it is each worker's service time.
 	Latency time.Duration
+	// Workers, when positive, makes the host a server that slows down instead of refusing: that many
+	// workers, each serving one page at a time for Latency, behind a FIFO queue. A page let through
+	// waits for the first free worker in the order of arrival (logged as Arrival.QueueWait), then is
+	// served. Its capacity is Workers / Latency pages per second. A page abandoned by its client keeps
+	// its worker busy for its turn, as a server that does not notice the client leaving. Zero serves
+	// every page at once, each with Latency.
+	Workers int
 	// Capacity is the hidden capacity: a token bucket. Nil means unlimited.
 	Capacity *Capacity
 	// RateLimit sends rate-limit headers for a fixed-window quota. Nil sends none.
@@ -49,10 +56,16 @@ type HostConfig struct {
 }
 
 // Capacity is a token bucket: Rate requests per second sustained, Burst at once. A request over
-// it is answered 429 Too Many Requests.
+// it is answered Status (429 Too Many Requests by default). A refused request takes no token.
+//
+// With Burst 1 it is nginx's `limit_req` without `burst`: any request closer than 1/Rate to the
+// previous accepted one is refused. nginx's defaults answer it 503 without Retry-After
+// (`limit_req_status 503`): set Status 503 and no RetryAfter.
 type Capacity struct {
 	Rate  float64 // tokens per second, > 0
 	Burst int     // bucket size, ≥ 1; the bucket starts full
+	// Status answers a request over the capacity: a 4xx or 5xx, 429 when zero.
+	Status int
 	// RetryAfter is announced on each 429, rounded up to whole seconds. Zero sends no Retry-After.
 	RetryAfter time.Duration
 	// StepAfter, when positive, changes the bucket's rate to StepRate that long after the host's
@@ -125,6 +138,12 @@ func (cfg HostConfig) normalized() (HostConfig, error) {
 	if c := cfg.Capacity; c != nil && (c.Rate <= 0 || c.Burst < 1) {
 		return cfg, fmt.Errorf("%w: capacity needs rate > 0 and burst ≥ 1, got %v/s, %d", errConfig, c.Rate, c.Burst)
 	}
+	if c := cfg.Capacity; c != nil && c.Status != 0 && (c.Status < 400 || c.Status > 599) {
+		return cfg, fmt.Errorf("%w: capacity status %d", errConfig, c.Status)
+	}
+	if cfg.Workers < 0 {
+		return cfg, fmt.Errorf("%w: negative workers %d", errConfig, cfg.Workers)
+	}
 	if c := cfg.Capacity; c != nil && (c.StepAfter < 0 || (c.StepAfter > 0 && c.StepRate <= 0)) {
 		return cfg, fmt.Errorf("%w: a capacity step needs a positive time and rate, got %v/s after %v", errConfig, c.StepRate, c.StepAfter)
 	}
@@ -147,6 +166,9 @@ func (cfg HostConfig) normalized() (HostConfig, error) {
 	cfg.Refusals = refusals
 	if cfg.Capacity != nil {
 		c := *cfg.Capacity
+		if c.Status == 0 {
+			c.Status = 429
+		}
 		cfg.Capacity = &c
 	}
 	if cfg.RateLimit != nil {
@@ -166,7 +188,10 @@ func (cfg HostConfig) Describe() string {
 		return err.Error()
 	}
 	parts := []string{fmt.Sprintf("%d pages", cfg.Pages)}
-	if cfg.Latency > 0 {
+	switch {
+	case cfg.Workers > 0:
+		parts = append(parts, fmt.Sprintf("%d workers × %v service time behind a FIFO queue", cfg.Workers, cfg.Latency))
+	case cfg.Latency > 0:
 		parts = append(parts, fmt.Sprintf("%v latency", cfg.Latency))
 	}
 	dateForm := ""
@@ -180,7 +205,7 @@ func (cfg HostConfig) Describe() string {
 		return fmt.Sprintf("Retry-After %v%s", time.Duration(ceilSeconds(d))*time.Second, dateForm)
 	}
 	if c := cfg.Capacity; c != nil {
-		parts = append(parts, fmt.Sprintf("capacity %g/s burst %d (429, %s)", c.Rate, c.Burst, retry(c.RetryAfter)))
+		parts = append(parts, fmt.Sprintf("capacity %g/s burst %d (%d, %s)", c.Rate, c.Burst, c.Status, retry(c.RetryAfter)))
 		if c.StepAfter > 0 {
 			parts = append(parts, fmt.Sprintf("capacity %g/s from +%v", c.StepRate, c.StepAfter))
 		}

@@ -12,18 +12,21 @@ type reply struct {
 	status  int
 	header  http.Header
 	body    []byte
-	latency time.Duration // before the headers are written
+	latency time.Duration // before the headers are written, after queueWait
+	// queueWait is how long the page waits for a free worker (HostConfig.Workers) before its latency.
+	queueWait time.Duration
 }
 
 // state is a host's decision state. It is not safe for concurrent use; Host guards it.
 type state struct {
-	cfg      HostConfig // normalized
-	start    time.Time  // arrival of the first page request; zero before
-	requests int        // page requests so far, refused ones included
-	bucket   bucket     // if cfg.Capacity != nil
-	window   int64      // index of the current rate-limit window
-	used     int        // requests served in it
-	windows  []Window   // Retry-After windows announced
+	cfg      HostConfig  // normalized
+	start    time.Time   // arrival of the first page request; zero before
+	requests int         // page requests so far, refused ones included
+	bucket   bucket      // if cfg.Capacity != nil
+	window   int64       // index of the current rate-limit window
+	used     int         // requests served in it
+	windows  []Window    // Retry-After windows announced
+	free     []time.Time // if cfg.Workers > 0: when each worker is next free
 }
 
 func newState(cfg HostConfig) *state {
@@ -31,6 +34,7 @@ func newState(cfg HostConfig) *state {
 	if c := cfg.Capacity; c != nil {
 		s.bucket = newBucket(c.Rate, c.Burst)
 	}
+	s.free = make([]time.Time, cfg.Workers)
 	return s
 }
 
@@ -87,7 +91,7 @@ func (s *state) decideAt(now time.Time, path string) reply {
 		if rl != nil {
 			s.rateLimitHeaders(h, now, windowEnd)
 		}
-		return s.refuse(now, path, http.StatusTooManyRequests, c.RetryAfter, h)
+		return s.refuse(now, path, c.Status, c.RetryAfter, h)
 	}
 	if rl != nil {
 		s.used++
@@ -95,11 +99,33 @@ func (s *state) decideAt(now time.Time, path string) reply {
 	}
 	h.Set("Content-Type", "text/html; charset=utf-8")
 	return reply{
-		status:  http.StatusOK,
-		header:  h,
-		body:    pageBody(s.cfg.Name, page, s.cfg.Pages, s.cfg.Links),
-		latency: s.cfg.Latency,
+		status:    http.StatusOK,
+		header:    h,
+		body:      pageBody(s.cfg.Name, page, s.cfg.Pages, s.cfg.Links),
+		latency:   s.cfg.Latency,
+		queueWait: s.queueAt(now),
 	}
+}
+
+// queueAt books the first free worker for a page arriving at now and returns how long the page waits
+// for it (0 without workers). Pages book in the order they are decided, which is their order of
+// arrival: the queue is FIFO, and a worker serves from the later of now and when it comes free.
+func (s *state) queueAt(now time.Time) time.Duration {
+	if len(s.free) == 0 {
+		return 0
+	}
+	w := 0
+	for i, t := range s.free {
+		if t.Before(s.free[w]) {
+			w = i
+		}
+	}
+	start := now
+	if s.free[w].After(now) {
+		start = s.free[w]
+	}
+	s.free[w] = start.Add(s.cfg.Latency)
+	return start.Sub(now)
 }
 
 // matches reports whether the n-th page request, arriving elapsed after the first, is refused.

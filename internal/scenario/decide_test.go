@@ -202,6 +202,8 @@ func TestConfigValidation(t *testing.T) {
 		{Latency: -1},
 		{Capacity: &Capacity{Rate: 0, Burst: 1}},
 		{Capacity: &Capacity{Rate: 1, Burst: 0}},
+		{Capacity: &Capacity{Rate: 1, Burst: 1, Status: 200}},
+		{Workers: -1},
 		{RateLimit: &RateLimit{Limit: 0, Window: time.Second}},
 		{Refusals: []Refusal{{Status: 200}}},
 		{Refusals: []Refusal{{For: 2 * time.Second, Repeat: time.Second}}},
@@ -224,6 +226,8 @@ func TestDescribe(t *testing.T) {
 		{HostConfig{RateLimit: &RateLimit{Limit: 10, Window: 10 * time.Second, Style: IETF},
 			Refusals: []Refusal{{Status: 429, First: 2, RetryAfter: time.Second}, Outage(3*time.Second, 10*time.Second, 0)}},
 			"1 pages, quota 10 per 10s (RateLimit, advice only), 429 for first 2 requests (Retry-After 1s), 503 for 10s from +3s (no Retry-After)"},
+		{HostConfig{Pages: 5, Workers: 2, Latency: 100 * time.Millisecond, Capacity: &Capacity{Rate: 4, Burst: 1, Status: 503}},
+			"5 pages, 2 workers × 100ms service time behind a FIFO queue, capacity 4/s burst 1 (503, no Retry-After)"},
 		{HostConfig{Robots: "User-agent: *\nCrawl-delay: 2\n", ClockSkew: -time.Minute},
 			`1 pages, robots.txt "User-agent: *\nCrawl-delay: 2", clock -1m0s`},
 	} {

@@ -25,6 +25,9 @@ type Arrival struct {
 	Path   string
 	Status int       // the status written; 0 if the response was never written (host closed, client gone)
 	Sent   time.Time // the client's SentHeader; zero when absent or malformed
+	// QueueWait is how long a page waited for a free worker before its service (HostConfig.Workers);
+	// 0 without workers. It is booked at arrival, so a page cut short still shows its turn.
+	QueueWait time.Duration
 }
 
 // Window is a Retry-After the host announced: a client should send nothing before Until.
@@ -152,14 +155,14 @@ func (h *Host) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer h.handlers.Done()
 
 	status := rep.status
-	if rep.latency > 0 {
-		if !h.sleep(r.Context(), rep.latency) {
+	if wait := rep.queueWait + rep.latency; wait > 0 {
+		if !h.sleep(r.Context(), wait) {
 			status = 0
 		}
 		rep.header.Set("Date", httpDate(h.st.serverTime(time.Now())))
 	}
 	h.mu.Lock()
-	h.arrivals = append(h.arrivals, Arrival{At: now, Path: r.URL.Path, Status: status, Sent: sentAt(r.Header)})
+	h.arrivals = append(h.arrivals, Arrival{At: now, Path: r.URL.Path, Status: status, Sent: sentAt(r.Header), QueueWait: rep.queueWait})
 	h.mu.Unlock()
 	if status == 0 {
 		// Returning would send an implicit 200; abort the connection instead (not logged by net/http).
