@@ -16,8 +16,11 @@ const (
 	// refusalFactor multiplies the delay when a refusal says nothing better: nothing is known yet, or
 	// the host refused a rate it accepted before (its capacity dropped).
 	refusalFactor = 2
-	// confirmRun is how many clean responses at a probed interval make it the known-good interval.
-	confirmRun = 4
+	// confirmRun is how many clean responses at a probed interval make it the known-good interval, at
+	// first; a host that refuses an interval lately confirmed (a token bucket's burst let the probe
+	// through) doubles it for that host, up to maxConfirmRun.
+	confirmRun    = 3
+	maxConfirmRun = 48
 	// bisectUntil stops bisecting between the slowest refused and the fastest good interval once they
 	// are this close (good/refused): the pacer then cruises at the good interval.
 	bisectUntil = 1.10
@@ -25,7 +28,8 @@ const (
 	// come before the next probe for more capacity (BBR's probe cycle, in responses), and probeGain
 	// how much faster that probe goes; each accepted probe in a row doubles the step (up to maxProbeGain),
 	// so a host whose capacity grew is followed in a few probes. Gains are in percent.
-	cruiseBeforeProbe = 60
+	cruiseBeforeProbe = 100
+	cruiseMinTime     = time.Minute // and at least this long after the last refusal: a refused probe costs a hold
 	probeGain         = 8
 	maxProbeGain      = 50
 	// slowFactor multiplies the delay when latency stays above the host's rolling p95 while the
@@ -42,7 +46,7 @@ const (
 	// minLatencySamples is how many samples the window needs before its p95 means anything.
 	minLatencySamples = 20
 	// latencyWindowSize is how many recent latencies the rolling p95 is computed over.
-	latencyWindowSize = 48
+	latencyWindowSize = 40
 	// minBackoff is what a refusal doubles when the delay is smaller (a base delay of 0).
 	minBackoff = 100 * time.Millisecond
 	// outageProbeFloors and minOutageProbe bound how far an outage (503 without Retry-After, other 5xx,
@@ -82,12 +86,16 @@ type adaptive struct {
 	delay    time.Duration // the adaptive delay, in [floor, ceiling]: written only by set
 	good     time.Duration // fastest interval delivered without refusal (0: unknown)
 	bad      time.Duration // slowest interval refused for speed below good (0: none)
+	prevGood time.Duration // good before the last probe was confirmed: a young good refused goes back to it
 	gen      uint64        // bumped on every change of delay, good or bad: an outcome of an older generation is stale
 	version  int64         // orders the model's changes across a fleet (unix nanoseconds of the last one)
+	refused  int64         // unix nanoseconds of the last refusal
 	clean    int32         // clean responses of the current generation
-	failures int32         // consecutive refusals
+	failures uint16        // consecutive refusals
+	held     uint16        // clean responses at good since it was confirmed (saturating)
 	gain     uint8         // the next cruise probe's step below good, in percent
 	slow     uint8         // consecutive latency samples above p95
+	confirm  uint8         // clean responses that confirm a probe on this host (confirmRun and up; 0: confirmRun)
 	probing  bool          // the delay is a cruise probe (not a bisection step)
 	undo     bool          // the last refusal was unclear: undoGood and undoBad are the model before it
 	undoGood time.Duration // restored when a second unclear refusal proves an outage
@@ -104,11 +112,12 @@ func newAdaptive(floor time.Duration) adaptive {
 // refuse applies a refusal of a departure made in generation gen (spaced by the delay, which has not
 // changed since: the generation is the same), received at now. Only the first refusal of a generation counts: the others
 // departed before the change took effect. It reports whether the delay went up.
-func (a *adaptive) refuse(gen uint64, kind refusalKind, floor, ceiling time.Duration, now time.Time) bool {
+func (a *adaptive) refuse(gen uint64, kind refusalKind, jit, floor, ceiling time.Duration, now time.Time) bool {
 	if gen != a.gen {
 		return false
 	}
 	a.failures++
+	a.refused = now.UnixNano()
 	if kind == refusedUnclear && a.failures > 1 {
 		kind = refusedOutage // spaced wider and refused again: not a rate limit
 		if a.undo {
@@ -128,22 +137,30 @@ func (a *adaptive) refuse(gen uint64, kind refusalKind, floor, ceiling time.Dura
 		if kind == refusedUnclear {
 			a.undoGood, a.undoBad, a.undo = a.good, a.bad, true
 		}
-		next = a.learnRefusal(a.delay, floor, now)
+		next = a.learnRefusal(a.delay, jit, floor, now)
 	}
 	a.gain, a.probing = probeGain, false
 	return a.increase(next, floor, ceiling) > 0
 }
 
-// learnRefusal moves the bounds for a rate refusal at interval and returns the delay to go on with:
-// the known-good interval when a probe below it was refused; twice the refused interval, or the
-// interval the host sustained since it first refused (drain) when that is between them, when nothing
-// was known or the host refused an interval it had accepted (its capacity dropped).
-func (a *adaptive) learnRefusal(interval, floor time.Duration, now time.Time) time.Duration {
+// learnRefusal moves the bounds for a rate refusal at interval (the departure's jitter on top) and
+// returns the delay to go on with: the known-good interval when a probe below it was refused, or the
+// good before it when the probe was confirmed only lately (fewer than cruiseBeforeProbe responses: a
+// burst, or lucky jitter, let it through); twice the refused interval, or the interval the host
+// sustained since it first refused (drain) when that is between them, when nothing was known or the
+// host refused an interval it had long accepted (its capacity dropped).
+func (a *adaptive) learnRefusal(interval, jit, floor time.Duration, now time.Time) time.Duration {
+	refused := interval + jit // the gap the host refused was at least this
 	if a.good > 0 && interval < a.good {
-		a.bad = max(a.bad, interval)
+		a.bad = min(max(a.bad, refused), a.good)
 		return a.good
 	}
-	a.good, a.bad = 0, interval
+	if a.good > 0 && interval == a.good && a.prevGood > a.good && int(a.held) < 4*a.confirmRun() {
+		a.bad, a.good, a.prevGood = min(refused, a.prevGood), a.prevGood, 0
+		a.confirm = uint8(min(2*a.confirmRun(), maxConfirmRun))
+		return a.good
+	}
+	a.good, a.bad, a.prevGood = 0, interval, 0
 	next := satMul(max(interval, floor, minBackoff), refusalFactor)
 	if est := a.drain.sustained(now); est > interval && est < next {
 		next = est
@@ -155,12 +172,15 @@ func (a *adaptive) learnRefusal(interval, floor time.Duration, now time.Time) ti
 // known yet) accepted confirmRun times becomes good; at good, the pacer bisects towards bad, or after
 // cruiseBeforeProbe responses probes a step faster; above good (after an outage or a slow spell) it
 // comes back, halving the distance per response. It reports how the delay moved (see set).
-func (a *adaptive) succeed(gen uint64, floor, ceiling time.Duration) int {
+func (a *adaptive) succeed(gen uint64, floor, ceiling time.Duration, now time.Time) int {
 	if gen != a.gen {
 		return 0
 	}
 	a.failures, a.undo = 0, false
 	a.clean++
+	if a.delay == a.good && a.held < math.MaxUint16 {
+		a.held++
+	}
 	switch {
 	case a.good > 0 && a.delay > a.good:
 		a.clean = 0 // a way back, not a probe: the outcomes in flight still count
@@ -169,18 +189,23 @@ func (a *adaptive) succeed(gen uint64, floor, ceiling time.Duration) int {
 			next = a.good
 		}
 		return a.set(next, floor, ceiling)
-	case a.clean < confirmRun:
+	case a.clean < int32(a.confirmRun()):
 		return 0
 	case a.good == 0 || a.delay < a.good:
 		if a.probing {
 			a.gain = min(a.gain*2, maxProbeGain) // a faster rate held: the next cruise probe goes further
 		}
-		a.good, a.probing = a.delay, false
-		return a.next(floor, ceiling)
-	case a.apart(floor) || a.clean >= cruiseBeforeProbe:
-		return a.next(floor, ceiling)
+		a.prevGood, a.good, a.probing, a.held = a.good, a.delay, false, 0
+		return a.next(floor, ceiling, now)
+	case a.apart(floor) || a.clean >= cruiseBeforeProbe && time.Duration(now.UnixNano()-a.refused) >= cruiseMinTime:
+		return a.next(floor, ceiling, now)
 	}
 	return 0
+}
+
+// confirmRun is how many clean responses confirm a probe on this host.
+func (a *adaptive) confirmRun() int {
+	return max(int(a.confirm), confirmRun)
 }
 
 // apart reports whether the bounds are too far apart to cruise: good above bisectUntil × the refused
@@ -191,13 +216,24 @@ func (a *adaptive) apart(floor time.Duration) bool {
 
 // next picks the interval to try at good: the midpoint towards bad (or the floor) while they are
 // apart, the floor when it is close and nothing was refused, and after a cruise a step of gain below good.
-func (a *adaptive) next(floor, ceiling time.Duration) int {
+//
+// On a host that let a probe through and refused it later (confirm raised: a token bucket's burst), no
+// probe goes below 95% of the interval it sustained since it first refused (drain), which its rate
+// bounds whatever its burst.
+func (a *adaptive) next(floor, ceiling time.Duration, now time.Time) int {
 	switch {
 	case a.good <= floor:
 		return 0
 	case a.apart(floor):
 		bad := max(a.bad, floor)
-		return a.increase(bad+(a.good-bad)/2, floor, ceiling)
+		probe := bad + (a.good-bad)/2
+		if est := a.drain.sustained(now); a.confirmRun() > confirmRun && est > 0 {
+			probe = max(probe, min(est-est/20, a.good))
+		}
+		if probe >= a.good {
+			return 0
+		}
+		return a.increase(probe, floor, ceiling)
 	case a.bad == 0:
 		return a.increase(floor, floor, ceiling)
 	case a.clean < cruiseBeforeProbe:

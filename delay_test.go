@@ -73,7 +73,7 @@ func TestReservationsAreStartBased(t *testing.T) {
 func TestRefusalsClampToCeiling(t *testing.T) {
 	a := newAdaptive(time.Second)
 	for range 10 {
-		a.refuse(a.gen, refusedRate, time.Second, 30*time.Second, t0)
+		a.refuse(a.gen, refusedRate, 0, time.Second, 30*time.Second, t0)
 	}
 	if a.delay != 30*time.Second {
 		t.Errorf("delay %v after 10 refusals, want the 30s ceiling", a.delay)
@@ -83,7 +83,7 @@ func TestRefusalsClampToCeiling(t *testing.T) {
 // confirm feeds confirmRun clean responses: the delay in effect becomes the known-good interval.
 func confirm(a *adaptive, floor time.Duration) {
 	for range confirmRun {
-		a.succeed(a.gen, floor, time.Minute)
+		a.succeed(a.gen, floor, time.Minute, t0)
 	}
 }
 
@@ -129,7 +129,7 @@ func TestCleanResponsesReturnToFloor(t *testing.T) {
 	a := newAdaptive(100 * ms)
 	confirm(&a, 100*ms) // the floor is known good before the outage
 	for range 6 {
-		a.refuse(a.gen, refusedOutage, 100*ms, 30*time.Second, t0) // 5xx: an outage
+		a.refuse(a.gen, refusedOutage, 0, 100*ms, 30*time.Second, t0) // 5xx: an outage
 	}
 	if a.delay != 2*time.Second {
 		t.Fatalf("delay after the outage = %v, want 2s (doubling stops at the outage probe interval)", a.delay)
@@ -137,7 +137,7 @@ func TestCleanResponsesReturnToFloor(t *testing.T) {
 	var spent time.Duration
 	for i := 0; a.delay > 100*ms && i < 100; i++ {
 		spent += a.delay // one response per interval
-		a.succeed(a.gen, 100*ms, 30*time.Second)
+		a.succeed(a.gen, 100*ms, 30*time.Second, t0)
 	}
 	if a.delay != 100*ms {
 		t.Fatalf("delay = %v after 100 clean responses, want the 100ms floor", a.delay)
@@ -160,9 +160,36 @@ func TestRefusedProbeReturnsToLastGoodRate(t *testing.T) {
 	if probe >= 400*ms {
 		t.Fatalf("no probe below the good interval after it was confirmed: delay %v", probe)
 	}
-	a.refuse(a.gen, refusedRate, 100*ms, time.Minute, t0)
+	a.refuse(a.gen, refusedRate, 0, 100*ms, time.Minute, t0)
 	if a.delay != 400*ms || a.bad != probe {
 		t.Errorf("refused probe at %v: delay %v, refused bound %v; want back at 400ms, bound %v", probe, a.delay, a.bad, probe)
+	}
+}
+
+// A probe confirmed only lately (a token bucket's burst or lucky jitter let it through) and refused
+// soon after is a refused probe too: back to the good interval before it, with a longer confirmation
+// on that host from then on.
+func TestYoungGoodRefusedGoesBack(t *testing.T) {
+	a := newAdaptive(100 * ms)
+	a.good, a.bad = 400*ms, 200*ms
+	a.set(400*ms, 100*ms, time.Minute)
+	confirm(&a, 100*ms) // probing 300 ms
+	confirm(&a, 100*ms) // 300 ms confirmed: probing 250 ms
+	a.refuse(a.gen, refusedRate, 0, 100*ms, time.Minute, t0) // the probe refused: back to 300 ms
+	a.refuse(a.gen, refusedRate, 0, 100*ms, time.Minute, t0) // 300 ms, hardly held, refused too
+	if a.delay != 600*ms {
+		t.Fatalf("setup: delay %v", a.delay)
+	}
+	b := newAdaptive(100 * ms)
+	b.good, b.bad = 400*ms, 200*ms
+	b.set(400*ms, 100*ms, time.Minute)
+	confirm(&b, 100*ms) // probing 300 ms
+	confirm(&b, 100*ms) // 300 ms confirmed (good, 400 ms before it): probing 250 ms
+	b.set(300*ms, 100*ms, time.Minute)
+	b.refuse(b.gen, refusedRate, 0, 100*ms, time.Minute, t0) // refused at the young 300 ms
+	if b.delay != 400*ms || b.good != 400*ms || b.bad != 300*ms || b.confirmRun() != 2*confirmRun {
+		t.Errorf("young good refused: delay %v good %v bad %v confirm %d; want back at 400ms, bad 300ms, confirm %d",
+			b.delay, b.good, b.bad, b.confirmRun(), 2*confirmRun)
 	}
 }
 
@@ -170,13 +197,13 @@ func TestRefusedProbeReturnsToLastGoodRate(t *testing.T) {
 // does a refusal when nothing is known.
 func TestCapacityDropDoubles(t *testing.T) {
 	a := newAdaptive(100 * ms)
-	a.refuse(a.gen, refusedRate, 100*ms, time.Minute, t0) // nothing known
+	a.refuse(a.gen, refusedRate, 0, 100*ms, time.Minute, t0) // nothing known
 	if a.delay != 200*ms {
 		t.Fatalf("first refusal at 100ms: delay %v, want 200ms", a.delay)
 	}
 	a.good, a.bad, a.failures = 250*ms, 200*ms, 0 // clean responses came in between
 	a.set(250*ms, 100*ms, time.Minute)
-	a.refuse(a.gen, refusedRate, 100*ms, time.Minute, t0.Add(time.Hour))
+	a.refuse(a.gen, refusedRate, 0, 100*ms, time.Minute, t0.Add(time.Hour))
 	if a.delay != 500*ms || a.good != 0 || a.bad != 250*ms {
 		t.Errorf("refused at the good 250ms: delay %v, good %v, bad %v; want 500ms, unknown, 250ms", a.delay, a.good, a.bad)
 	}
@@ -198,7 +225,7 @@ func TestBisectsThenProbesInSteps(t *testing.T) {
 		t.Fatalf("intervals tried %v, want %v", tried, want)
 	}
 	for i := 0; i < cruiseBeforeProbe && a.delay == 212500*time.Microsecond; i++ {
-		a.succeed(a.gen, 100*ms, time.Minute)
+		a.succeed(a.gen, 100*ms, time.Minute, t0.Add(time.Hour))
 	}
 	if want := 212500*time.Microsecond - 17*ms; a.delay != want {
 		t.Errorf("after a cruise of %d responses: delay %v, want a probe %v (8%% faster)", cruiseBeforeProbe, a.delay, want)
@@ -211,11 +238,11 @@ func TestUnclear503(t *testing.T) {
 	a := newAdaptive(100 * ms)
 	a.set(400*ms, 100*ms, time.Minute)
 	confirm(&a, 100*ms) // good 400 ms, probing 250 ms
-	a.refuse(a.gen, refusedUnclear, 100*ms, time.Minute, t0)
+	a.refuse(a.gen, refusedUnclear, 0, 100*ms, time.Minute, t0)
 	if a.delay != 400*ms || a.bad != 250*ms {
 		t.Fatalf("503 at a probe: delay %v, bad %v; want back at the good 400ms, bad 250ms", a.delay, a.bad)
 	}
-	a.refuse(a.gen, refusedUnclear, 100*ms, time.Minute, t0)
+	a.refuse(a.gen, refusedUnclear, 0, 100*ms, time.Minute, t0)
 	if a.good != 400*ms || a.bad != 0 || a.delay != 800*ms {
 		t.Errorf("second 503 in a row: good %v, bad %v, delay %v; want the model before (400ms, none) and an outage's backoff to 800ms",
 			a.good, a.bad, a.delay)
@@ -226,9 +253,9 @@ func TestUnclear503(t *testing.T) {
 func TestStaleCleanResponseDoesNotDecrease(t *testing.T) {
 	a := newAdaptive(100 * ms)
 	old := a.gen
-	a.refuse(a.gen, refusedRate, 100*ms, 30*time.Second, t0)
+	a.refuse(a.gen, refusedRate, 0, 100*ms, 30*time.Second, t0)
 	for range 5 {
-		if a.succeed(old, 100*ms, 30*time.Second) != 0 {
+		if a.succeed(old, 100*ms, 30*time.Second, t0) != 0 {
 			t.Fatal("a response that departed before the increase moved the delay")
 		}
 	}
@@ -249,7 +276,7 @@ func TestLatencyWindowP95(t *testing.T) {
 	for i := minLatencySamples; i <= 100; i++ {
 		w.add(time.Duration(i) * ms)
 	}
-	// The window holds the last 48 samples: 53..100 ms; the 95th percentile is the 46th of them.
+	// The window holds the last 40 samples: 61..100 ms; the 95th percentile is the 38th of them.
 	if got, _ := w.p95(); got != 98*ms {
 		t.Errorf("p95 = %v, want 98ms", got)
 	}
@@ -268,12 +295,12 @@ func TestOutageBackoffStopsAtProbeInterval(t *testing.T) {
 	} {
 		a := newAdaptive(tc.floor)
 		for range 20 {
-			a.refuse(a.gen, refusedOutage, tc.floor, tc.ceiling, t0)
+			a.refuse(a.gen, refusedOutage, 0, tc.floor, tc.ceiling, t0)
 		}
 		if a.delay != tc.want {
 			t.Errorf("floor %v ceiling %v: outage backoff %v, want %v", tc.floor, tc.ceiling, a.delay, tc.want)
 		}
-		a.refuse(a.gen, refusedRate, tc.floor, tc.ceiling, t0) // a 429 after it: the host is there and says slow down
+		a.refuse(a.gen, refusedRate, 0, tc.floor, tc.ceiling, t0) // a 429 after it: the host is there and says slow down
 		if want := min(2*tc.want, tc.ceiling); a.delay != want {
 			t.Errorf("floor %v: rate refusal after the outage: %v, want %v", tc.floor, a.delay, want)
 		}
@@ -285,13 +312,13 @@ func TestOutageBackoffStopsAtProbeInterval(t *testing.T) {
 // between the refused one and its double.
 func TestDrainMeasuresSustainedInterval(t *testing.T) {
 	a := newAdaptive(100 * ms)
-	a.refuse(a.gen, refusedRate, 100*ms, time.Minute, t0) // the bucket is empty from here
+	a.refuse(a.gen, refusedRate, 0, 100*ms, time.Minute, t0) // the bucket is empty from here
 	for range 20 {
 		a.drain.accepted()
 	}
 	a.good, a.failures = 200*ms, 0
 	a.set(200*ms, 100*ms, time.Minute)
-	a.refuse(a.gen, refusedRate, 100*ms, time.Minute, t0.Add(6*time.Second)) // 20 in 6 s: 300 ms each
+	a.refuse(a.gen, refusedRate, 0, 100*ms, time.Minute, t0.Add(6*time.Second)) // 20 in 6 s: 300 ms each
 	if a.delay != 300*ms {
 		t.Errorf("refused at its good interval after 20 accepted in 6s: delay %v, want the sustained 300ms", a.delay)
 	}

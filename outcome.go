@@ -214,7 +214,7 @@ func (h *host) applyVerdictLocked(res Reservation, s outcomeSignals, now time.Ti
 	switch {
 	case s.v.Refused:
 		h.refusals++
-		return h.delay.refuse(res.gen, refusalKindOf(s), floor, ceiling, now), audit.EventDelayIncreased, s.v.Trigger
+		return h.delay.refuse(res.gen, refusalKindOf(s), res.Jitter, floor, ceiling, now), audit.EventDelayIncreased, s.v.Trigger
 	case s.v.Trigger == audit.TriggerClean:
 		if !res.fleet { // a fleet member sees only its share of what the host sustains
 			h.delay.drain.accepted()
@@ -225,7 +225,7 @@ func (h *host) applyVerdictLocked(res Reservation, s outcomeSignals, now time.Ti
 		if !res.robots && h.delay.observeLatency(res.gen, s.o.Latency, res.inFlight, floor, ceiling) {
 			return true, audit.EventDelayIncreased, audit.TriggerLatency
 		}
-		switch d := h.delay.succeed(res.gen, floor, ceiling); {
+		switch d := h.delay.succeed(res.gen, floor, ceiling, now); {
 		case d > 0:
 			return true, audit.EventDelayIncreased, s.v.Trigger
 		case d < 0:
