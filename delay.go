@@ -134,6 +134,11 @@ func (a *adaptive) refuse(gen uint64, kind refusalKind, jit, floor, ceiling time
 		next = satMul(max(a.delay, floor, minBackoff), refusalFactor)
 	default:
 		a.drain.refused(now)
+		if int(a.clean) > confirmRun {
+			// Refused at an interval it had accepted several times in a row: a token bucket's burst
+			// ran out (or its capacity dropped). Its acceptances prove little from now on.
+			a.confirm = uint8(max(int(a.confirm), 2*confirmRun))
+		}
 		if kind == refusedUnclear {
 			a.undoGood, a.undoBad, a.undo = a.good, a.bad, true
 		}
@@ -217,9 +222,9 @@ func (a *adaptive) apart(floor time.Duration) bool {
 // next picks the interval to try at good: the midpoint towards bad (or the floor) while they are
 // apart, the floor when it is close and nothing was refused, and after a cruise a step of gain below good.
 //
-// On a host that let a probe through and refused it later (confirm raised: a token bucket's burst), no
-// probe goes below 95% of the interval it sustained since it first refused (drain), which its rate
-// bounds whatever its burst.
+// On a bursty host (confirm raised: it refused an interval it had accepted several times, or one lately
+// confirmed), no bisection probe goes below 95% of the interval it sustained since it first refused
+// (drain), which its rate bounds whatever its burst, nor happens while that is not measured.
 func (a *adaptive) next(floor, ceiling time.Duration, now time.Time) int {
 	switch {
 	case a.good <= floor:
@@ -227,8 +232,12 @@ func (a *adaptive) next(floor, ceiling time.Duration, now time.Time) int {
 	case a.apart(floor):
 		bad := max(a.bad, floor)
 		probe := bad + (a.good-bad)/2
-		if est := a.drain.sustained(now); a.confirmRun() > confirmRun && est > 0 {
+		if a.confirmRun() > confirmRun { // a bursty host: not below what it sustained
+			est := a.drain.sustained(now)
 			probe = max(probe, min(est-est/20, a.good))
+			if est == 0 {
+				probe = a.good // nothing measured: no probe
+			}
 		}
 		if probe >= a.good {
 			return 0

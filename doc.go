@@ -53,7 +53,8 @@
 // # Where each rule lives
 //
 //   - limiter.go: admission (interval, jitter, holds, the FIFO, in-flight slots, redirect deadlines);
-//   - delay.go: the adaptive delay (doubling on refusals, recovery towards the known limit, latency);
+//   - delay.go: the capacity model's rate signal (bisecting between good and refused intervals) and the slow rule;
+//   - queuemodel.go: its queueing signal (the in-flight cap at the bandwidth-delay product);
 //   - outcome.go: what an outcome means (refusal, server error, clean, neutral) and what it changes;
 //   - retryafter.go: Retry-After, HTTP-dates and the server's clock;
 //   - ratelimit.go: the rate-limit header families (X-RateLimit-*, RateLimit-*, structured RateLimit);

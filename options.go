@@ -221,7 +221,7 @@ func WithBaseDelay(d time.Duration) Option {
 	return func(c *config) { setValid(c, "WithBaseDelay", d, d >= 0, "negative", &c.baseDelay) }
 }
 
-// WithMaxDelay sets the ceiling of the adaptive delay (default 30 s). The interval can still be longer
+// WithMaxDelay sets the ceiling of the adaptive delay (default 60 s: above the breaker's 45 s threshold). The interval can still be longer
 // when a host publishes a longer Crawl-delay or rate limit, or sends Retry-After. It must be positive.
 func WithMaxDelay(d time.Duration) Option {
 	return func(c *config) { setValid(c, "WithMaxDelay", d, d > 0, "not positive", &c.maxDelay) }
