@@ -173,8 +173,8 @@ func TestYoungGoodRefusedGoesBack(t *testing.T) {
 	a := newAdaptive(100 * ms)
 	a.good, a.bad = 400*ms, 200*ms
 	a.set(400*ms, 100*ms, time.Minute)
-	confirm(&a, 100*ms) // probing 300 ms
-	confirm(&a, 100*ms) // 300 ms confirmed: probing 250 ms
+	confirm(&a, 100*ms)                                      // probing 300 ms
+	confirm(&a, 100*ms)                                      // 300 ms confirmed: probing 250 ms
 	a.refuse(a.gen, refusedRate, 0, 100*ms, time.Minute, t0) // the probe refused: back to 300 ms
 	a.refuse(a.gen, refusedRate, 0, 100*ms, time.Minute, t0) // 300 ms, hardly held, refused too
 	if a.delay != 600*ms {
