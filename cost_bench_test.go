@@ -1,0 +1,106 @@
+package ext
+
+import (
+	"net"
+	"net/http"
+	"strconv"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gocolly/colly/v2"
+)
+
+// The whole path a page takes through Colly, bare and paced, on local hosts that answer at once: the
+// pacer's own cost per request is the difference. cmd/costbench runs the same crawl as a program
+// (alternating runs, medians) for BENCHMARKS.md; these benchmarks are for profiling:
+//
+//	go test -run '^$' -bench CollyPath -benchtime 20000x -cpuprofile /tmp/cpu.out .
+//
+// Each reports cpu-ns/req, the process's user + sys CPU time per page (servers included), beside
+// Go's ns/op (wall), B/op and allocs/op, all per page.
+
+// costHosts is how many local hosts the crawl spreads over, each a listener of its own (a host key).
+const costHosts = 100
+
+// startCostHosts serves n loopback hosts answering every request at once with a short page, and
+// returns their base URLs; they close when b ends.
+func startCostHosts(b *testing.B, n int) []string {
+	b.Helper()
+	page := []byte("<html><body>ok</body></html>")
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		_, _ = w.Write(page)
+	}), ReadHeaderTimeout: 10 * time.Second}
+	bases := make([]string, n)
+	for i := range bases {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			b.Fatal(err)
+		}
+		go func() { _ = srv.Serve(ln) }()
+		bases[i] = "http://" + ln.Addr().String()
+	}
+	b.Cleanup(func() { _ = srv.Close() })
+	return bases
+}
+
+// costTransport keeps enough idle connections per host for 64 requests in flight, so neither crawl
+// spends its CPU dialling.
+func costTransport() *http.Transport {
+	return &http.Transport{MaxIdleConns: 1024, MaxIdleConnsPerHost: 64, IdleConnTimeout: time.Minute}
+}
+
+// cpuTime is the process's user + sys CPU time so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+func BenchmarkCollyPath(b *testing.B) {
+	for _, paced := range []bool{false, true} {
+		name := "bare"
+		if paced {
+			name = "paced"
+		}
+		b.Run(name, func(b *testing.B) {
+			bases := startCostHosts(b, costHosts)
+			tr := costTransport()
+			defer tr.CloseIdleConnections()
+			urls := make([]string, b.N)
+			for i := range urls {
+				urls[i] = bases[i%len(bases)] + "/p/" + strconv.Itoa(i)
+			}
+			c := colly.NewCollector(colly.Async(true))
+			if paced {
+				AdaptivePacing(c, WithBaseDelay(0), WithoutRobots(), WithJitter(0), WithMaxInFlight(64), WithTransport(tr))
+			} else {
+				c.WithTransport(tr)
+			}
+			if err := c.Limit(&colly.LimitRule{DomainGlob: "*", Parallelism: 64}); err != nil {
+				b.Fatal(err)
+			}
+			var pages, failed atomic.Int64
+			c.OnResponse(func(*colly.Response) { pages.Add(1) })
+			c.OnError(func(*colly.Response, error) { failed.Add(1) })
+			b.ReportAllocs()
+			b.ResetTimer()
+			cpu := cpuTime()
+			for _, u := range urls {
+				if err := c.Visit(u); err != nil {
+					b.Fatal(err)
+				}
+			}
+			c.Wait()
+			b.ReportMetric(float64((cpuTime()-cpu).Nanoseconds())/float64(b.N), "cpu-ns/req")
+			b.StopTimer()
+			if pages.Load() != int64(b.N) {
+				b.Fatalf("%d pages, %d failed, want %d pages", pages.Load(), failed.Load(), b.N)
+			}
+		})
+	}
+}
