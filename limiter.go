@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http/httptrace"
 	"net/url"
 	"sync"
 	"sync/atomic"
@@ -84,7 +85,7 @@ type Reservation struct {
 	Jitter    time.Duration // the random extra added to Interval
 	Trigger   audit.Trigger // what set Interval (or "retry_after"/"rate_limit" when a hold ended last)
 	Wait      time.Duration // how long the request waited in the pacer
-	url       string        // the request, redacted for the audit trail ("" when unknown)
+	url       *url.URL      // the request, for the audit trail (nil when unknown)
 	gen       uint64        // the adaptive generation at departure: one increase per burst
 	compliant bool          // every constraint the host published is honoured in full
 	probe     bool          // the half-open breaker's probe
@@ -281,18 +282,18 @@ func (p *Pacer) depart(ctx context.Context, h *host, traced, hop bool) (*flight,
 // fleet, the shared store let the request go. It holds no lock while it sleeps, and fails only when ctx
 // ends or the host's breaker is open (ErrBreakerOpen). The caller holds an in-flight slot.
 func (p *Pacer) waitDeparture(ctx context.Context, h *host, start time.Time, traced bool) (Reservation, error) {
-	w := &waiter{r: p.cfg.random()}
+	r := p.cfg.random()
 	h.mu.Lock()
 	if len(h.waiters) == 0 && h.brk.state == audit.BreakerClosed {
 		// The fast path: nobody waits, and the rule may let it go at once (no fleet to ask).
-		if at, res := h.earliestLocked(start, p.cfg.jitter, w.r); !at.After(start) && !p.fleetActive() {
+		if at, res := h.earliestLocked(start, p.cfg.jitter, r); !at.After(start) && !p.fleetActive() {
 			h.departLocked(&res, start, traced)
 			h.mu.Unlock()
 			h.markDirty(p)
 			return res, nil
 		}
 	}
-	w.wake = make(chan struct{}, 1)
+	w := &waiter{r: r, wake: make(chan struct{}, 1)}
 	h.waiters = append(h.waiters, w)
 	isHead := len(h.waiters) == 1
 	h.mu.Unlock()
@@ -430,6 +431,11 @@ type flight struct {
 	wirePending atomic.Bool     // traced: its wire instant is not known yet
 	finished    atomic.Bool
 	verdict     atomic.Pointer[flightVerdict] // the classified outcome, once observed
+
+	// Carried by the pacer's transport (one hop, one response body): in the flight, so that a request
+	// allocates them with it.
+	trace httptrace.ClientTrace
+	body  flightBody
 }
 
 // flightVerdict is the verdict of a flight's outcome, kept for the binding's retry decision, with

@@ -45,7 +45,7 @@ func NewPacer(opts ...Option) *Pacer {
 	cfg.checkConsistency()
 	p := &Pacer{
 		cfg:   cfg,
-		audit: auditLog{logger: cfg.logger, pipelineID: cfg.pipelineID},
+		audit: auditLog{logger: cfg.logger, pipelineID: cfg.pipelineID, auditQuery: cfg.auditQuery},
 		now:   time.Now,
 	}
 	p.hosts.Init()
