@@ -38,6 +38,7 @@ const maxWireWait = 30 * time.Second
 // in-flight semaphore.
 type host struct {
 	key    string
+	serial uint64 // tells this host state from one made anew after idle eviction
 	policy HostPolicy
 	slots  chan struct{} // the in-flight semaphore, capacity policy.MaxInFlight
 

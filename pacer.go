@@ -30,6 +30,7 @@ type Pacer struct {
 	fallback   *memoryStore // where they go when the store fails (never lose a URL)
 
 	hostsCreated atomic.Uint64 // paces idle-eviction sweeps
+	hostSerial   atomic.Uint64 // the last host state's serial
 	installed    sync.Map      // *colly.Collector → true: Install binds each collector once
 	dispatched   sync.Map      // header map identity (uintptr) → *atomic.Bool: a Queue's request, true once departed
 }
@@ -68,14 +69,20 @@ func (p *Pacer) host(key string) *host {
 
 // hostAt is host with the time of use given.
 func (p *Pacer) hostAt(key string, now time.Time) *host {
-	h, created := p.hosts.LoadOrCreate(key, func() *host {
-		h := newHost(key, p.cfg.policyFor(key))
-		h.lastUse.Store(now.UnixNano()) // before it is visible: a sweep must not take it for idle
-		if p.persist != nil {
-			h.ready = make(chan struct{}) // closed once its stored state is restored
-		}
-		return h
-	})
+	h, found := p.hosts.Load(key)
+	created := false
+	if !found {
+		key = strings.Clone(key) // kept with the host: not a part of a longer string (a URL's Host is)
+		h, created = p.hosts.LoadOrCreate(key, func() *host {
+			h := newHost(key, p.cfg.policyFor(key))
+			h.serial = p.hostSerial.Add(1)
+			h.lastUse.Store(now.UnixNano()) // before it is visible: a sweep must not take it for idle
+			if p.persist != nil {
+				h.ready = make(chan struct{}) // closed once its stored state is restored
+			}
+			return h
+		})
+	}
 	if t := now.UnixNano(); t > h.lastUse.Load() {
 		h.lastUse.Store(t)
 	}

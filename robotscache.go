@@ -13,7 +13,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"weak"
 
 	"github.com/collypace/ext/audit"
 	"github.com/rs/zerolog"
@@ -44,15 +43,18 @@ var errRobotsNoAnswer = fmt.Errorf("no answer within %v: %w", robotsFetchTimeout
 // robotsUnreachableLimit the host's breaker opens (robots_unreachable), its pages are deferred, and the
 // breaker's probe is the next read. When a copy was read before, it still applies meanwhile (§2.4).
 type robotsCache struct {
-	mu    sync.Mutex // protects m and byKey
-	m     map[string]*robotsEntry
-	byKey map[string][]string // host key → the origins paced under it (WithHostKey can join several)
+	mu        sync.Mutex // protects the fields below
+	m         map[string]*robotsEntry
+	byKey     map[string][]string // host key → the origins paced under it (WithHostKey can join several)
+	readEnded chan struct{}       // closed, and replaced, when a read ends: requests waiting on one wake
+	idle      []idleKey           // host keys evicted from memory, oldest first (robotsevict.go)
+	peak      int                 // the most origins m held at an eviction sweep
 }
 
 // robotsEntry is one attempt at reading an origin's robots.txt.
 type robotsEntry struct {
-	key       string        // the host key of the origin, set at creation
-	done      chan struct{} // closed when the attempt ends; the fields below are then read-only
+	key       string      // the host key of the origin, set at creation
+	finished  atomic.Bool // the attempt ended: the fields below are then read-only
 	fetchedAt time.Time
 	status    int
 	info      robotsInfo
@@ -71,24 +73,29 @@ type robotsEntry struct {
 	// entry it replaced is put back.
 	void bool
 
-	// applied is the host state its rules were last applied to: idle eviction makes a new one, which
-	// gets them again. Weak, so that an evicted host's state does not stay in memory for it.
-	applied atomic.Pointer[weak.Pointer[host]]
+	// applied is the serial of the host state its rules were last applied to: idle eviction makes a
+	// new one, which gets them again. A number, so that an evicted host's state does not stay in memory.
+	applied atomic.Uint64
 }
 
 func (c *robotsCache) init() {
 	c.m = make(map[string]*robotsEntry)
 	c.byKey = make(map[string][]string)
+	c.readEnded = make(chan struct{})
 }
 
 // pending reports whether e's attempt is still under way.
 func (e *robotsEntry) pending() bool {
-	select {
-	case <-e.done:
-		return false
-	default:
-		return true
-	}
+	return !e.finished.Load()
+}
+
+// finish marks e's attempt ended and wakes the requests waiting on a read.
+func (c *robotsCache) finish(e *robotsEntry) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e.finished.Store(true)
+	close(c.readEnded)
+	c.readEnded = make(chan struct{})
 }
 
 // rules returns the entry whose robots.txt applies: e when it was read, the earlier copy when it was
@@ -154,9 +161,10 @@ func (p *Pacer) robotsFor(ctx context.Context, u *url.URL, agent string, wait bo
 		p.robots.mu.Lock()
 		e := p.robots.m[origin]
 		if e != nil && e.pending() { // another request reads it: wait for its outcome
+			ended := p.robots.readEnded
 			p.robots.mu.Unlock()
 			select {
-			case <-e.done:
+			case <-ended:
 				continue
 			case <-ctx.Done():
 				return nil, fmt.Errorf("ext: waiting for robots.txt of %s: %w", origin, context.Cause(ctx))
@@ -187,21 +195,23 @@ func (p *Pacer) robotsFor(ctx context.Context, u *url.URL, agent string, wait bo
 				p.reapplyRobots(h, e, e.rules())
 				return e, nil
 			}
-			return &robotsEntry{done: alreadyReady, void: true, err: ErrBreakerOpen}, nil
+			refused := &robotsEntry{void: true, err: ErrBreakerOpen}
+			refused.finished.Store(true)
+			return refused, nil
 		}
 		p.robots.mu.Lock()
 		if p.robots.m[origin] != e { // another request started a read meanwhile
 			p.robots.mu.Unlock()
 			continue
 		}
-		if !slices.Contains(p.robots.byKey[key], origin) {
-			p.robots.byKey[key] = append(p.robots.byKey[key], origin)
+		if !slices.Contains(p.robots.byKey[h.key], origin) {
+			p.robots.byKey[h.key] = append(p.robots.byKey[h.key], origin)
 		}
-		ne := &robotsEntry{key: key, done: make(chan struct{})}
+		ne := &robotsEntry{key: h.key} // the host's own copy of the key: a URL's Host keeps its URL alive
 		p.robots.m[origin] = ne
 		p.robots.mu.Unlock()
 		p.readRobots(ctx, ne, e, h, origin, agent)
-		close(ne.done)
+		p.robots.finish(ne)
 		if ne.void {
 			if err := ctx.Err(); err != nil {
 				return nil, fmt.Errorf("ext: reading robots.txt of %s: %w", origin, context.Cause(ctx))
@@ -235,20 +245,14 @@ func (p *Pacer) sleepUntil(ctx context.Context, t time.Time) error {
 
 // appliedTo reports whether e's rules were last applied to h.
 func (e *robotsEntry) appliedTo(h *host) bool {
-	w := e.applied.Load()
-	return w != nil && w.Value() == h
-}
-
-func weakHost(h *host) *weak.Pointer[host] {
-	w := weak.Make(h)
-	return &w
+	return e.applied.Load() == h.serial
 }
 
 // reapplyRobots applies r (e's rules) to h when e was last applied to another host state: one made
 // anew after idle eviction forgets the Crawl-delay the robots cache still knows.
 func (p *Pacer) reapplyRobots(h *host, e, r *robotsEntry) {
 	old := e.applied.Load()
-	if old != nil && old.Value() == h || !e.applied.CompareAndSwap(old, weakHost(h)) {
+	if old == h.serial || !e.applied.CompareAndSwap(old, h.serial) {
 		return
 	}
 	now := p.now()
@@ -304,7 +308,7 @@ func (p *Pacer) applyRules(h *host, e, r *robotsEntry, now time.Time) bool {
 func (p *Pacer) applyCrawlDelay(h *host, e *robotsEntry) {
 	now := e.fetchedAt
 	info := e.info
-	e.applied.Store(weakHost(h))
+	e.applied.Store(h.serial)
 	p.applyRules(h, e, e, now)
 
 	for _, problem := range info.Problems {
