@@ -84,7 +84,8 @@ func (b *binding) onRequestHeaders(r *colly.Request) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	h := p.host(p.cfg.hostKey(r.URL))
+	now := p.now() // one reading for the lookup, the breaker and the departure's start
+	h := p.hostAt(p.cfg.hostKey(r.URL), now)
 	if p.cfg.robots { // first, whatever the breaker says: robots.txt is read again on its TTL
 		agent := r.Headers.Get("User-Agent")
 		if agent == "" {
@@ -101,12 +102,13 @@ func (b *binding) onRequestHeaders(r *colly.Request) {
 			}
 			return
 		}
+		now = p.now() // reading robots.txt took time
 	}
-	if h.parked(p.now(), p.cfg.breaker) {
+	if h.parked(now, p.cfg.breaker) {
 		b.deferRequest(r, h, ErrBreakerOpen)
 		return
 	}
-	f, err := p.depart(ctx, h, true, false)
+	f, err := p.depart(ctx, h, now, true, false)
 	if errors.Is(err, ErrBreakerOpen) {
 		b.deferRequest(r, h, err)
 		return

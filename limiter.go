@@ -242,12 +242,11 @@ func (h *host) acquire(ctx context.Context) error {
 
 func (h *host) release() { <-h.slots }
 
-// depart waits for an in-flight slot and the departure of a request to h, and returns its flight.
-// traced says the pacer's transport will carry the request and report its wire instant. A first
+// depart waits for an in-flight slot and the departure of a request to h asking at start (now), and
+// returns its flight. traced says the pacer's transport will carry the request and report its wire instant. A first
 // request waits until it departs or ctx ends; a redirect hop (hop) gives up deadlineMargin before
 // ctx's deadline with errWaitBeyondDeadline.
-func (p *Pacer) depart(ctx context.Context, h *host, traced, hop bool) (*flight, error) {
-	start := p.now()
+func (p *Pacer) depart(ctx context.Context, h *host, start time.Time, traced, hop bool) (*flight, error) {
 	if err := h.acquire(ctx); err != nil {
 		p.auditAbandoned(h, err)
 		return nil, err
@@ -294,6 +293,13 @@ func (p *Pacer) waitDeparture(ctx context.Context, h *host, start time.Time, tra
 			return res, nil
 		}
 	}
+	return p.waitInLine(ctx, h, start, traced, r)
+}
+
+// waitInLine is waitDeparture when the request cannot go at once: r is its jitter draw. Called with
+// h.mu held, which it releases. A function of its own, so that the fast path keeps a small stack
+// frame (a Colly request runs on a new goroutine, whose stack grows by copying).
+func (p *Pacer) waitInLine(ctx context.Context, h *host, start time.Time, traced bool, r float64) (Reservation, error) {
 	w := &waiter{r: r, wake: make(chan struct{}, 1)}
 	h.waiters = append(h.waiters, w)
 	isHead := len(h.waiters) == 1

@@ -100,7 +100,8 @@ func (p *Pacer) hostAt(key string, now time.Time) *host {
 // AdmitAt, ReserveAt and HostAt normalize it as DefaultHostKey does a host (case, trailing dot, punycode),
 // but take its port as given: "example.com", not "example.com:443", for https://example.com/.
 func (p *Pacer) Wait(ctx context.Context, hostKey string) (Reservation, func(), error) {
-	f, err := p.depart(ctx, p.host(normalizeKey(hostKey)), false, false)
+	now := p.now()
+	f, err := p.depart(ctx, p.hostAt(normalizeKey(hostKey), now), now, false, false)
 	if err != nil {
 		return Reservation{}, nil, err
 	}

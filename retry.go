@@ -231,6 +231,9 @@ func (b *binding) onRequest(r *colly.Request) {
 			r.Ctx.Put(retriesCtxKey, "") // adopted: the request's children must not inherit it
 		}
 	}
+	if retries < 0 && p.tries.size.Load() == 0 {
+		return // nothing refused or deferred: not a copy of anything (claim would say so, after a clock read)
+	}
 	now := p.now()
 	if p.tries.claim(r, retries, now) {
 		return

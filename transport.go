@@ -101,7 +101,8 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			}
 		}
 		var err error
-		if f, err = p.depart(req.Context(), p.host(p.cfg.hostKey(req.URL)), true, true); err != nil {
+		now := p.now()
+		if f, err = p.depart(req.Context(), p.hostAt(p.cfg.hostKey(req.URL), now), now, true, true); err != nil {
 			return nil, err
 		}
 		f.res.url = req.URL
