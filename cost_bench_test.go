@@ -128,9 +128,14 @@ func (c *cannedTransport) RoundTrip(*http.Request) (*http.Response, error) {
 // ns/op is the pacer's own CPU per request; BenchmarkCollyPath adds what it costs around it (Colly's
 // callbacks, net/http's trace hooks, the garbage collector).
 func BenchmarkPacerRequestPath(b *testing.B) {
+	b.Run("without-robots", func(b *testing.B) { benchPacerRequestPath(b, WithoutRobots()) })
+	b.Run("robots", func(b *testing.B) { benchPacerRequestPath(b) }) // robots.txt read once per host first
+}
+
+func benchPacerRequestPath(b *testing.B, opts ...Option) {
 	inner := &cannedTransport{resp: http.Response{StatusCode: http.StatusOK, Header: http.Header{"Content-Type": {"text/html"}}}}
 	c := colly.NewCollector(colly.Async(true))
-	p := AdaptivePacing(c, WithBaseDelay(0), WithoutRobots(), WithJitter(0), WithMaxInFlight(64), WithTransport(inner))
+	p := AdaptivePacing(c, append([]Option{WithBaseDelay(0), WithJitter(0), WithMaxInFlight(64), WithTransport(inner)}, opts...)...)
 	bd := &binding{p: p, c: c, flights: make(map[uint32]*flight)}
 	reqs := make([]*http.Request, costHosts)
 	for i := range reqs {
@@ -138,8 +143,7 @@ func BenchmarkPacerRequestPath(b *testing.B) {
 		reqs[i] = (&http.Request{Method: http.MethodGet, URL: u, Header: http.Header{}}).WithContext(context.Background())
 	}
 	buf := make([]byte, 512)
-	b.ReportAllocs()
-	for i := 0; b.Loop(); i++ {
+	page := func(i int) {
 		req := reqs[i%len(reqs)]
 		r := &colly.Request{URL: req.URL, Headers: &req.Header, ID: uint32(i), Method: http.MethodGet}
 		bd.onRequestHeaders(r)
@@ -154,5 +158,13 @@ func BenchmarkPacerRequestPath(b *testing.B) {
 		}
 		_ = resp.Body.Close()
 		bd.onResponse(&colly.Response{StatusCode: resp.StatusCode, Headers: &resp.Header, Request: r})
+	}
+	for i := range reqs {
+		page(i) // every host known, its robots.txt read
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		page(i)
 	}
 }

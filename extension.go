@@ -91,7 +91,7 @@ func (b *binding) onRequestHeaders(r *colly.Request) {
 		if agent == "" {
 			agent = b.c.UserAgent
 		}
-		if _, err := p.ensureRobots(ctx, r.URL, agent); err != nil {
+		if _, err := p.ensureRobots(ctx, r.URL, h.key, agent); err != nil {
 			switch {
 			case ctx.Err() != nil:
 				b.crawlEnded(r)

@@ -49,7 +49,7 @@ func fillHosts(tb testing.TB, p *Pacer, n int, now time.Time) {
 		if _, ok := p.AdmitAt(key, now); !ok {
 			tb.Fatalf("%s: first departure not admitted", key)
 		}
-		if _, err := p.ensureRobots(ctx, &url.URL{Scheme: "http", Host: key, Path: "/"}, "bench"); err != nil {
+		if _, err := p.ensureRobots(ctx, &url.URL{Scheme: "http", Host: key, Path: "/"}, key, "bench"); err != nil {
 			tb.Fatalf("%s: %v", key, err)
 		}
 	}

@@ -43,7 +43,7 @@ var errRobotsNoAnswer = fmt.Errorf("no answer within %v: %w", robotsFetchTimeout
 // robotsUnreachableLimit the host's breaker opens (robots_unreachable), its pages are deferred, and the
 // breaker's probe is the next read. When a copy was read before, it still applies meanwhile (§2.4).
 type robotsCache struct {
-	mu        sync.Mutex // protects the fields below
+	mu        sync.RWMutex // protects the fields below
 	m         map[string]*robotsEntry
 	byKey     map[string][]string // host key → the origins paced under it (WithHostKey can join several)
 	readEnded chan struct{}       // closed, and replaced, when a read ends: requests waiting on one wake
@@ -138,23 +138,26 @@ func (p *Pacer) robotsKnown(rawURL string, now time.Time) bool {
 }
 
 // ensureRobots makes sure the robots.txt of u's origin is known before a request to it departs,
-// reading it (once, through the pacer) when needed, and returns its entry; agent is the User-Agent
-// the read sends. While it is unreachable and no earlier copy applies, it waits, until it is read, the
-// host is parked (returned at once: the caller's breaker check defers the request), or ctx ends.
-func (p *Pacer) ensureRobots(ctx context.Context, u *url.URL, agent string) (*robotsEntry, error) {
-	return p.robotsFor(ctx, u, agent, true)
+// reading it (once, through the pacer) when needed, and returns its entry; key is u's host key (the
+// caller has it), agent the User-Agent the read sends. While it is unreachable and no earlier copy
+// applies, it waits, until it is read, the host is parked (returned at once: the caller's breaker
+// check defers the request), or ctx ends.
+func (p *Pacer) ensureRobots(ctx context.Context, u *url.URL, key, agent string) (*robotsEntry, error) {
+	return p.robotsFor(ctx, u, key, agent, true)
 }
 
 // tryRobots is ensureRobots without the wait for a later try: it reads robots.txt when a read is
 // due and returns. A Queue calls it; while robots.txt is unreachable, the host is held until the next
 // try, so the queue does not hand it out before.
 func (p *Pacer) tryRobots(ctx context.Context, u *url.URL, agent string) (*robotsEntry, error) {
-	return p.robotsFor(ctx, u, agent, false)
+	return p.robotsFor(ctx, u, p.cfg.hostKey(u), agent, false)
 }
 
-func (p *Pacer) robotsFor(ctx context.Context, u *url.URL, agent string, wait bool) (*robotsEntry, error) {
+func (p *Pacer) robotsFor(ctx context.Context, u *url.URL, key, agent string, wait bool) (*robotsEntry, error) {
+	if e := p.robotsFresh(u, p.host(key)); e != nil {
+		return e, nil
+	}
 	origin := u.Scheme + "://" + u.Host
-	key := p.cfg.hostKey(u) // before the lock: a key function may look the name up (ByIP)
 	for {
 		h := p.host(key)
 		now := p.now()
@@ -225,6 +228,25 @@ func (p *Pacer) robotsFor(ctx context.Context, u *url.URL, agent string, wait bo
 			return ne, nil // refused by the host's breaker: the caller's breaker check defers the request
 		}
 	}
+}
+
+// robotsFresh returns the entry of u's origin when its rules apply now without a read or a wait, as
+// they do for nearly every request, after applying them to h if it is a new host state; nil otherwise.
+// It allocates nothing: the origin it looks up does not outlive the lookup.
+func (p *Pacer) robotsFresh(u *url.URL, h *host) *robotsEntry {
+	now := p.now()
+	p.robots.mu.RLock()
+	e := p.robots.m[u.Scheme+"://"+u.Host]
+	p.robots.mu.RUnlock()
+	if e == nil || e.pending() || e.due(now, p.cfg.robotsTTL) {
+		return nil
+	}
+	r := e.rules()
+	if r == nil {
+		return nil
+	}
+	p.reapplyRobots(h, e, r)
+	return e
 }
 
 // sleepUntil waits until t or until ctx ends.
@@ -368,7 +390,7 @@ func (p *Pacer) hostParkedOrProbing(h *host) bool {
 // serveRobots answers Colly's own robots.txt request from the cache, so robots.txt is fetched once
 // per origin and Colly parses the sanitized body (one bad Crawl-delay line no longer fails every Visit).
 func (p *Pacer) serveRobots(req *http.Request) (*http.Response, error) {
-	e, err := p.ensureRobots(req.Context(), req.URL, req.Header.Get("User-Agent"))
+	e, err := p.ensureRobots(req.Context(), req.URL, p.cfg.hostKey(req.URL), req.Header.Get("User-Agent"))
 	if err != nil {
 		return nil, err
 	}

@@ -52,7 +52,7 @@ func TestRobotsCacheForgetsTheOldestEvictedHosts(t *testing.T) {
 	read := func(i int) {
 		t.Helper()
 		key := "host-" + strconv.Itoa(i) + ".example"
-		if _, err := p.ensureRobots(context.Background(), &url.URL{Scheme: "http", Host: key, Path: "/"}, "bench"); err != nil {
+		if _, err := p.ensureRobots(context.Background(), &url.URL{Scheme: "http", Host: key, Path: "/"}, key, "bench"); err != nil {
 			t.Fatal(err)
 		}
 		if st, _ := p.Host(key); st.CrawlDelay != time.Second {

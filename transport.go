@@ -94,15 +94,16 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if p.cfg.robots && isRobotsRequest(req) && req.Context().Value(robotsFetchKey{}) == nil {
 			return p.serveRobots(req)
 		}
+		key := p.cfg.hostKey(req.URL)
 		if p.cfg.robots && req.Context().Value(robotsFetchKey{}) == nil {
 			// A redirect hop to an origin not seen before: learn its Crawl-delay first.
-			if _, err := p.ensureRobots(req.Context(), req.URL, req.Header.Get("User-Agent")); err != nil {
+			if _, err := p.ensureRobots(req.Context(), req.URL, key, req.Header.Get("User-Agent")); err != nil {
 				return nil, err
 			}
 		}
 		var err error
 		now := p.now()
-		if f, err = p.depart(req.Context(), p.hostAt(p.cfg.hostKey(req.URL), now), now, true, true); err != nil {
+		if f, err = p.depart(req.Context(), p.hostAt(key, now), now, true, true); err != nil {
 			return nil, err
 		}
 		f.res.url = req.URL
