@@ -90,7 +90,11 @@ func (p *Pacer) hostAt(key string, now time.Time) *host {
 		p.restore(h)
 		p.maybeEvict(now)
 	}
-	<-h.ready
+	select {
+	case <-h.ready: // restored: a closed channel answers a select without taking its lock
+	default:
+		<-h.ready
+	}
 	return h
 }
 
