@@ -243,9 +243,9 @@ func (h *host) acquire(ctx context.Context) error {
 func (h *host) release() { <-h.slots }
 
 // depart waits for an in-flight slot and the departure of a request to h asking at start (now), and
-// returns its flight. traced says the pacer's transport will carry the request and report its wire instant. A first
-// request waits until it departs or ctx ends; a redirect hop (hop) gives up deadlineMargin before
-// ctx's deadline with errWaitBeyondDeadline.
+// returns its flight. traced says the pacer's transport will carry the request and report its wire
+// instant. A first request waits until it departs or ctx ends; a redirect hop (hop) gives up
+// deadlineMargin before ctx's deadline with errWaitBeyondDeadline.
 func (p *Pacer) depart(ctx context.Context, h *host, start time.Time, traced, hop bool) (*flight, error) {
 	if err := h.acquire(ctx); err != nil {
 		p.auditAbandoned(h, err)

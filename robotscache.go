@@ -43,18 +43,19 @@ var errRobotsNoAnswer = fmt.Errorf("no answer within %v: %w", robotsFetchTimeout
 // robotsUnreachableLimit the host's breaker opens (robots_unreachable), its pages are deferred, and the
 // breaker's probe is the next read. When a copy was read before, it still applies meanwhile (§2.4).
 type robotsCache struct {
-	mu        sync.RWMutex // protects the fields below
-	m         map[string]*robotsEntry
-	byKey     map[string][]string // host key → the origins paced under it (WithHostKey can join several)
-	readEnded chan struct{}       // closed, and replaced, when a read ends: requests waiting on one wake
-	idle      []idleKey           // host keys evicted from memory, oldest first (robotsevict.go)
-	peak      int                 // the most origins m held at an eviction sweep
+	mu    sync.RWMutex // protects the fields below
+	m     map[string]*robotsEntry
+	byKey map[string][]string // host key → the origins paced under it (WithHostKey can join several)
+	idle  []idleKey           // host keys evicted from memory, oldest first (robotsevict.go)
+	peak  int                 // the most origins m held at an eviction sweep
 }
 
 // robotsEntry is one attempt at reading an origin's robots.txt.
 type robotsEntry struct {
-	key       string      // the host key of the origin, set at creation
-	finished  atomic.Bool // the attempt ended: the fields below are then read-only
+	key string // the host key of the origin, set at creation
+	// wait is closed when the attempt ends, and dropped (nil): the fields below are then read-only. Not
+	// kept once done, so that a cached entry does not hold a channel.
+	wait      atomic.Pointer[chan struct{}]
 	fetchedAt time.Time
 	status    int
 	info      robotsInfo
@@ -81,21 +82,26 @@ type robotsEntry struct {
 func (c *robotsCache) init() {
 	c.m = make(map[string]*robotsEntry)
 	c.byKey = make(map[string][]string)
-	c.readEnded = make(chan struct{})
+}
+
+// newPendingRobotsEntry is an attempt under way for an origin under key.
+func newPendingRobotsEntry(key string) *robotsEntry {
+	e := &robotsEntry{key: key}
+	wait := make(chan struct{})
+	e.wait.Store(&wait)
+	return e
 }
 
 // pending reports whether e's attempt is still under way.
 func (e *robotsEntry) pending() bool {
-	return !e.finished.Load()
+	return e.wait.Load() != nil
 }
 
-// finish marks e's attempt ended and wakes the requests waiting on a read.
-func (c *robotsCache) finish(e *robotsEntry) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	e.finished.Store(true)
-	close(c.readEnded)
-	c.readEnded = make(chan struct{})
+// finish marks e's attempt ended and wakes the requests waiting on it.
+func (e *robotsEntry) finish() {
+	if wait := e.wait.Swap(nil); wait != nil {
+		close(*wait)
+	}
 }
 
 // rules returns the entry whose robots.txt applies: e when it was read, the earlier copy when it was
@@ -163,11 +169,10 @@ func (p *Pacer) robotsFor(ctx context.Context, u *url.URL, key, agent string, wa
 		now := p.now()
 		p.robots.mu.Lock()
 		e := p.robots.m[origin]
-		if e != nil && e.pending() { // another request reads it: wait for its outcome
-			ended := p.robots.readEnded
+		if wait := pendingWait(e); wait != nil { // another request reads it: wait for its outcome
 			p.robots.mu.Unlock()
 			select {
-			case <-ended:
+			case <-wait:
 				continue
 			case <-ctx.Done():
 				return nil, fmt.Errorf("ext: waiting for robots.txt of %s: %w", origin, context.Cause(ctx))
@@ -198,9 +203,7 @@ func (p *Pacer) robotsFor(ctx context.Context, u *url.URL, key, agent string, wa
 				p.reapplyRobots(h, e, e.rules())
 				return e, nil
 			}
-			refused := &robotsEntry{void: true, err: ErrBreakerOpen}
-			refused.finished.Store(true)
-			return refused, nil
+			return &robotsEntry{void: true, err: ErrBreakerOpen}, nil
 		}
 		p.robots.mu.Lock()
 		if p.robots.m[origin] != e { // another request started a read meanwhile
@@ -210,11 +213,11 @@ func (p *Pacer) robotsFor(ctx context.Context, u *url.URL, key, agent string, wa
 		if !slices.Contains(p.robots.byKey[h.key], origin) {
 			p.robots.byKey[h.key] = append(p.robots.byKey[h.key], origin)
 		}
-		ne := &robotsEntry{key: h.key} // the host's own copy of the key: a URL's Host keeps its URL alive
+		ne := newPendingRobotsEntry(h.key) // the host's own copy of the key: a URL's Host keeps its URL alive
 		p.robots.m[origin] = ne
 		p.robots.mu.Unlock()
 		p.readRobots(ctx, ne, e, h, origin, agent)
-		p.robots.finish(ne)
+		ne.finish()
 		if ne.void {
 			if err := ctx.Err(); err != nil {
 				return nil, fmt.Errorf("ext: reading robots.txt of %s: %w", origin, context.Cause(ctx))
@@ -228,6 +231,17 @@ func (p *Pacer) robotsFor(ctx context.Context, u *url.URL, key, agent string, wa
 			return ne, nil // refused by the host's breaker: the caller's breaker check defers the request
 		}
 	}
+}
+
+// pendingWait is the channel to wait on for e's attempt, nil when there is no attempt under way.
+func pendingWait(e *robotsEntry) <-chan struct{} {
+	if e == nil {
+		return nil
+	}
+	if wait := e.wait.Load(); wait != nil {
+		return *wait
+	}
+	return nil
 }
 
 // robotsFresh returns the entry of u's origin when its rules apply now without a read or a wait, as
