@@ -39,6 +39,7 @@ func TestClientTimeoutOnTheContext(t *testing.T) {
 		t.Fatalf("%d requests reached the inner transport, want 1", len(inner.seen))
 	}
 	req := inner.seen[0]
+	//lint:ignore SA1019 the test checks that net/http leaves the deprecated field unset
 	if req.Cancel != nil {
 		t.Error("the request carries a Cancel channel: net/http treats the pacer's transport as one that ignores contexts")
 	}
