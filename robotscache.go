@@ -61,22 +61,27 @@ type robotsEntry struct {
 	info      robotsInfo
 	err       error
 
-	// When robots.txt was unavailable:
+	// unavailable: robots.txt was not read; *robotsOutage says why and what applies meanwhile (set
+	// with it, nil otherwise: most entries are read and need none of it).
 	unavailable bool
+	// void: nothing was learned (the host's breaker refused the fetch, or its caller gave up); the
+	// entry it replaced is put back.
+	void bool
+	*robotsOutage
+
+	// applied is the serial of the host state its rules were last applied to: idle eviction makes a
+	// new one, which gets them again. A number, so that an evicted host's state does not stay in memory.
+	applied atomic.Uint64
+}
+
+// robotsOutage is what an unavailable robots.txt entry keeps.
+type robotsOutage struct {
 	attempt     int          // failed attempts in a row, this one included
 	since       time.Time    // when the first of them ended
 	retryAt     time.Time    // when the next attempt is due (once the host's breaker lets it go)
 	cached      *robotsEntry // the last robots.txt read, which still applies; nil: none, pages wait
 	unreachable bool         // the origin cannot be reached at all (no such name, connection refused)
 	tripped     bool         // this failure opened the host's breaker (robots_unreachable)
-
-	// void: nothing was learned (the host's breaker refused the fetch, or its caller gave up); the
-	// entry it replaced is put back.
-	void bool
-
-	// applied is the serial of the host state its rules were last applied to: idle eviction makes a
-	// new one, which gets them again. A number, so that an evicted host's state does not stay in memory.
-	applied atomic.Uint64
 }
 
 func (c *robotsCache) init() {
@@ -186,6 +191,9 @@ func (p *Pacer) robotsFor(ctx context.Context, u *url.URL, key, agent string, wa
 			}
 			if !wait || h.parked(now, p.cfg.breaker) {
 				return e, nil
+			}
+			if !e.unavailable { // void: never left in the cache once its read ends; look again
+				continue
 			}
 			if e.unreachable { // nothing to wait for: its pages fail at once, with the network's error
 				return nil, fmt.Errorf("%w: %s (robots.txt: %w)", errHostUnreachable, origin, e.err)
