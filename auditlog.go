@@ -23,7 +23,7 @@ type auditEvent struct {
 	status    int
 	detail    string
 
-	url          string        // the request, already redacted (auditURL)
+	url          *url.URL      // the request, redacted only when the event is written (redactURL)
 	wait         time.Duration // departures: time spent waiting in the pacer
 	interval     time.Duration // departures: the interval in force
 	crawlDelay   time.Duration // departures: the Crawl-delay in force
@@ -38,6 +38,7 @@ type auditEvent struct {
 type auditLog struct {
 	logger     zerolog.Logger
 	pipelineID string
+	auditQuery bool // URLs keep their query (WithAuditQuery)
 }
 
 // emit writes e at the given level. A disabled level or a silent Logger costs a nil check.
@@ -60,8 +61,8 @@ func (a *auditLog) emit(level zerolog.Level, e auditEvent) {
 	if e.detail != "" {
 		ev.Str(audit.FieldDetail, stripUserinfo(e.detail))
 	}
-	if e.url != "" {
-		ev.Str(audit.FieldURL, e.url)
+	if e.url != nil {
+		ev.Str(audit.FieldURL, redactURL(e.url, a.auditQuery))
 	}
 	if e.departure {
 		ev.Int64(audit.FieldWaitMS, e.wait.Milliseconds()).
@@ -91,25 +92,26 @@ func stripUserinfo(s string) string {
 	return userinfoInText.ReplaceAllString(s, "$1")
 }
 
-// auditURL is how a request's URL appears in the audit trail: no userinfo, no fragment, and no query
-// unless WithAuditQuery asked for it (queries carry session IDs and tokens).
-func (p *Pacer) auditURL(u *url.URL) string {
+// redactURL is how a request's URL appears in the audit trail: no userinfo, no fragment, and no query
+// unless query (WithAuditQuery) asks for it (queries carry session IDs and tokens). Events carry the
+// *url.URL and emit formats it, only when the event is written: a silent audit log formats nothing.
+func redactURL(u *url.URL, query bool) string {
 	if u == nil {
 		return ""
 	}
 	c := *u
 	c.User, c.Fragment, c.RawFragment = nil, "", ""
-	if !p.cfg.auditQuery {
+	if !query {
 		c.RawQuery, c.ForceQuery = "", false
 	}
 	return c.String()
 }
 
-// auditRawURL is auditURL for a URL kept as a string (a deferred or queued request).
+// auditRawURL is redactURL for a URL kept as a string (a deferred or queued request).
 func (p *Pacer) auditRawURL(raw string) string {
 	u, err := url.Parse(raw)
 	if err != nil {
 		return "(unparseable URL)"
 	}
-	return p.auditURL(u)
+	return redactURL(u, p.cfg.auditQuery)
 }

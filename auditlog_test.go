@@ -1,6 +1,7 @@
 package ext
 
 import (
+	"net/url"
 	"testing"
 	"time"
 
@@ -13,7 +14,7 @@ func TestAuditSchema(t *testing.T) {
 	var buf auditBuf
 	p := NewPacer(WithBaseDelay(time.Second), WithLogger(zerolog.New(&buf)), WithPipelineID("nightly"))
 	res := p.ReserveAt("shop.example:8443", t0)
-	res.url = "https://shop.example:8443/x"
+	res.url = &url.URL{Scheme: "https", Host: "shop.example:8443", Path: "/x"}
 	p.auditDeparture(&flight{h: p.host("shop.example:8443"), res: res}, t0)
 	p.ObserveAt(res, Outcome{Status: 429, Header: header("Retry-After", "7")}, t0)
 	evs := events(t, &buf)

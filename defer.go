@@ -53,7 +53,7 @@ func (b *binding) deferRequest(r *colly.Request, h *host, cause error) {
 	if err != nil {
 		detail = "deferral failed: " + err.Error()
 	}
-	p.audit.emit(zerolog.WarnLevel, auditEvent{at: now, host: h.key, event: audit.EventRequestDeferred, trigger: audit.TriggerBreaker, url: p.auditURL(r.URL),
+	p.audit.emit(zerolog.WarnLevel, auditEvent{at: now, host: h.key, event: audit.EventRequestDeferred, trigger: audit.TriggerBreaker, url: r.URL,
 		base: h.policy.BaseDelay, compliant: true, detail: detail})
 	p.deferred.mark(r, now)
 	p.tries.settle(r, tryDeferred, now) // a user's Retry of it would send it twice

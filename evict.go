@@ -18,8 +18,10 @@ const evictEvery = 64
 // WithIdleEviction sets how long a host goes unused (no request waiting or in flight, no hold, breaker
 // closed) before its state leaves memory (default 30 min; ≤ 0 keeps every host). With a store, the
 // state is written first and restored on the host's next use; without one, the host starts afresh,
-// except for its Crawl-delay (and clamp): the robots cache still knows them and applies them again
-// before its next request departs (robots.txt itself is read again on its own TTL).
+// except for its Crawl-delay (and clamp): the robots cache still knows them, for the last 1024 hosts
+// evicted, and applies them again before its next request departs (robots.txt itself is read again on
+// its own TTL); a host evicted longer ago reads robots.txt again. So memory stays bounded however many
+// hosts a crawl sees.
 func WithIdleEviction(d time.Duration) Option {
 	return func(c *config) { c.idleEviction = d }
 }
@@ -69,14 +71,15 @@ func (p *Pacer) evictShard(shard int, now time.Time) int {
 			return 0
 		}
 	}
-	evicted := 0
+	var evicted []string
 	stillIdle := func(h *host) bool { return h.idleAt(now, p.cfg.idleEviction) }
 	for _, h := range idle {
 		if p.hosts.DeleteIf(h.key, h, stillIdle) {
-			evicted++
+			evicted = append(evicted, h.key)
 		}
 	}
-	return evicted
+	p.robots.hostsEvicted(p, evicted, now)
+	return len(evicted)
 }
 
 // idleAt reports whether h can leave memory at now: unused for idle, nothing waiting or in flight,

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/collypace/ext/audit"
+	"github.com/collypace/ext/internal/http2"
 	"github.com/gocolly/colly/v2"
 	"github.com/rs/zerolog"
 )
@@ -30,11 +31,11 @@ func AdaptivePacing(c *colly.Collector, opts ...Option) *Pacer {
 // or several collectors sharing one schedule per host.
 // Installing the same Pacer twice on one collector does nothing the second time.
 func (p *Pacer) Install(c *colly.Collector) {
-	c.WithTransport(p.rt)
+	c.WithTransport(&http2.Transport{RoundTripper: p.rt})
 	if _, dup := p.installed.LoadOrStore(c, true); dup {
 		return
 	}
-	b := &binding{p: p, c: c}
+	b := &binding{p: p, c: c, flights: make(map[uint32]*flight)}
 	b.checkCallbackOrder()
 	c.OnRequest(b.onRequest)
 	c.OnRequestHeaders(b.onRequestHeaders)
@@ -46,8 +47,9 @@ func (p *Pacer) Install(c *colly.Collector) {
 type binding struct {
 	p       *Pacer
 	c       *colly.Collector
-	flights sync.Map     // request ID (uint32) → *flight, from departure to the request's callback
-	stacked atomic.Int32 // consecutive responses whose callbacks ran late, as after a LimitRule Delay
+	mu      sync.Mutex         // protects flights
+	flights map[uint32]*flight // by request ID, from departure to the request's callback
+	stacked atomic.Int32       // consecutive responses whose callbacks ran late, as after a LimitRule Delay
 }
 
 // checkCallbackOrder reports OnError and OnResponse callbacks registered before the pacer's: they run
@@ -82,13 +84,14 @@ func (b *binding) onRequestHeaders(r *colly.Request) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	h := p.host(p.cfg.hostKey(r.URL))
+	now := p.now() // one reading for the lookup, the breaker and the departure's start
+	h := p.hostAt(p.cfg.hostKey(r.URL), now)
 	if p.cfg.robots { // first, whatever the breaker says: robots.txt is read again on its TTL
 		agent := r.Headers.Get("User-Agent")
 		if agent == "" {
 			agent = b.c.UserAgent
 		}
-		if _, err := p.ensureRobots(ctx, r.URL, agent); err != nil {
+		if _, err := p.ensureRobots(ctx, r.URL, h.key, agent); err != nil {
 			switch {
 			case ctx.Err() != nil:
 				b.crawlEnded(r)
@@ -99,12 +102,13 @@ func (b *binding) onRequestHeaders(r *colly.Request) {
 			}
 			return
 		}
+		now = p.now() // reading robots.txt took time
 	}
-	if h.parked(p.now(), p.cfg.breaker) {
+	if h.parked(now, p.cfg.breaker) {
 		b.deferRequest(r, h, ErrBreakerOpen)
 		return
 	}
-	f, err := p.depart(ctx, h, true, false)
+	f, err := p.depart(ctx, h, now, true, false)
 	if errors.Is(err, ErrBreakerOpen) {
 		b.deferRequest(r, h, err)
 		return
@@ -114,8 +118,10 @@ func (b *binding) onRequestHeaders(r *colly.Request) {
 		return
 	}
 	p.markDispatched(*r.Headers)
-	f.parent, f.reqURL, f.res.url = ctx, r.URL, p.auditURL(r.URL)
-	b.flights.Store(r.ID, f)
+	f.parent, f.reqURL, f.res.url = ctx, r.URL, r.URL
+	b.mu.Lock()
+	b.flights[r.ID] = f
+	b.mu.Unlock()
 	p.rt.announce(r.URL, f)
 }
 
@@ -204,11 +210,15 @@ func (b *binding) settle(resp *colly.Response) *flight {
 	if resp.Request == nil {
 		return nil
 	}
-	v, ok := b.flights.LoadAndDelete(resp.Request.ID)
+	b.mu.Lock()
+	f, ok := b.flights[resp.Request.ID]
+	if ok {
+		delete(b.flights, resp.Request.ID)
+	}
+	b.mu.Unlock()
 	if !ok {
 		return nil
 	}
-	f := v.(*flight)
 	p := b.p
 	now := p.now()
 	if !f.claimed.Load() {
@@ -225,7 +235,7 @@ func (b *binding) settle(resp *colly.Response) *flight {
 		return f
 	}
 	f.finish(p, now)
-	b.checkStacked(resp, now)
+	b.checkStacked(f.h, resp.StatusCode, now)
 	return f
 }
 
@@ -247,14 +257,8 @@ func (b *binding) bypassed(f *flight, resp *colly.Response, now time.Time) {
 
 // checkStacked warns when Colly's callbacks run long after the response body was closed, the
 // signature of a LimitRule Delay sleeping while holding its slot: that adds latency + delay on top.
-func (b *binding) checkStacked(resp *colly.Response, now time.Time) {
-	if resp.Request == nil || resp.Request.URL == nil {
-		return
-	}
-	h, ok := b.p.hosts.Load(b.p.cfg.hostKey(resp.Request.URL))
-	if !ok {
-		return
-	}
+// h is the flight's host, status the response's.
+func (b *binding) checkStacked(h *host, status int, now time.Time) {
 	gap := now.Sub(time.Unix(0, h.lastBodyDone.Load()))
 	if gap < defaultStackedDelayAlarm {
 		b.stacked.Store(0)
@@ -262,7 +266,7 @@ func (b *binding) checkStacked(resp *colly.Response, now time.Time) {
 	}
 	if b.stacked.Add(1) >= 2 && b.p.warn.first("limit_rule:"+h.key) {
 		b.p.audit.emit(zerolog.WarnLevel, auditEvent{at: now, host: h.key, event: audit.EventLimitRuleStacked, trigger: audit.TriggerLimitRule,
-			base: h.policy.BaseDelay, computed: gap, compliant: true, status: resp.StatusCode,
+			base: h.policy.BaseDelay, computed: gap, compliant: true, status: status,
 			detail: "responses reach callbacks late, as after a LimitRule Delay: it adds latency + delay on top of pacing; remove Delay from the LimitRule"})
 	}
 }

@@ -14,6 +14,14 @@ import (
 // normalized so that every spelling of one host shares one schedule: lowercase, no trailing dot,
 // Unicode names in their ASCII (punycode) form, no port when it is the scheme's default.
 func DefaultHostKey(u *url.URL) string {
+	if hostIsKey(u) {
+		return u.Host // already normalized: every request computes its key, most of them this way
+	}
+	return normalizedHostKey(u)
+}
+
+// normalizedHostKey is DefaultHostKey's normalization, for a host that needs it.
+func normalizedHostKey(u *url.URL) string {
 	host, port := hostAndPort(u)
 	if strings.Contains(host, ":") { // an IPv6 literal
 		if port == "" {
@@ -25,6 +33,36 @@ func DefaultHostKey(u *url.URL) string {
 		return host
 	}
 	return host + ":" + port
+}
+
+// hostIsKey reports whether u.Host is already in the form DefaultHostKey gives it: lowercase ASCII
+// letters, digits, '-' and inner dots, no punycode label, then a port of digits only when it is not the
+// scheme's default. Normalizing such a host changes nothing (idna's ToASCII returns an ASCII name without
+// punycode as it is, or rejects it, which keeps it too), so it is its own key, without an allocation.
+func hostIsKey(u *url.URL) bool {
+	h := u.Host
+	colon := strings.IndexByte(h, ':')
+	name, port := h, ""
+	if colon >= 0 {
+		name, port = h[:colon], h[colon+1:]
+		if port == "" || port == defaultPort(u.Scheme) {
+			return false
+		}
+	}
+	if name == "" || name[len(name)-1] == '.' || strings.Contains(name, "xn--") { // punycode is decoded to check it
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		if c := name[i]; !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-' || c == '.') {
+			return false
+		}
+	}
+	for i := 0; i < len(port); i++ {
+		if c := port[i]; c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // hostAndPort returns u's host normalized as DefaultHostKey does, and its port unless it is the

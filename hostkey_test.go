@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net/netip"
 	"net/url"
 	"sort"
@@ -221,4 +222,41 @@ func TestRegistrableDomainSharesOneSchedule(t *testing.T) {
 			t.Errorf("host example.test: %+v %v, want one host with the Crawl-delay of 2s", st, ok)
 		}
 	})
+}
+
+// The allocation-free path of DefaultHostKey (a host already in normal form is its own key) gives
+// what the normalization gives, for every host it takes: names, IPs, ports, punycode, and random
+// strings over the characters it accepts.
+func TestDefaultHostKeyShortcutMatchesNormalization(t *testing.T) {
+	hosts := []string{"example.com", "example.com:8080", "example.com:80", "example.com:443", "127.0.0.1:9",
+		"xn--bcher-kva.example", "xn--zz.example", "xn--", "a..b", ".a", "a.", "a.:80", "-a-.b", "a_b.c", "1.2.3.4",
+		"example.com:", ":80", "example.com:08", "a:b", "Example.com", "[::1]:80", "ex\u00e4mple.com"}
+	rng := rand.New(rand.NewPCG(18, 1))
+	const alphabet = "abcxn-.0189:"
+	for range 20000 {
+		b := make([]byte, 1+rng.IntN(12))
+		for i := range b {
+			b[i] = alphabet[rng.IntN(len(alphabet))]
+		}
+		hosts = append(hosts, string(b))
+	}
+	shortcuts := 0
+	for _, h := range hosts {
+		for _, scheme := range []string{"http", "https"} {
+			u := &url.URL{Scheme: scheme, Host: h, Path: "/"}
+			if got, want := DefaultHostKey(u), normalizedHostKey(u); got != want {
+				t.Fatalf("DefaultHostKey(%s://%s) = %q, normalization gives %q", scheme, h, got, want)
+			}
+			if hostIsKey(u) {
+				shortcuts++
+			}
+		}
+	}
+	if shortcuts < 1000 {
+		t.Errorf("only %d hosts took the shortcut: the test checks little", shortcuts)
+	}
+	local := &url.URL{Scheme: "http", Host: "127.0.0.1:8080"}
+	if n := testing.AllocsPerRun(100, func() { DefaultHostKey(local) }); n != 0 {
+		t.Errorf("DefaultHostKey of a normalized host allocates %v times, want 0", n)
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http/httptrace"
 	"net/url"
 	"sync"
 	"sync/atomic"
@@ -37,6 +38,7 @@ const maxWireWait = 30 * time.Second
 // in-flight semaphore.
 type host struct {
 	key    string
+	serial uint64 // tells this host state from one made anew after idle eviction
 	policy HostPolicy
 	slots  chan struct{} // the in-flight semaphore, capacity policy.MaxInFlight
 
@@ -85,7 +87,7 @@ type Reservation struct {
 	Jitter    time.Duration // the random extra added to Interval
 	Trigger   audit.Trigger // what set Interval (or "retry_after"/"rate_limit" when a hold ended last)
 	Wait      time.Duration // how long the request waited in the pacer
-	url       string        // the request, redacted for the audit trail ("" when unknown)
+	url       *url.URL      // the request, for the audit trail (nil when unknown)
 	gen       uint64        // the adaptive generation at departure: one increase per burst
 	compliant bool          // every constraint the host published is honoured in full
 	probe     bool          // the half-open breaker's probe
@@ -262,12 +264,11 @@ func (h *host) acquire(ctx context.Context) error {
 
 func (h *host) release() { <-h.slots }
 
-// depart waits for an in-flight slot and the departure of a request to h, and returns its flight.
-// traced says the pacer's transport will carry the request and report its wire instant. A first
-// request waits until it departs or ctx ends; a redirect hop (hop) gives up deadlineMargin before
-// ctx's deadline with errWaitBeyondDeadline.
-func (p *Pacer) depart(ctx context.Context, h *host, traced, hop bool) (*flight, error) {
-	start := p.now()
+// depart waits for an in-flight slot and the departure of a request to h asking at start (now), and
+// returns its flight. traced says the pacer's transport will carry the request and report its wire
+// instant. A first request waits until it departs or ctx ends; a redirect hop (hop) gives up
+// deadlineMargin before ctx's deadline with errWaitBeyondDeadline.
+func (p *Pacer) depart(ctx context.Context, h *host, start time.Time, traced, hop bool) (*flight, error) {
 	if err := h.acquire(ctx); err != nil {
 		p.auditAbandoned(h, err)
 		return nil, err
@@ -303,11 +304,11 @@ func (p *Pacer) depart(ctx context.Context, h *host, traced, hop bool) (*flight,
 // fleet, the shared store let the request go. It holds no lock while it sleeps, and fails only when ctx
 // ends or the host's breaker is open (ErrBreakerOpen). The caller holds an in-flight slot.
 func (p *Pacer) waitDeparture(ctx context.Context, h *host, start time.Time, traced bool) (Reservation, error) {
-	w := &waiter{r: p.cfg.random()}
+	r := p.cfg.random()
 	h.mu.Lock()
 	if len(h.waiters) == 0 && h.brk.state == audit.BreakerClosed {
 		// The fast path: nobody waits, and the rule may let it go at once (no fleet to ask).
-		if at, res := h.earliestLocked(start, p.cfg.jitter, w.r); !at.After(start) && !p.fleetActive() && h.inFlight < h.capLocked() {
+		if at, res := h.earliestLocked(start, p.cfg.jitter, r); !at.After(start) && !p.fleetActive() && h.inFlight < h.capLocked() {
 			h.departLocked(&res, start, traced)
 			h.flyLocked(&res)
 			h.mu.Unlock()
@@ -315,7 +316,14 @@ func (p *Pacer) waitDeparture(ctx context.Context, h *host, start time.Time, tra
 			return res, nil
 		}
 	}
-	w.wake = make(chan struct{}, 1)
+	return p.waitInLine(ctx, h, start, traced, r)
+}
+
+// waitInLine is waitDeparture when the request cannot go at once: r is its jitter draw. Called with
+// h.mu held, which it releases. A function of its own, so that the fast path keeps a small stack
+// frame (a Colly request runs on a new goroutine, whose stack grows by copying).
+func (p *Pacer) waitInLine(ctx context.Context, h *host, start time.Time, traced bool, r float64) (Reservation, error) {
+	w := &waiter{r: r, wake: make(chan struct{}, 1)}
 	h.waiters = append(h.waiters, w)
 	isHead := len(h.waiters) == 1
 	h.mu.Unlock()
@@ -457,6 +465,11 @@ type flight struct {
 	wirePending atomic.Bool     // traced: its wire instant is not known yet
 	finished    atomic.Bool
 	verdict     atomic.Pointer[flightVerdict] // the classified outcome, once observed
+
+	// Carried by the pacer's transport (one hop, one response body): in the flight, so that a request
+	// allocates them with it.
+	trace httptrace.ClientTrace
+	body  flightBody
 }
 
 // flightVerdict is the verdict of a flight's outcome, kept for the binding's retry decision, with

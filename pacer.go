@@ -30,6 +30,7 @@ type Pacer struct {
 	fallback   *memoryStore // where they go when the store fails (never lose a URL)
 
 	hostsCreated atomic.Uint64 // paces idle-eviction sweeps
+	hostSerial   atomic.Uint64 // the last host state's serial
 	installed    sync.Map      // *colly.Collector → true: Install binds each collector once
 	dispatched   sync.Map      // header map identity (uintptr) → *atomic.Bool: a Queue's request, true once departed
 }
@@ -45,7 +46,7 @@ func NewPacer(opts ...Option) *Pacer {
 	cfg.checkConsistency()
 	p := &Pacer{
 		cfg:   cfg,
-		audit: auditLog{logger: cfg.logger, pipelineID: cfg.pipelineID},
+		audit: auditLog{logger: cfg.logger, pipelineID: cfg.pipelineID, auditQuery: cfg.auditQuery},
 		now:   time.Now,
 	}
 	p.hosts.Init()
@@ -68,14 +69,20 @@ func (p *Pacer) host(key string) *host {
 
 // hostAt is host with the time of use given.
 func (p *Pacer) hostAt(key string, now time.Time) *host {
-	h, created := p.hosts.LoadOrCreate(key, func() *host {
-		h := newHost(key, p.cfg.policyFor(key))
-		h.lastUse.Store(now.UnixNano()) // before it is visible: a sweep must not take it for idle
-		if p.persist != nil {
-			h.ready = make(chan struct{}) // closed once its stored state is restored
-		}
-		return h
-	})
+	h, found := p.hosts.Load(key)
+	created := false
+	if !found {
+		key = strings.Clone(key) // kept with the host: not a part of a longer string (a URL's Host is)
+		h, created = p.hosts.LoadOrCreate(key, func() *host {
+			h := newHost(key, p.cfg.policyFor(key))
+			h.serial = p.hostSerial.Add(1)
+			h.lastUse.Store(now.UnixNano()) // before it is visible: a sweep must not take it for idle
+			if p.persist != nil {
+				h.ready = make(chan struct{}) // closed once its stored state is restored
+			}
+			return h
+		})
+	}
 	if t := now.UnixNano(); t > h.lastUse.Load() {
 		h.lastUse.Store(t)
 	}
@@ -83,7 +90,11 @@ func (p *Pacer) hostAt(key string, now time.Time) *host {
 		p.restore(h)
 		p.maybeEvict(now)
 	}
-	<-h.ready
+	select {
+	case <-h.ready: // restored: a closed channel answers a select without taking its lock
+	default:
+		<-h.ready
+	}
 	return h
 }
 
@@ -93,7 +104,8 @@ func (p *Pacer) hostAt(key string, now time.Time) *host {
 // AdmitAt, ReserveAt and HostAt normalize it as DefaultHostKey does a host (case, trailing dot, punycode),
 // but take its port as given: "example.com", not "example.com:443", for https://example.com/.
 func (p *Pacer) Wait(ctx context.Context, hostKey string) (Reservation, func(), error) {
-	f, err := p.depart(ctx, p.host(normalizeKey(hostKey)), false, false)
+	now := p.now()
+	f, err := p.depart(ctx, p.hostAt(normalizeKey(hostKey), now), now, false, false)
 	if err != nil {
 		return Reservation{}, nil, err
 	}

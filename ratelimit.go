@@ -103,6 +103,9 @@ func spread(d time.Duration, n int64) time.Duration {
 // draft ones. A family missing its remaining or reset part is ignored
 // silently: it is incomplete, not malformed.
 func parseRateLimit(h http.Header, now time.Time, maxReset time.Duration) (sig rateLimitSignal, found bool, errs []error) {
+	if !hasRateLimitFields(h) {
+		return sig, false, nil // most responses: no Date to parse, no closure
+	}
 	maxReset = max(maxReset, 0)
 	consider := func(s rateLimitSignal, ok bool) {
 		if ok && (!found || s.moreRestrictive(sig)) {
@@ -114,6 +117,19 @@ func parseRateLimit(h http.Header, now time.Time, maxReset time.Duration) (sig r
 	consider(rateLimitDraft.parse(h, now, server, maxReset, &errs))
 	consider(rateLimitX.parse(h, now, server, maxReset, &errs))
 	return sig, found, errs
+}
+
+// hasRateLimitFields reports whether h has any field parseRateLimit reads (RateLimit-Policy is read
+// only alongside RateLimit).
+func hasRateLimitFields(h http.Header) bool {
+	for _, k := range [...]string{rateLimitSFKey,
+		rateLimitDraft.limitKey, rateLimitDraft.remainingKey, rateLimitDraft.resetKey,
+		rateLimitX.limitKey, rateLimitX.remainingKey, rateLimitX.resetKey} {
+		if len(h[k]) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // rateLimitFamily names the three fields of a Limit/Remaining/Reset family.

@@ -231,13 +231,16 @@ func (b *binding) onRequest(r *colly.Request) {
 			r.Ctx.Put(retriesCtxKey, "") // adopted: the request's children must not inherit it
 		}
 	}
+	if retries < 0 && p.tries.size.Load() == 0 {
+		return // nothing refused or deferred: not a copy of anything (claim would say so, after a clock read)
+	}
 	now := p.now()
 	if p.tries.claim(r, retries, now) {
 		return
 	}
 	if p.warn.first("retry_duplicate") {
 		p.audit.emit(zerolog.WarnLevel, auditEvent{at: now, host: p.cfg.hostKey(r.URL), event: audit.EventRetryDuplicate, trigger: audit.TriggerRefusal,
-			url: p.auditURL(r.URL), compliant: true,
+			url: r.URL, compliant: true,
 			detail: "Retry was called for a refused request the pacer retries (or deferred) already: the copy is dropped before it leaves; " +
 				"call Retry only when !pacer.Retrying(resp) && !pacer.Deferred(resp), or turn the pacer's retries off with WithMaxRetries(0)"})
 	}
@@ -255,7 +258,7 @@ func (b *binding) retry(resp *colly.Response, v Verdict) {
 	}
 	req, attempt, ok := p.tries.decide(r, p.cfg.maxRetries, now)
 	h := p.host(p.cfg.hostKey(r.URL))
-	ev := auditEvent{at: now, host: h.key, trigger: v.Trigger, base: h.policy.BaseDelay, compliant: true, status: resp.StatusCode, url: p.auditURL(r.URL)}
+	ev := auditEvent{at: now, host: h.key, trigger: v.Trigger, base: h.policy.BaseDelay, compliant: true, status: resp.StatusCode, url: r.URL}
 	if !ok {
 		if attempt >= p.cfg.maxRetries {
 			ev.event, ev.detail = audit.EventRetriesExhausted, fmt.Sprintf("gave up after %d retries", attempt)

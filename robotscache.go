@@ -13,7 +13,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"weak"
 
 	"github.com/collypace/ext/audit"
 	"github.com/rs/zerolog"
@@ -44,36 +43,45 @@ var errRobotsNoAnswer = fmt.Errorf("no answer within %v: %w", robotsFetchTimeout
 // robotsUnreachableLimit the host's breaker opens (robots_unreachable), its pages are deferred, and the
 // breaker's probe is the next read. When a copy was read before, it still applies meanwhile (§2.4).
 type robotsCache struct {
-	mu    sync.Mutex // protects m and byKey
+	mu    sync.RWMutex // protects the fields below
 	m     map[string]*robotsEntry
 	byKey map[string][]string // host key → the origins paced under it (WithHostKey can join several)
+	idle  []idleKey           // host keys evicted from memory, oldest first (robotsevict.go)
+	peak  int                 // the most origins m held at an eviction sweep
 }
 
 // robotsEntry is one attempt at reading an origin's robots.txt.
 type robotsEntry struct {
-	key       string        // the host key of the origin, set at creation
-	done      chan struct{} // closed when the attempt ends; the fields below are then read-only
+	key string // the host key of the origin, set at creation
+	// wait is closed when the attempt ends, and dropped (nil): the fields below are then read-only. Not
+	// kept once done, so that a cached entry does not hold a channel.
+	wait      atomic.Pointer[chan struct{}]
 	fetchedAt time.Time
 	status    int
 	info      robotsInfo
 	err       error
 
-	// When robots.txt was unavailable:
+	// unavailable: robots.txt was not read; *robotsOutage says why and what applies meanwhile (set
+	// with it, nil otherwise: most entries are read and need none of it).
 	unavailable bool
+	// void: nothing was learned (the host's breaker refused the fetch, or its caller gave up); the
+	// entry it replaced is put back.
+	void bool
+	*robotsOutage
+
+	// applied is the serial of the host state its rules were last applied to: idle eviction makes a
+	// new one, which gets them again. A number, so that an evicted host's state does not stay in memory.
+	applied atomic.Uint64
+}
+
+// robotsOutage is what an unavailable robots.txt entry keeps.
+type robotsOutage struct {
 	attempt     int          // failed attempts in a row, this one included
 	since       time.Time    // when the first of them ended
 	retryAt     time.Time    // when the next attempt is due (once the host's breaker lets it go)
 	cached      *robotsEntry // the last robots.txt read, which still applies; nil: none, pages wait
 	unreachable bool         // the origin cannot be reached at all (no such name, connection refused)
 	tripped     bool         // this failure opened the host's breaker (robots_unreachable)
-
-	// void: nothing was learned (the host's breaker refused the fetch, or its caller gave up); the
-	// entry it replaced is put back.
-	void bool
-
-	// applied is the host state its rules were last applied to: idle eviction makes a new one, which
-	// gets them again. Weak, so that an evicted host's state does not stay in memory for it.
-	applied atomic.Pointer[weak.Pointer[host]]
 }
 
 func (c *robotsCache) init() {
@@ -81,13 +89,23 @@ func (c *robotsCache) init() {
 	c.byKey = make(map[string][]string)
 }
 
+// newPendingRobotsEntry is an attempt under way for an origin under key.
+func newPendingRobotsEntry(key string) *robotsEntry {
+	e := &robotsEntry{key: key}
+	wait := make(chan struct{})
+	e.wait.Store(&wait)
+	return e
+}
+
 // pending reports whether e's attempt is still under way.
 func (e *robotsEntry) pending() bool {
-	select {
-	case <-e.done:
-		return false
-	default:
-		return true
+	return e.wait.Load() != nil
+}
+
+// finish marks e's attempt ended and wakes the requests waiting on it.
+func (e *robotsEntry) finish() {
+	if wait := e.wait.Swap(nil); wait != nil {
+		close(*wait)
 	}
 }
 
@@ -131,32 +149,35 @@ func (p *Pacer) robotsKnown(rawURL string, now time.Time) bool {
 }
 
 // ensureRobots makes sure the robots.txt of u's origin is known before a request to it departs,
-// reading it (once, through the pacer) when needed, and returns its entry; agent is the User-Agent
-// the read sends. While it is unreachable and no earlier copy applies, it waits, until it is read, the
-// host is parked (returned at once: the caller's breaker check defers the request), or ctx ends.
-func (p *Pacer) ensureRobots(ctx context.Context, u *url.URL, agent string) (*robotsEntry, error) {
-	return p.robotsFor(ctx, u, agent, true)
+// reading it (once, through the pacer) when needed, and returns its entry; key is u's host key (the
+// caller has it), agent the User-Agent the read sends. While it is unreachable and no earlier copy
+// applies, it waits, until it is read, the host is parked (returned at once: the caller's breaker
+// check defers the request), or ctx ends.
+func (p *Pacer) ensureRobots(ctx context.Context, u *url.URL, key, agent string) (*robotsEntry, error) {
+	return p.robotsFor(ctx, u, key, agent, true)
 }
 
 // tryRobots is ensureRobots without the wait for a later try: it reads robots.txt when a read is
 // due and returns. A Queue calls it; while robots.txt is unreachable, the host is held until the next
 // try, so the queue does not hand it out before.
 func (p *Pacer) tryRobots(ctx context.Context, u *url.URL, agent string) (*robotsEntry, error) {
-	return p.robotsFor(ctx, u, agent, false)
+	return p.robotsFor(ctx, u, p.cfg.hostKey(u), agent, false)
 }
 
-func (p *Pacer) robotsFor(ctx context.Context, u *url.URL, agent string, wait bool) (*robotsEntry, error) {
+func (p *Pacer) robotsFor(ctx context.Context, u *url.URL, key, agent string, wait bool) (*robotsEntry, error) {
+	if e := p.robotsFresh(u, p.host(key)); e != nil {
+		return e, nil
+	}
 	origin := u.Scheme + "://" + u.Host
-	key := p.cfg.hostKey(u) // before the lock: a key function may look the name up (ByIP)
 	for {
 		h := p.host(key)
 		now := p.now()
 		p.robots.mu.Lock()
 		e := p.robots.m[origin]
-		if e != nil && e.pending() { // another request reads it: wait for its outcome
+		if wait := pendingWait(e); wait != nil { // another request reads it: wait for its outcome
 			p.robots.mu.Unlock()
 			select {
-			case <-e.done:
+			case <-wait:
 				continue
 			case <-ctx.Done():
 				return nil, fmt.Errorf("ext: waiting for robots.txt of %s: %w", origin, context.Cause(ctx))
@@ -170,6 +191,9 @@ func (p *Pacer) robotsFor(ctx context.Context, u *url.URL, agent string, wait bo
 			}
 			if !wait || h.parked(now, p.cfg.breaker) {
 				return e, nil
+			}
+			if !e.unavailable { // void: never left in the cache once its read ends; look again
+				continue
 			}
 			if e.unreachable { // nothing to wait for: its pages fail at once, with the network's error
 				return nil, fmt.Errorf("%w: %s (robots.txt: %w)", errHostUnreachable, origin, e.err)
@@ -187,21 +211,21 @@ func (p *Pacer) robotsFor(ctx context.Context, u *url.URL, agent string, wait bo
 				p.reapplyRobots(h, e, e.rules())
 				return e, nil
 			}
-			return &robotsEntry{done: alreadyReady, void: true, err: ErrBreakerOpen}, nil
+			return &robotsEntry{void: true, err: ErrBreakerOpen}, nil
 		}
 		p.robots.mu.Lock()
 		if p.robots.m[origin] != e { // another request started a read meanwhile
 			p.robots.mu.Unlock()
 			continue
 		}
-		if !slices.Contains(p.robots.byKey[key], origin) {
-			p.robots.byKey[key] = append(p.robots.byKey[key], origin)
+		if !slices.Contains(p.robots.byKey[h.key], origin) {
+			p.robots.byKey[h.key] = append(p.robots.byKey[h.key], origin)
 		}
-		ne := &robotsEntry{key: key, done: make(chan struct{})}
+		ne := newPendingRobotsEntry(h.key) // the host's own copy of the key: a URL's Host keeps its URL alive
 		p.robots.m[origin] = ne
 		p.robots.mu.Unlock()
 		p.readRobots(ctx, ne, e, h, origin, agent)
-		close(ne.done)
+		ne.finish()
 		if ne.void {
 			if err := ctx.Err(); err != nil {
 				return nil, fmt.Errorf("ext: reading robots.txt of %s: %w", origin, context.Cause(ctx))
@@ -215,6 +239,36 @@ func (p *Pacer) robotsFor(ctx context.Context, u *url.URL, agent string, wait bo
 			return ne, nil // refused by the host's breaker: the caller's breaker check defers the request
 		}
 	}
+}
+
+// pendingWait is the channel to wait on for e's attempt, nil when there is no attempt under way.
+func pendingWait(e *robotsEntry) <-chan struct{} {
+	if e == nil {
+		return nil
+	}
+	if wait := e.wait.Load(); wait != nil {
+		return *wait
+	}
+	return nil
+}
+
+// robotsFresh returns the entry of u's origin when its rules apply now without a read or a wait, as
+// they do for nearly every request, after applying them to h if it is a new host state; nil otherwise.
+// It allocates nothing: the origin it looks up does not outlive the lookup.
+func (p *Pacer) robotsFresh(u *url.URL, h *host) *robotsEntry {
+	now := p.now()
+	p.robots.mu.RLock()
+	e := p.robots.m[u.Scheme+"://"+u.Host]
+	p.robots.mu.RUnlock()
+	if e == nil || e.pending() || e.due(now, p.cfg.robotsTTL) {
+		return nil
+	}
+	r := e.rules()
+	if r == nil {
+		return nil
+	}
+	p.reapplyRobots(h, e, r)
+	return e
 }
 
 // sleepUntil waits until t or until ctx ends.
@@ -235,20 +289,14 @@ func (p *Pacer) sleepUntil(ctx context.Context, t time.Time) error {
 
 // appliedTo reports whether e's rules were last applied to h.
 func (e *robotsEntry) appliedTo(h *host) bool {
-	w := e.applied.Load()
-	return w != nil && w.Value() == h
-}
-
-func weakHost(h *host) *weak.Pointer[host] {
-	w := weak.Make(h)
-	return &w
+	return e.applied.Load() == h.serial
 }
 
 // reapplyRobots applies r (e's rules) to h when e was last applied to another host state: one made
 // anew after idle eviction forgets the Crawl-delay the robots cache still knows.
 func (p *Pacer) reapplyRobots(h *host, e, r *robotsEntry) {
 	old := e.applied.Load()
-	if old != nil && old.Value() == h || !e.applied.CompareAndSwap(old, weakHost(h)) {
+	if old == h.serial || !e.applied.CompareAndSwap(old, h.serial) {
 		return
 	}
 	now := p.now()
@@ -304,7 +352,7 @@ func (p *Pacer) applyRules(h *host, e, r *robotsEntry, now time.Time) bool {
 func (p *Pacer) applyCrawlDelay(h *host, e *robotsEntry) {
 	now := e.fetchedAt
 	info := e.info
-	e.applied.Store(weakHost(h))
+	e.applied.Store(h.serial)
 	p.applyRules(h, e, e, now)
 
 	for _, problem := range info.Problems {
@@ -364,7 +412,7 @@ func (p *Pacer) hostParkedOrProbing(h *host) bool {
 // serveRobots answers Colly's own robots.txt request from the cache, so robots.txt is fetched once
 // per origin and Colly parses the sanitized body (one bad Crawl-delay line no longer fails every Visit).
 func (p *Pacer) serveRobots(req *http.Request) (*http.Response, error) {
-	e, err := p.ensureRobots(req.Context(), req.URL, req.Header.Get("User-Agent"))
+	e, err := p.ensureRobots(req.Context(), req.URL, p.cfg.hostKey(req.URL), req.Header.Get("User-Agent"))
 	if err != nil {
 		return nil, err
 	}

@@ -151,7 +151,7 @@ func (c *robotsClock) stop() { c.pause() }
 // does not hand it out), and after robotsUnreachableLimit its breaker opens.
 func (p *Pacer) robotsFailed(e, prev *robotsEntry, h *host) {
 	now := e.fetchedAt
-	e.unavailable, e.attempt, e.since = true, 1, now
+	e.unavailable, e.robotsOutage = true, &robotsOutage{attempt: 1, since: now}
 	e.unreachable = unreachable(e.err)
 	if prev != nil {
 		e.cached = prev.rules()

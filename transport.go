@@ -22,8 +22,9 @@ import (
 type transport struct {
 	p         *Pacer
 	inner     http.RoundTripper
-	announced sync.Map // URL identity (uintptr) → *flight waiting for its first hop
-	failing   sync.Map // URL identity (uintptr) → error: a request that must fail without leaving
+	mu        sync.Mutex           // protects announced
+	announced map[*url.URL]*flight // a flight waiting for its first hop, by the URL the hop carries
+	failing   sync.Map             // URL identity (uintptr) → error: a request that must fail without leaving
 }
 
 // failWith makes the first hop carrying u fail with err, without leaving: OnError then sees err.
@@ -33,21 +34,33 @@ func (t *transport) failWith(u *url.URL, err error) {
 
 // announce registers a departed request whose first hop will carry u.
 func (t *transport) announce(u *url.URL, f *flight) {
-	t.announced.Store(urlID(u), f)
+	t.mu.Lock()
+	if t.announced == nil {
+		t.announced = make(map[*url.URL]*flight)
+	}
+	t.announced[u] = f
+	t.mu.Unlock()
 }
 
 // unannounce forgets a request the transport never carried.
 func (t *transport) unannounce(u *url.URL) {
-	t.announced.Delete(urlID(u))
+	t.mu.Lock()
+	delete(t.announced, u)
+	t.mu.Unlock()
 }
 
+// claim takes the flight announced for the hop carrying u, nil when there is none (a redirect hop, a
+// robots.txt fetch, a request Colly did not announce).
 func (t *transport) claim(u *url.URL) *flight {
-	v, ok := t.announced.LoadAndDelete(urlID(u))
-	if !ok {
-		return nil
+	t.mu.Lock()
+	f, ok := t.announced[u]
+	if ok {
+		delete(t.announced, u)
 	}
-	f := v.(*flight)
-	f.claimed.Store(true)
+	t.mu.Unlock()
+	if ok {
+		f.claimed.Store(true)
+	}
 	return f
 }
 
@@ -81,22 +94,23 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if p.cfg.robots && isRobotsRequest(req) && req.Context().Value(robotsFetchKey{}) == nil {
 			return p.serveRobots(req)
 		}
+		key := p.cfg.hostKey(req.URL)
 		if p.cfg.robots && req.Context().Value(robotsFetchKey{}) == nil {
 			// A redirect hop to an origin not seen before: learn its Crawl-delay first.
-			if _, err := p.ensureRobots(req.Context(), req.URL, req.Header.Get("User-Agent")); err != nil {
+			if _, err := p.ensureRobots(req.Context(), req.URL, key, req.Header.Get("User-Agent")); err != nil {
 				return nil, err
 			}
 		}
 		var err error
-		if f, err = p.depart(req.Context(), p.host(p.cfg.hostKey(req.URL)), true, true); err != nil {
+		now := p.now()
+		if f, err = p.depart(req.Context(), p.hostAt(key, now), now, true, true); err != nil {
 			return nil, err
 		}
-		f.res.url = p.auditURL(req.URL)
+		f.res.url = req.URL
 		f.res.robots = req.Context().Value(robotsFetchKey{}) != nil
 	}
-	req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
-		WroteHeaders: func() { f.wire(p, p.now(), true) },
-	}))
+	f.trace.WroteHeaders = func() { f.wire(p, p.now(), true) }
+	req = req.WithContext(httptrace.WithClientTrace(req.Context(), &f.trace))
 	start := p.now()
 	resp, err := t.inner.RoundTrip(req)
 	now := p.now()
@@ -113,14 +127,15 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	v := classify(o)
+	f.body = flightBody{ReadCloser: resp.Body, t: t, f: f}
 	if v.Trigger != audit.TriggerClean {
 		t.record(f, o, v, now)
-		resp.Body = &flightBody{ReadCloser: resp.Body, t: t, f: f}
-		return resp, nil
+	} else {
+		// A clean status is only clean once the body has arrived: a host that hangs or breaks the
+		// connection mid-body is failing, and must count as such.
+		f.body.pending, f.body.unobserved, f.body.verdict = o, true, v
 	}
-	// A clean status is only clean once the body has arrived: a host that hangs or breaks the
-	// connection mid-body is failing, and must count as such.
-	resp.Body = &flightBody{ReadCloser: resp.Body, t: t, f: f, pending: &o, verdict: v}
+	resp.Body = &f.body
 	return resp, nil
 }
 
@@ -136,26 +151,34 @@ func (t *transport) observe(f *flight, o Outcome, now time.Time) {
 // record hands a flight's outcome and its verdict to the pacer, and keeps the verdict on the flight
 // for the binding.
 func (t *transport) record(f *flight, o Outcome, v Verdict, now time.Time) {
-	f.verdict.Store(&flightVerdict{v: v, status: o.Status})
+	fv := &cleanOK
+	if v != cleanOK.v || o.Status != cleanOK.status {
+		fv = &flightVerdict{v: v, status: o.Status}
+	}
+	f.verdict.Store(fv)
 	t.p.observe(f.res, o, v, now)
 }
 
+// cleanOK is the verdict of most flights, shared (never written): a 200 whose body arrived.
+var cleanOK = flightVerdict{v: Verdict{Trigger: audit.TriggerClean}, status: http.StatusOK}
+
 // flightBody ends the flight when the response body is closed. For a clean status it observes the
 // outcome once the body is read: clean at its end (or when closed early by the reader), a transport
-// error when reading it fails.
+// error when reading it fails. It lives in its flight (one allocation a request).
 type flightBody struct {
 	io.ReadCloser
-	t       *transport
-	f       *flight
-	pending *Outcome // the clean outcome not yet observed
-	verdict Verdict  // pending's verdict
+	t          *transport
+	f          *flight
+	pending    Outcome // the clean outcome, while unobserved
+	unobserved bool
+	verdict    Verdict // pending's verdict
 }
 
 func (b *flightBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
-	if err != nil && b.pending != nil {
-		o := *b.pending
-		b.pending = nil
+	if err != nil && b.unobserved {
+		o := b.pending
+		b.unobserved = false
 		if err != io.EOF {
 			o.Status, o.Header, o.Err = 0, nil, err
 			b.t.observe(b.f, o, b.t.p.now()) // another outcome: a transport error
@@ -169,9 +192,9 @@ func (b *flightBody) Read(p []byte) (int, error) {
 func (b *flightBody) Close() error {
 	err := b.ReadCloser.Close()
 	now := b.t.p.now()
-	if b.pending != nil {
-		b.t.record(b.f, *b.pending, b.verdict, now)
-		b.pending = nil
+	if b.unobserved {
+		b.t.record(b.f, b.pending, b.verdict, now)
+		b.unobserved = false
 	}
 	b.f.finish(b.t.p, now)
 	return err

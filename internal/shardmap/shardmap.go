@@ -5,6 +5,7 @@ package shardmap
 
 import (
 	"hash/maphash"
+	"maps"
 	"sync"
 )
 
@@ -18,9 +19,18 @@ type Map[V comparable] struct {
 }
 
 type shard[V comparable] struct {
-	mu sync.RWMutex // protects m
-	m  map[string]V
+	mu   sync.RWMutex // protects m and peak
+	m    map[string]V
+	peak int // the most keys m held since it was made: a Go map keeps the room of its peak
 }
+
+// shrinkBelow is the share of its peak under which a shard's map is made anew, so that memory
+// follows the keys down (after an idle-eviction sweep) as well as up; minShrink is the smallest
+// peak worth it.
+const (
+	shrinkBelow = 4
+	minShrink   = 64
+)
 
 // Init makes m ready for use.
 func (m *Map[V]) Init() {
@@ -57,6 +67,7 @@ func (m *Map[V]) LoadOrCreate(key string, create func() V) (v V, created bool) {
 	}
 	v = create()
 	s.m[key] = v
+	s.peak = max(s.peak, len(s.m))
 	return v, true
 }
 
@@ -69,6 +80,11 @@ func (m *Map[V]) DeleteIf(key string, v V, cond func(V) bool) bool {
 		return false
 	}
 	delete(s.m, key)
+	if s.peak >= minShrink && len(s.m) < s.peak/shrinkBelow {
+		m := make(map[string]V, len(s.m)) // sized for what it holds now (maps.Clone keeps the room)
+		maps.Copy(m, s.m)
+		s.m, s.peak = m, len(m)
+	}
 	return true
 }
 

@@ -61,3 +61,33 @@ func TestRangeVisitsEveryValue(t *testing.T) {
 		t.Errorf("sum %d", sum)
 	}
 }
+
+// A map emptied by deletions gives its room back: its memory follows the keys down.
+func TestDeleteShrinks(t *testing.T) {
+	var m Map[*int]
+	m.Init()
+	v := new(int)
+	keys := make([]string, 64*Shards*4)
+	for i := range keys {
+		keys[i] = strconv.Itoa(i)
+		m.LoadOrCreate(keys[i], func() *int { return v })
+	}
+	always := func(*int) bool { return true }
+	for _, k := range keys[8:] {
+		m.DeleteIf(k, v, always)
+	}
+	for i := range m.shards {
+		s := &m.shards[i]
+		if s.peak >= minShrink && len(s.m) < s.peak/shrinkBelow {
+			t.Fatalf("shard %d holds %d keys with the room of %d", i, len(s.m), s.peak)
+		}
+	}
+	if got := m.Len(); got != 8 {
+		t.Fatalf("%d keys left, want 8", got)
+	}
+	for _, k := range keys[:8] {
+		if _, ok := m.Load(k); !ok {
+			t.Errorf("key %s lost by a shrink", k)
+		}
+	}
+}

@@ -1,0 +1,103 @@
+package ext
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/url"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// What the pacer keeps per host: its state, its place in the host map and its robots.txt rules,
+// measured on the heap after a collection, and what it still keeps once they have gone idle and been
+// evicted.
+//
+//	go test -run '^$' -bench MemoryPerHost -benchtime 1x .    # 100 000 hosts
+
+// robotsInMemory answers every robots.txt from memory (Crawl-delay 1 s) and 404 otherwise: the hosts
+// are filled through the pacer's own robots.txt read, with no network.
+type robotsInMemory struct{}
+
+func (robotsInMemory) RoundTrip(req *http.Request) (*http.Response, error) {
+	status, body := http.StatusNotFound, ""
+	if req.URL.Path == "/robots.txt" {
+		status, body = http.StatusOK, "User-agent: *\nCrawl-delay: 1\n"
+	}
+	return &http.Response{StatusCode: status, Header: http.Header{"Content-Type": {"text/plain"}},
+		Body: io.NopCloser(strings.NewReader(body)), ContentLength: int64(len(body)), Request: req}, nil
+}
+
+// heapInUse is the live heap after a full collection.
+func heapInUse() uint64 {
+	runtime.GC()
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.HeapAlloc
+}
+
+// fillHosts gives p n hosts, each with one departure recorded and its robots.txt read, at now.
+func fillHosts(tb testing.TB, p *Pacer, n int, now time.Time) {
+	tb.Helper()
+	ctx := context.Background()
+	for i := range n {
+		key := "host-" + strconv.Itoa(i) + ".example"
+		if _, ok := p.AdmitAt(key, now); !ok {
+			tb.Fatalf("%s: first departure not admitted", key)
+		}
+		if _, err := p.ensureRobots(ctx, &url.URL{Scheme: "http", Host: key, Path: "/"}, key, "bench"); err != nil {
+			tb.Fatalf("%s: %v", key, err)
+		}
+	}
+}
+
+// memoryPerHost fills a new pacer with n hosts and returns the heap it keeps per host, then the heap
+// it still keeps (in total) once they have all been idle past the eviction delay and swept.
+func memoryPerHost(tb testing.TB, n int) (perHost float64, afterIdle int64) {
+	before := heapInUse()
+	p := NewPacer(WithTransport(robotsInMemory{}), WithBaseDelay(100*time.Millisecond))
+	now := time.Now()
+	fillHosts(tb, p, n, now)
+	full := heapInUse()
+	if got := p.hosts.Len(); got != n {
+		tb.Fatalf("%d hosts in memory, want %d", got, n)
+	}
+	p.evictIdleAt(now.Add(defaultIdleEviction + time.Hour))
+	idle := heapInUse()
+	runtime.KeepAlive(p)
+	return float64(int64(full)-int64(before)) / float64(n), int64(idle) - int64(before)
+}
+
+// A host costs a bounded amount, robots.txt included (the benchmark measures 100 000 hosts; issue 18
+// asks for 1 KiB, which BENCHMARKS.md reports as missed: the host state alone takes 768 bytes), and
+// once the hosts are idle and evicted the memory kept no longer depends on how many there were: the
+// robots cache keeps the rules of the last robotsIdleHosts evicted hosts only, and the maps shrink.
+func TestMemoryPerHostBounded(t *testing.T) {
+	small, keptSmall := memoryPerHost(t, 2*robotsIdleHosts)
+	large, keptLarge := memoryPerHost(t, 6*robotsIdleHosts)
+	t.Logf("%.0f and %.0f bytes per host at %d and %d hosts; %d and %d bytes kept once idle",
+		small, large, 2*robotsIdleHosts, 6*robotsIdleHosts, keptSmall, keptLarge)
+	if large > 1536 {
+		t.Errorf("%.0f bytes per host at %d hosts, want at most 1536", large, 6*robotsIdleHosts)
+	}
+	if keptLarge > robotsIdleHosts*1024+256<<10 {
+		t.Errorf("%d bytes kept once %d hosts were idle and evicted, want at most %d", keptLarge, 6*robotsIdleHosts, robotsIdleHosts*1024+256<<10)
+	}
+	if keptLarge-keptSmall > 128<<10 {
+		t.Errorf("memory kept once idle grows with the hosts seen: %d bytes after %d hosts, %d after %d",
+			keptSmall, 2*robotsIdleHosts, keptLarge, 6*robotsIdleHosts)
+	}
+}
+
+func BenchmarkMemoryPerHost(b *testing.B) {
+	const n = 100_000
+	for b.Loop() {
+		perHost, afterIdle := memoryPerHost(b, n)
+		b.ReportMetric(perHost, "B/host")
+		b.ReportMetric(float64(afterIdle)/n, "B/host-idle")
+	}
+}
