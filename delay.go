@@ -339,18 +339,26 @@ func (d *drain) sustained(now time.Time) time.Duration {
 	return span / time.Duration(d.n)
 }
 
-// latencyWindow is a ring of the latest latencies, in microseconds (saturating at 71 minutes) to keep
-// a tracked host small.
+// latencyWindow is a ring of the latest latencies, in milliseconds (saturating at 65 s), to keep a
+// tracked host small. Its p95 is computed again every p95Every samples, not at every response: a sort
+// per response was the pacer's largest cost per request.
 type latencyWindow struct {
-	samples [latencyWindowSize]uint32
+	samples [latencyWindowSize]uint16
 	n       uint8 // samples held, up to the window size
 	next    uint8
+	stale   uint8 // samples added since p95 was computed
+	cached  bool  // p95ms holds a p95 (recomputed once stale reaches p95Every)
+	p95ms   uint16
 }
 
+// p95Every is how many samples the cached p95 may lag behind.
+const p95Every = 4
+
 func (w *latencyWindow) add(d time.Duration) {
-	w.samples[w.next] = uint32(min(max(d.Microseconds(), 0), math.MaxUint32))
+	w.samples[w.next] = uint16(min(max(d.Milliseconds(), 0), math.MaxUint16))
 	w.next = (w.next + 1) % latencyWindowSize
 	w.n = min(w.n+1, latencyWindowSize)
+	w.stale = min(w.stale+1, p95Every)
 }
 
 // p95 returns the 95th percentile of the window; ok is false until it holds minLatencySamples.
@@ -359,11 +367,14 @@ func (w *latencyWindow) p95() (time.Duration, bool) {
 	if n < minLatencySamples {
 		return 0, false
 	}
-	var buf [latencyWindowSize]uint32
-	s := buf[:n]
-	copy(s, w.samples[:n])
-	slices.Sort(s)
-	return time.Duration(s[(n*95+99)/100-1]) * time.Microsecond, true
+	if w.stale >= p95Every || !w.cached {
+		var buf [latencyWindowSize]uint16
+		s := buf[:n]
+		copy(s, w.samples[:n])
+		slices.Sort(s)
+		w.p95ms, w.stale, w.cached = s[(n*95+99)/100-1], 0, true
+	}
+	return time.Duration(w.p95ms) * time.Millisecond, true
 }
 
 // interval is the maximum of the base delay, the Crawl-delay, the rate-limit interval and the adaptive

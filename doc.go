@@ -36,9 +36,10 @@
 //
 // A Colly request waits in the pacer's OnRequestHeaders callback, after the cache and before
 // http.Client starts its timeout (extension.go). There its origin's robots.txt is read first (once,
-// through the pacer); then the request takes one of its host's in-flight slots, joins the host's
-// FIFO and waits at its head until the admission rule lets it go: no earlier than the last departure
-// plus the interval in force now (plus its jitter), and not during a hold (limiter.go). Nothing is
+// through the pacer); then the request joins its host's FIFO and waits at its head until the
+// admission rule lets it go: no earlier than the last departure plus the interval in force now (plus
+// its jitter), not during a hold, and not while the host has as many requests in flight as its cap
+// (the queueing signal's, at most WithMaxInFlight) (limiter.go). Nothing is
 // booked ahead, so an interval that changes, or a hold that arrives, applies at once to every request
 // still waiting. With a [SharedStore], the fleet admits the departure too, on the store's clock
 // (persist.go).

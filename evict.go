@@ -85,10 +85,10 @@ func (p *Pacer) evictShard(shard int, now time.Time) int {
 // idleAt reports whether h can leave memory at now: unused for idle, nothing waiting or in flight,
 // no hold pending, breaker closed.
 func (h *host) idleAt(now time.Time, idle time.Duration) bool {
-	if len(h.slots) > 0 || now.Sub(time.Unix(0, h.lastUse.Load())) < idle {
+	if now.Sub(time.Unix(0, h.lastUse.Load())) < idle {
 		return false
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return !now.Before(h.holdUntil) && h.brk.state == audit.BreakerClosed
+	return h.inFlight == 0 && len(h.waiters) == 0 && !now.Before(h.holdUntil) && h.brk.state == audit.BreakerClosed
 }

@@ -38,38 +38,36 @@ const maxWireWait = 30 * time.Second
 // in-flight semaphore.
 type host struct {
 	key    string
-	serial uint64 // tells this host state from one made anew after idle eviction
+	serial uint32 // tells this host state from one made anew after idle eviction (wraps after 4 billion)
 	policy HostPolicy
-	slots  chan struct{} // the in-flight semaphore, capacity policy.MaxInFlight
 
 	lastBodyDone atomic.Int64  // unix nanos when a response body to this host was last closed
 	ready        chan struct{} // closed once the stored state is restored
 	dirty        atomic.Bool   // changed since the last write-behind flush
+	crawlClamped bool          // robots.txt asked for more than we honour (under mu; here, it packs beside dirty)
 	lastUse      atomic.Int64  // unix nanos of the last lookup, for idle eviction
 
 	mu            sync.Mutex // protects the fields below
 	delay         adaptive
 	lastDeparture time.Time // when the latest departure reached the wire (its admission until then)
-	pendingWire   int       // departures admitted whose headers have not reached the wire yet
-	pendingSince  time.Time // when the oldest of them was admitted
-	inFlight      int       // departures of the blocking path whose flight has not finished
+	pendingSince  time.Time // when the oldest departure admitted but not on the wire yet was admitted
+	pendingWire   int32     // departures admitted whose headers have not reached the wire yet
+	inFlight      int32     // departures of the blocking path whose flight has not finished: at most the cap (capLocked)
 	holdUntil     time.Time // no departure before: Retry-After window or exhausted rate limit
 	holdTrigger   audit.Trigger
 	crawlDelay    time.Duration
-	crawlClamped  bool // robots.txt asked for more than we honour
 	rate          rateLimitSignal
 	brk           breaker
 	waiters       []*waiter // the FIFO; waiters[0] is the head, the only one that waits for its time
 	departures    int64
-	refusals      int64
-	retries       int64
+	refusals      uint32 // counters for HostSnapshot (a host refused or retried 4 billion times wraps)
+	retries       uint32
 }
 
 func newHost(key string, p HostPolicy) *host {
 	return &host{
 		key:    key,
 		policy: p,
-		slots:  make(chan struct{}, p.MaxInFlight),
 		delay:  newAdaptive(p.BaseDelay),
 		ready:  alreadyReady,
 	}
@@ -132,14 +130,14 @@ func (h *host) earliestLocked(now time.Time, jitterFraction, r float64) (time.Ti
 }
 
 // capLocked is the in-flight cap the queueing signal allows now: the policy's MaxInFlight at most.
-func (h *host) capLocked() int {
-	return h.delay.queue.capFor(h.policy.MaxInFlight)
+func (h *host) capLocked() int32 {
+	return int32(h.delay.queue.capFor(h.policy.MaxInFlight))
 }
 
 // flyLocked counts a departure of the blocking path in flight until its flight finishes.
 func (h *host) flyLocked(res *Reservation) {
 	h.inFlight++
-	res.inFlight = h.inFlight
+	res.inFlight = int(h.inFlight)
 }
 
 // landed ends a counted flight: the next request may use its place under the cap.
@@ -247,32 +245,11 @@ func (h *host) leaveLocked(w *waiter) {
 	}
 }
 
-// acquire takes an in-flight slot, or fails when ctx ends first.
-func (h *host) acquire(ctx context.Context) error {
-	select {
-	case h.slots <- struct{}{}:
-		return nil
-	default:
-	}
-	select {
-	case h.slots <- struct{}{}:
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("ext: waiting for an in-flight slot on %s: %w", h.key, context.Cause(ctx))
-	}
-}
-
-func (h *host) release() { <-h.slots }
-
-// depart waits for an in-flight slot and the departure of a request to h asking at start (now), and
+// depart waits for the departure of a request to h asking at start (now), and
 // returns its flight. traced says the pacer's transport will carry the request and report its wire
 // instant. A first request waits until it departs or ctx ends; a redirect hop (hop) gives up
 // deadlineMargin before ctx's deadline with errWaitBeyondDeadline.
 func (p *Pacer) depart(ctx context.Context, h *host, start time.Time, traced, hop bool) (*flight, error) {
-	if err := h.acquire(ctx); err != nil {
-		p.auditAbandoned(h, err)
-		return nil, err
-	}
 	if hop {
 		if deadline, ok := ctx.Deadline(); ok {
 			var cancel context.CancelFunc
@@ -283,7 +260,6 @@ func (p *Pacer) depart(ctx context.Context, h *host, start time.Time, traced, ho
 	}
 	res, err := p.waitDeparture(ctx, h, start, traced)
 	if err != nil {
-		h.release()
 		p.auditAbandoned(h, err)
 		return nil, err
 	}
@@ -506,6 +482,5 @@ func (f *flight) finish(p *Pacer, now time.Time) {
 		if f.res.inFlight > 0 {
 			f.h.landed()
 		}
-		f.h.release()
 	}
 }

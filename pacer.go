@@ -30,7 +30,7 @@ type Pacer struct {
 	fallback   *memoryStore // where they go when the store fails (never lose a URL)
 
 	hostsCreated atomic.Uint64 // paces idle-eviction sweeps
-	hostSerial   atomic.Uint64 // the last host state's serial
+	hostSerial   atomic.Uint32 // the last host state's serial
 	installed    sync.Map      // *colly.Collector → true: Install binds each collector once
 	dispatched   sync.Map      // header map identity (uintptr) → *atomic.Bool: a Queue's request, true once departed
 }
@@ -165,11 +165,11 @@ func (h *host) statusAt(now time.Time) HostSnapshot {
 		AdaptiveDelay: h.delay.delay,
 		CrawlDelay:    h.crawlDelay,
 		NextDeparture: h.nextLocked(now),
-		InFlight:      len(h.slots),
+		InFlight:      int(h.inFlight),
 		Breaker:       h.brk.state,
 		Departures:    h.departures,
-		Refusals:      h.refusals,
-		Retries:       h.retries,
+		Refusals:      int64(h.refusals),
+		Retries:       int64(h.retries),
 	}
 	if now.Before(h.rate.Until) {
 		s.RateLimitInterval = h.rate.Interval

@@ -542,7 +542,7 @@ func (p *Pacer) readyAt(h *host, now time.Time) (time.Time, bool, time.Duration)
 		}
 		return now, false, iv
 	}
-	if len(h.slots) >= cap(h.slots) || h.inFlight >= h.capLocked() {
+	if h.inFlight >= h.capLocked() {
 		return now.Add(queuePoll), false, iv
 	}
 	return later(now, h.nextLocked(now)), false, iv

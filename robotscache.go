@@ -57,21 +57,20 @@ type robotsEntry struct {
 	// kept once done, so that a cached entry does not hold a channel.
 	wait      atomic.Pointer[chan struct{}]
 	fetchedAt time.Time
-	status    int
 	info      robotsInfo
 	err       error
+	*robotsOutage
 
+	// applied is the serial of the host state its rules were last applied to: idle eviction makes a
+	// new one, which gets them again. A number, so that an evicted host's state does not stay in memory.
+	applied atomic.Uint32
+	status  int16 // the HTTP status of the read (0: none); the small fields share one word
 	// unavailable: robots.txt was not read; *robotsOutage says why and what applies meanwhile (set
 	// with it, nil otherwise: most entries are read and need none of it).
 	unavailable bool
 	// void: nothing was learned (the host's breaker refused the fetch, or its caller gave up); the
 	// entry it replaced is put back.
 	void bool
-	*robotsOutage
-
-	// applied is the serial of the host state its rules were last applied to: idle eviction makes a
-	// new one, which gets them again. A number, so that an evicted host's state does not stay in memory.
-	applied atomic.Uint64
 }
 
 // robotsOutage is what an unavailable robots.txt entry keeps.
@@ -305,7 +304,7 @@ func (p *Pacer) reapplyRobots(h *host, e, r *robotsEntry) {
 	}
 	compliant, level, why := p.crawlDelayCompliance(r.info)
 	p.audit.emit(level, auditEvent{at: now, host: h.key, event: audit.EventCrawlDelayApplied, trigger: audit.TriggerCrawlDelay,
-		base: h.policy.BaseDelay, computed: r.info.CrawlDelay, compliant: compliant, status: r.status,
+		base: h.policy.BaseDelay, computed: r.info.CrawlDelay, compliant: compliant, status: int(r.status),
 		detail: why + "restored from the robots.txt read at " + r.fetchedAt.UTC().Format(time.RFC3339)})
 }
 
@@ -357,17 +356,17 @@ func (p *Pacer) applyCrawlDelay(h *host, e *robotsEntry) {
 
 	for _, problem := range info.Problems {
 		p.audit.emit(zerolog.WarnLevel, auditEvent{at: now, host: h.key, event: audit.EventRobotsInvalid, trigger: audit.TriggerRobots,
-			base: h.policy.BaseDelay, computed: info.CrawlDelay, compliant: true, status: e.status, detail: problem})
+			base: h.policy.BaseDelay, computed: info.CrawlDelay, compliant: true, status: int(e.status), detail: problem})
 	}
 	compliant, level, why := p.crawlDelayCompliance(info)
 	if info.Published > info.CrawlDelay {
 		p.audit.emit(zerolog.WarnLevel, auditEvent{at: now, host: h.key, event: audit.EventCrawlDelayClamped, trigger: audit.TriggerCrawlDelay,
-			base: h.policy.BaseDelay, computed: info.CrawlDelay, compliant: compliant, status: e.status,
+			base: h.policy.BaseDelay, computed: info.CrawlDelay, compliant: compliant, status: int(e.status),
 			detail: p.crawlClampDetail(info)})
 	}
 	if info.CrawlDelay > 0 {
 		p.audit.emit(level, auditEvent{at: now, host: h.key, event: audit.EventCrawlDelayApplied, trigger: audit.TriggerCrawlDelay,
-			base: h.policy.BaseDelay, computed: info.CrawlDelay, compliant: compliant, status: e.status, detail: strings.TrimSuffix(why, "; ")})
+			base: h.policy.BaseDelay, computed: info.CrawlDelay, compliant: compliant, status: int(e.status), detail: strings.TrimSuffix(why, "; ")})
 	}
 }
 
@@ -432,8 +431,8 @@ func (p *Pacer) serveRobots(req *http.Request) (*http.Response, error) {
 		body = e.info.Body
 	}
 	return &http.Response{
-		Status:        fmt.Sprintf("%d %s", e.status, http.StatusText(e.status)),
-		StatusCode:    e.status,
+		Status:        fmt.Sprintf("%d %s", e.status, http.StatusText(int(e.status))),
+		StatusCode:    int(e.status),
 		Proto:         "HTTP/1.1",
 		ProtoMajor:    1,
 		ProtoMinor:    1,

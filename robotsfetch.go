@@ -31,7 +31,7 @@ func (p *Pacer) readRobots(ctx context.Context, e, prev *robotsEntry, h *host, o
 		h.mu.Unlock()
 	}
 	status, body, err := p.getRobots(ctx, origin, agent)
-	e.fetchedAt, e.status, e.err = p.now(), status, err
+	e.fetchedAt, e.status, e.err = p.now(), int16(min(max(status, 0), 999)), err
 	token := p.cfg.robotsAgent
 	if token == "" {
 		token = productToken(agent)
@@ -204,7 +204,7 @@ func (p *Pacer) robotsFailed(e, prev *robotsEntry, h *host) {
 		next = "next try when the breaker lets its probe through"
 	}
 	ev := auditEvent{at: now, host: h.key, event: audit.EventRobotsUnavailable, trigger: audit.TriggerRobots,
-		base: h.policy.BaseDelay, computed: max(e.retryAt.Sub(now), 0), compliant: true, status: e.status}
+		base: h.policy.BaseDelay, computed: max(e.retryAt.Sub(now), 0), compliant: true, status: int(e.status)}
 	switch {
 	case e.cached != nil:
 		ev.detail = fmt.Sprintf("%s; the robots.txt read at %s still applies; %s", detail, e.cached.fetchedAt.UTC().Format(time.RFC3339), next)
