@@ -189,6 +189,9 @@ func TestHostileRateLimitHeaders(t *testing.T) {
 	epoch := func(d time.Duration) string { return strconv.FormatInt(t0.Add(d).Unix(), 10) }
 	epochMS := func(d time.Duration) string { return strconv.FormatInt(t0.Add(d).UnixMilli(), 10) }
 	manyBad := strings.Repeat(`"p";r=x;t=1, `, 999) + `"p";r=x;t=1`
+	// 2 remaining, 10 s to reset: the 2 before the reset, the next at it,
+	// 10 s / 3 rounded up to the nanosecond.
+	const twoIn10s = 3333333334 * time.Nanosecond
 	for _, tc := range []struct {
 		name    string
 		status  int // 0: 200
@@ -198,11 +201,11 @@ func TestHostileRateLimitHeaders(t *testing.T) {
 		invalid int           // header_invalid events
 		applied bool          // a rate_limit_applied event
 	}{
-		{"delta reset: quota spread", 0, header("X-RateLimit-Limit", "100", "X-RateLimit-Remaining", "2", "X-RateLimit-Reset", "10"), 5 * time.Second, audit.TriggerRateLimit, 0, true},
+		{"delta reset: quota spread", 0, header("X-RateLimit-Limit", "100", "X-RateLimit-Remaining", "2", "X-RateLimit-Reset", "10"), twoIn10s, audit.TriggerRateLimit, 0, true},
 		{"exhausted: held until reset", 0, header("X-RateLimit-Remaining", "0", "X-RateLimit-Reset", "7"), 7 * time.Second, audit.TriggerRateLimit, 0, true},
-		{"epoch seconds", 0, header("X-RateLimit-Remaining", "2", "X-RateLimit-Reset", epoch(10*time.Second)), 5 * time.Second, audit.TriggerRateLimit, 0, true},
-		{"epoch milliseconds", 0, header("X-RateLimit-Remaining", "2", "X-RateLimit-Reset", epochMS(10*time.Second)), 5 * time.Second, audit.TriggerRateLimit, 0, true},
-		{"epoch from a server clock 10 min ahead: measured against Date", 0, header("Date", t0.Add(10*time.Minute).Format(http.TimeFormat), "X-RateLimit-Remaining", "2", "X-RateLimit-Reset", epoch(10*time.Minute+10*time.Second)), 5 * time.Second, audit.TriggerRateLimit, 0, true},
+		{"epoch seconds", 0, header("X-RateLimit-Remaining", "2", "X-RateLimit-Reset", epoch(10*time.Second)), twoIn10s, audit.TriggerRateLimit, 0, true},
+		{"epoch milliseconds", 0, header("X-RateLimit-Remaining", "2", "X-RateLimit-Reset", epochMS(10*time.Second)), twoIn10s, audit.TriggerRateLimit, 0, true},
+		{"epoch from a server clock 10 min ahead: measured against Date", 0, header("Date", t0.Add(10*time.Minute).Format(http.TimeFormat), "X-RateLimit-Remaining", "2", "X-RateLimit-Reset", epoch(10*time.Minute+10*time.Second)), twoIn10s, audit.TriggerRateLimit, 0, true},
 		{"epoch in the past", 0, header("X-RateLimit-Remaining", "0", "X-RateLimit-Reset", epoch(-time.Minute)), time.Second, audit.TriggerBase, 0, false},
 		{"delta of 31 years (just under the epoch cut-off)", 0, header("X-RateLimit-Remaining", "0", "X-RateLimit-Reset", "999999999"), time.Second, audit.TriggerBase, 1, false},
 		{"epoch beyond the 1 h maximum", 0, header("X-RateLimit-Remaining", "0", "X-RateLimit-Reset", epoch(2*time.Hour)), time.Second, audit.TriggerBase, 1, false},
@@ -210,27 +213,27 @@ func TestHostileRateLimitHeaders(t *testing.T) {
 		{"remaining above limit", 0, header("X-RateLimit-Limit", "10", "X-RateLimit-Remaining", "50", "X-RateLimit-Reset", "10"), time.Second, audit.TriggerBase, 1, false},
 		{"zero window", 0, header("X-RateLimit-Remaining", "5", "X-RateLimit-Reset", "0"), time.Second, audit.TriggerBase, 0, false},
 		{"exhausted, zero window", 0, header("X-RateLimit-Remaining", "0", "X-RateLimit-Reset", "0"), time.Second, audit.TriggerBase, 0, false},
-		{"limit 0", 0, header("X-RateLimit-Limit", "0", "X-RateLimit-Remaining", "2", "X-RateLimit-Reset", "10"), 5 * time.Second, audit.TriggerRateLimit, 1, true},
+		{"limit 0", 0, header("X-RateLimit-Limit", "0", "X-RateLimit-Remaining", "2", "X-RateLimit-Reset", "10"), twoIn10s, audit.TriggerRateLimit, 1, true},
 		{"negative remaining", 0, header("X-RateLimit-Remaining", "-1", "X-RateLimit-Reset", "10"), time.Second, audit.TriggerBase, 1, false},
 		{"20-digit remaining", 0, header("X-RateLimit-Remaining", "99999999999999999999", "X-RateLimit-Reset", "10"), time.Second, audit.TriggerBase, 1, false},
 		{"reset not a number", 0, header("X-RateLimit-Remaining", "0", "X-RateLimit-Reset", "soon"), time.Second, audit.TriggerBase, 1, false},
 		{"fractional reset", 0, header("X-RateLimit-Remaining", "0", "X-RateLimit-Reset", "1.5"), 1500 * time.Millisecond, audit.TriggerRateLimit, 0, true},
 		{"reset with an exponent", 0, header("X-RateLimit-Remaining", "0", "X-RateLimit-Reset", "1e3"), time.Second, audit.TriggerBase, 1, false},
 		{"non-ASCII digits", 0, header("X-RateLimit-Remaining", "２", "X-RateLimit-Reset", "10"), time.Second, audit.TriggerBase, 1, false},
-		{"duplicates that agree", 0, header("X-RateLimit-Remaining", "2", "X-RateLimit-Remaining", "2", "X-RateLimit-Reset", "10"), 5 * time.Second, audit.TriggerRateLimit, 0, true},
+		{"duplicates that agree", 0, header("X-RateLimit-Remaining", "2", "X-RateLimit-Remaining", "2", "X-RateLimit-Reset", "10"), twoIn10s, audit.TriggerRateLimit, 0, true},
 		{"duplicates that conflict", 0, header("X-RateLimit-Remaining", "2", "X-RateLimit-Remaining", "3", "X-RateLimit-Reset", "10"), time.Second, audit.TriggerBase, 1, false},
 		{"conflicting list in one field", 0, header("X-RateLimit-Remaining", "2, 3", "X-RateLimit-Reset", "10"), time.Second, audit.TriggerBase, 1, false},
-		{"families disagree: the stricter wins", 0, header("X-RateLimit-Remaining", "10", "X-RateLimit-Reset", "10", "RateLimit-Remaining", "1", "RateLimit-Reset", "10"), 10 * time.Second, audit.TriggerRateLimit, 0, true},
+		{"families disagree: the stricter wins", 0, header("X-RateLimit-Remaining", "10", "X-RateLimit-Reset", "10", "RateLimit-Remaining", "1", "RateLimit-Reset", "10"), 5 * time.Second, audit.TriggerRateLimit, 0, true},
 		{"only a limit", 0, header("X-RateLimit-Limit", "100"), time.Second, audit.TriggerBase, 0, false},
 		{"structured, exhausted", 0, header("RateLimit", `"default";r=0;t=4`), 4 * time.Second, audit.TriggerRateLimit, 0, true},
-		{"structured, window from the policy", 0, header("RateLimit", `"default";r=2`, "RateLimit-Policy", `"default";q=100;w=10`), 5 * time.Second, audit.TriggerRateLimit, 0, true},
+		{"structured, window from the policy", 0, header("RateLimit", `"default";r=2`, "RateLimit-Policy", `"default";q=100;w=10`), twoIn10s, audit.TriggerRateLimit, 0, true},
 		{"structured, r above the policy quota", 0, header("RateLimit", `"default";r=5;t=10`, "RateLimit-Policy", `"default";q=3;w=10`), time.Second, audit.TriggerBase, 1, false},
 		{"structured, syntax error", 0, header("RateLimit", `default;;r=1`), time.Second, audit.TriggerBase, 1, false},
 		{"structured, zero window", 0, header("RateLimit", `"default";r=0;t=0`), time.Second, audit.TriggerBase, 0, false},
 		{"structured, 1000 bad items: one event", 0, header("RateLimit", manyBad), time.Second, audit.TriggerBase, 1, false},
 		{"Retry-After wins over them", 429, header("Retry-After", "3", "X-RateLimit-Remaining", "0", "X-RateLimit-Reset", "30"), withRetryAfterBuffer(3 * time.Second), audit.TriggerRetryAfter, 0, false},
 		{"bad Retry-After: they apply", 429, header("Retry-After", "soon", "X-RateLimit-Remaining", "0", "X-RateLimit-Reset", "6"), 6 * time.Second, audit.TriggerRateLimit, 1, true},
-		{"on a 429: the longer of them and the backoff", 429, header("X-RateLimit-Remaining", "1", "X-RateLimit-Reset", "3"), 3 * time.Second, audit.TriggerRateLimit, 0, true},
+		{"on a 429: the longer of them and the backoff", 429, header("X-RateLimit-Remaining", "1", "X-RateLimit-Reset", "6"), 3 * time.Second, audit.TriggerRateLimit, 0, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var buf auditBuf

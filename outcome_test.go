@@ -161,8 +161,8 @@ func TestRateLimitHeaders(t *testing.T) {
 		t.Errorf("exhausted: hold until t0+%v (%s), want t0+30s (rate_limit)", st.RetryAfterUntil.Sub(t0), st.Trigger)
 	}
 	p.ObserveAt(p.ReserveAt("b", t0), Outcome{Status: 200, Header: header("RateLimit-Remaining", "10", "RateLimit-Reset", "20")}, t0)
-	if st, _ := p.HostAt("b", t0); st.Interval != 2*time.Second || st.Trigger != audit.TriggerRateLimit {
-		t.Errorf("spread: interval %v (%s), want 2s (rate_limit)", st.Interval, st.Trigger)
+	if st, _ := p.HostAt("b", t0); st.Interval != 1818181819 || st.Trigger != audit.TriggerRateLimit {
+		t.Errorf("spread: interval %v (%s), want 1.818181819s (20 s / 11, rate_limit)", st.Interval, st.Trigger)
 	}
 	if st, _ := p.HostAt("b", t0.Add(21*time.Second)); st.Interval != 100*time.Millisecond {
 		t.Errorf("after the reset: interval %v, want the 100ms base", st.Interval)
@@ -323,7 +323,8 @@ func TestSkewedServerRetryAfterDate(t *testing.T) {
 	})
 }
 
-// Rate-limit headers pace a real crawl: a quota of 4 per 8 s is spread at 2 s.
+// Rate-limit headers pace a real crawl: 4 remaining for the 8 s to the reset are spread at
+// 1.6 s (8 s / 5: the 4 before the reset, the next at it).
 func TestRateLimitHeadersPaceCrawl(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		n := newFakeNet(t)
@@ -336,7 +337,7 @@ func TestRateLimitHeadersPaceCrawl(t *testing.T) {
 		c, _ := pacedCollector(n, WithBaseDelay(100*time.Millisecond), WithoutRobots())
 		c.Async = false
 		visitAll(t, c, base, 4)
-		assertGaps(t, h.gaps("/p/"), 2*time.Second)
+		assertGaps(t, h.gaps("/p/"), 1600*time.Millisecond)
 	})
 }
 

@@ -3,6 +3,7 @@ package ext
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"strings"
 	"time"
@@ -19,10 +20,14 @@ var errInvalidRateLimit = errors.New("ext: invalid rate-limit header")
 // departures to the host.
 type rateLimitSignal struct {
 	// Interval spreads the remaining quota over the time to reset:
-	// reset / remaining, rounded up. When Exhausted, it is the next window's:
-	// window / quota when the server published both (RateLimit-Policy), else
-	// 0; the exhausted window is the hold to Reset, not an interval, so the
-	// first departure after the reset does not cost a second window.
+	// reset / (remaining+1), rounded up, so the remaining requests all
+	// depart before the reset and the one after them opens the next window
+	// (reset / remaining would leave one request of every window unused:
+	// its last departure lands at the reset). When Exhausted, it is the
+	// next window's: window / quota when the server published both
+	// (RateLimit-Policy), else 0; the exhausted window is the hold to Reset,
+	// not an interval, so the first departure after the reset does not cost
+	// a second window.
 	// 0 = no constraint.
 	Interval time.Duration
 	// Until is when Interval expires: the reset, or when Exhausted with a
@@ -78,7 +83,9 @@ func rateLimitSignalFor(remaining int64, reset time.Duration, until time.Time, n
 		}
 		return sig, true
 	}
-	sig.Interval = spread(reset, remaining)
+	// The remaining requests before the reset, the next one at it; remaining
+	// is at most MaxInt64, so the +1 saturates (any n above reset is 1 ns).
+	sig.Interval = spread(reset, min(remaining, math.MaxInt64-1)+1)
 	return sig, true
 }
 

@@ -12,6 +12,9 @@ import (
 func TestParseRateLimit(t *testing.T) {
 	epoch := func(d time.Duration) string { return strconv.FormatInt(raT0.Add(d).Unix(), 10) }
 	epochMs := func(d time.Duration) string { return strconv.FormatInt(raT0.Add(d).UnixMilli(), 10) }
+	// 5 remaining, 10 s to reset: the 5 before the reset, the next at it,
+	// 10 s / 6 rounded up to the nanosecond.
+	const fiveIn10s = 1666666667 * time.Nanosecond
 	type want struct {
 		interval  time.Duration
 		until     time.Duration // from raT0
@@ -30,32 +33,32 @@ func TestParseRateLimit(t *testing.T) {
 		// X-RateLimit-*.
 		{name: "x delta seconds",
 			h:    header("X-RateLimit-Limit", "100", "X-RateLimit-Remaining", "50", "X-RateLimit-Reset", "60"),
-			want: &want{interval: 1200 * time.Millisecond, until: time.Minute, source: "x-ratelimit"}},
+			want: &want{interval: 1176470589, until: time.Minute, source: "x-ratelimit"}}, // 60 s / 51, rounded up,
 		{name: "x field names in any case",
 			h:    header("x-ratelimit-remaining", "50", "x-ratelimit-reset", "60"),
-			want: &want{interval: 1200 * time.Millisecond, until: time.Minute, source: "x-ratelimit"}},
+			want: &want{interval: 1176470589, until: time.Minute, source: "x-ratelimit"}}, // 60 s / 51, rounded up,
 		{name: "x epoch seconds",
 			h:    header("X-RateLimit-Limit", "5000", "X-RateLimit-Remaining", "50", "X-RateLimit-Reset", epoch(10*time.Minute)),
-			want: &want{interval: 12 * time.Second, until: 10 * time.Minute, source: "x-ratelimit"}},
+			want: &want{interval: 11764705883, until: 10 * time.Minute, source: "x-ratelimit"}}, // 600 s / 51, rounded up,
 		{name: "x epoch milliseconds",
 			h:    header("X-RateLimit-Remaining", "50", "X-RateLimit-Reset", epochMs(10*time.Minute)),
-			want: &want{interval: 12 * time.Second, until: 10 * time.Minute, source: "x-ratelimit"}},
+			want: &want{interval: 11764705883, until: 10 * time.Minute, source: "x-ratelimit"}}, // 600 s / 51, rounded up,
 		{name: "x fractional epoch seconds",
 			h:    header("X-RateLimit-Remaining", "1", "X-RateLimit-Reset", epoch(time.Minute)+".25"),
-			want: &want{interval: time.Minute + 250*time.Millisecond, until: time.Minute + 250*time.Millisecond, source: "x-ratelimit"}},
+			want: &want{interval: 30125 * time.Millisecond, until: time.Minute + 250*time.Millisecond, source: "x-ratelimit"}},
 		{name: "x epoch in the past: reset already happened",
 			h: header("X-RateLimit-Remaining", "0", "X-RateLimit-Reset", epoch(-time.Minute))},
 		{name: "x epoch now: reset already happened",
 			h: header("X-RateLimit-Remaining", "0", "X-RateLimit-Reset", epoch(0))},
 		{name: "x fractional delta seconds",
 			h:    header("X-RateLimit-Remaining", "3", "X-RateLimit-Reset", "1.5"),
-			want: &want{interval: 500 * time.Millisecond, until: 1500 * time.Millisecond, source: "x-ratelimit"}},
+			want: &want{interval: 375 * time.Millisecond, until: 1500 * time.Millisecond, source: "x-ratelimit"}},
 		{name: "x fraction rounds up to the millisecond",
 			h:    header("X-RateLimit-Remaining", "1", "X-RateLimit-Reset", "0.0001"),
-			want: &want{interval: time.Millisecond, until: time.Millisecond, source: "x-ratelimit"}},
+			want: &want{interval: 500 * time.Microsecond, until: time.Millisecond, source: "x-ratelimit"}},
 		{name: "x interval rounds up",
-			h:    header("X-RateLimit-Remaining", "3", "X-RateLimit-Reset", "1"),
-			want: &want{interval: 333333334, until: time.Second, source: "x-ratelimit"}},
+			h:    header("X-RateLimit-Remaining", "2", "X-RateLimit-Reset", "1"),
+			want: &want{interval: 333333334, until: time.Second, source: "x-ratelimit"}}, // 1 s / 3
 		{name: "x exhausted",
 			h:    header("X-RateLimit-Limit", "100", "X-RateLimit-Remaining", "0", "X-RateLimit-Reset", "30"),
 			want: &want{until: 30 * time.Second, exhausted: true, source: "x-ratelimit"}}, // no window: no interval after the reset
@@ -70,7 +73,7 @@ func TestParseRateLimit(t *testing.T) {
 			wantErrs: []string{`X-RateLimit-Remaining "11": above X-RateLimit-Limit 10`}},
 		{name: "x limit zero is dropped, the rest used",
 			h:        header("X-RateLimit-Limit", "0", "X-RateLimit-Remaining", "5", "X-RateLimit-Reset", "10"),
-			want:     &want{interval: 2 * time.Second, until: 10 * time.Second, source: "x-ratelimit"},
+			want:     &want{interval: fiveIn10s, until: 10 * time.Second, source: "x-ratelimit"},
 			wantErrs: []string{`X-RateLimit-Limit "0": below 1`}},
 		{name: "x negative remaining",
 			h:        header("X-RateLimit-Remaining", "-1", "X-RateLimit-Reset", "60"),
@@ -84,6 +87,9 @@ func TestParseRateLimit(t *testing.T) {
 		{name: "x remaining overflowing int64",
 			h:        header("X-RateLimit-Remaining", "99999999999999999999", "X-RateLimit-Reset", "60"),
 			wantErrs: []string{`X-RateLimit-Remaining`}},
+		{name: "x remaining at the int64 maximum: 1 ns, no overflow",
+			h:    header("X-RateLimit-Remaining", "9223372036854775807", "X-RateLimit-Reset", "60"),
+			want: &want{interval: time.Nanosecond, until: time.Minute, source: "x-ratelimit"}},
 		{name: "x delta reset above the maximum",
 			h:        header("X-RateLimit-Remaining", "1", "X-RateLimit-Reset", "3601"),
 			wantErrs: []string{`X-RateLimit-Reset "3601": above the maximum 1h0m0s`}},
@@ -92,7 +98,7 @@ func TestParseRateLimit(t *testing.T) {
 			wantErrs: []string{`X-RateLimit-Reset`}},
 		{name: "x consistent duplicates",
 			h:    header("X-RateLimit-Remaining", "5", "X-RateLimit-Remaining", "5", "X-RateLimit-Reset", "10, 10"),
-			want: &want{interval: 2 * time.Second, until: 10 * time.Second, source: "x-ratelimit"}},
+			want: &want{interval: fiveIn10s, until: 10 * time.Second, source: "x-ratelimit"}},
 		{name: "x conflicting duplicates",
 			h:        header("X-RateLimit-Remaining", "5", "X-RateLimit-Remaining", "6", "X-RateLimit-Reset", "10"),
 			wantErrs: []string{`X-RateLimit-Remaining "5, 6": conflicting values`}},
@@ -103,10 +109,10 @@ func TestParseRateLimit(t *testing.T) {
 		// RateLimit-* (older IETF drafts).
 		{name: "draft fields",
 			h:    header("RateLimit-Limit", "10", "RateLimit-Remaining", "5", "RateLimit-Reset", "10"),
-			want: &want{interval: 2 * time.Second, until: 10 * time.Second, source: "ratelimit"}},
+			want: &want{interval: fiveIn10s, until: 10 * time.Second, source: "ratelimit"}},
 		{name: "draft limit with quota policies",
 			h:    header("RateLimit-Limit", "10, 10;w=1, 50;w=60", "RateLimit-Remaining", "5", "RateLimit-Reset", "10"),
-			want: &want{interval: 2 * time.Second, until: 10 * time.Second, source: "ratelimit"}},
+			want: &want{interval: fiveIn10s, until: 10 * time.Second, source: "ratelimit"}},
 		{name: "draft reset is always delta seconds",
 			h:        header("RateLimit-Remaining", "5", "RateLimit-Reset", epoch(time.Minute)),
 			wantErrs: []string{`RateLimit-Reset`}},
@@ -117,25 +123,25 @@ func TestParseRateLimit(t *testing.T) {
 		// Structured RateLimit and RateLimit-Policy.
 		{name: "structured",
 			h:    header("RateLimit", `"default";r=5;t=10`),
-			want: &want{interval: 2 * time.Second, until: 10 * time.Second, source: "ratelimit-sf"}},
+			want: &want{interval: fiveIn10s, until: 10 * time.Second, source: "ratelimit-sf"}},
 		{name: "structured params in any order",
 			h:    header("RateLimit", `"default";t=10;r=5;pk=:cHJvamVjdDEyMw==:`),
-			want: &want{interval: 2 * time.Second, until: 10 * time.Second, source: "ratelimit-sf"}},
+			want: &want{interval: fiveIn10s, until: 10 * time.Second, source: "ratelimit-sf"}},
 		{name: "structured spaces around ; and =, refused by RFC 9651, are read as meant",
 			h:    header("RateLimit", `"default" ; t = 10 ;r=5`),
-			want: &want{interval: 2 * time.Second, until: 10 * time.Second, source: "ratelimit-sf"}},
+			want: &want{interval: fiveIn10s, until: 10 * time.Second, source: "ratelimit-sf"}},
 		{name: "structured spaces inside a string are kept",
 			h:    header("RateLimit", `"a ; b = c" ;r=5; t=10`),
-			want: &want{interval: 2 * time.Second, until: 10 * time.Second, source: "ratelimit-sf"}},
+			want: &want{interval: fiveIn10s, until: 10 * time.Second, source: "ratelimit-sf"}},
 		{name: "structured token name",
 			h:    header("RateLimit", `default;r=5;t=10`),
-			want: &want{interval: 2 * time.Second, until: 10 * time.Second, source: "ratelimit-sf"}},
+			want: &want{interval: fiveIn10s, until: 10 * time.Second, source: "ratelimit-sf"}},
 		{name: "structured window from the policy",
 			h:    header("RateLimit", `"default";r=5`, "RateLimit-Policy", `"default";q=100;w=60`),
-			want: &want{interval: 12 * time.Second, until: time.Minute, source: "ratelimit-sf"}},
+			want: &want{interval: 10 * time.Second, until: time.Minute, source: "ratelimit-sf"}}, // 60 s / 6
 		{name: "structured t beats the policy window",
 			h:    header("RateLimit", `"default";r=5;t=10`, "RateLimit-Policy", `"default";q=100;w=60`),
-			want: &want{interval: 2 * time.Second, until: 10 * time.Second, source: "ratelimit-sf"}},
+			want: &want{interval: fiveIn10s, until: 10 * time.Second, source: "ratelimit-sf"}},
 		{name: "structured policy of another name is not used",
 			h: header("RateLimit", `"default";r=5`, "RateLimit-Policy", `"other";q=100;w=60`)},
 		{name: "structured r above the policy quota",
@@ -143,7 +149,7 @@ func TestParseRateLimit(t *testing.T) {
 			wantErrs: []string{`RateLimit "\"default\";r=500;t=10": r above the policy quota q=100`}},
 		{name: "structured several items: most restrictive",
 			h:    header("RateLimit", `"burst";r=5;t=1, "daily";r=100;t=3600`),
-			want: &want{interval: 36 * time.Second, until: time.Hour, source: "ratelimit-sf"}},
+			want: &want{interval: 35643564357, until: time.Hour, source: "ratelimit-sf"}}, // 3600 s / 101 beats 1 s / 6
 		{name: "structured several lines",
 			h:    header("RateLimit", `"burst";r=0;t=1`, "RateLimit", `"daily";r=100;t=3600`),
 			want: &want{until: time.Second, exhausted: true, source: "ratelimit-sf"}},
@@ -152,7 +158,7 @@ func TestParseRateLimit(t *testing.T) {
 			want: &want{interval: 2 * time.Second, until: 24 * time.Second, reset: 4 * time.Second, exhausted: true, source: "ratelimit-sf"}},
 		{name: "structured bad item ignored, good item used",
 			h:        header("RateLimit", `"a";r=1.5;t=10, "b";r=-1;t=10, "c";r="5";t=10, "d";r;t=10, "e";r=5;t=10`),
-			want:     &want{interval: 2 * time.Second, until: 10 * time.Second, source: "ratelimit-sf"},
+			want:     &want{interval: fiveIn10s, until: 10 * time.Second, source: "ratelimit-sf"},
 			wantErrs: []string{`RateLimit "\"a\";r=1.5;t=10": r is not a non-negative integer (and 3 more items ignored)`}},
 		{name: "structured garbage t",
 			h:        header("RateLimit", `"default";r=5;t=soon`),
@@ -181,10 +187,10 @@ func TestParseRateLimit(t *testing.T) {
 		// Several families.
 		{name: "largest interval across families",
 			h: header(
-				"X-RateLimit-Remaining", "50", "X-RateLimit-Reset", "60", // 1.2s
-				"RateLimit-Remaining", "5", "RateLimit-Reset", "10", // 2s
-				"RateLimit", `"default";r=20;t=10`), // 0.5s
-			want: &want{interval: 2 * time.Second, until: 10 * time.Second, source: "ratelimit"}},
+				"X-RateLimit-Remaining", "50", "X-RateLimit-Reset", "60", // 60 s / 51: 1.18 s
+				"RateLimit-Remaining", "5", "RateLimit-Reset", "10", // 10 s / 6: 1.67 s
+				"RateLimit", `"default";r=20;t=10`), // 10 s / 21: 0.48 s
+			want: &want{interval: fiveIn10s, until: 10 * time.Second, source: "ratelimit"}},
 		{name: "exhausted beats a larger interval",
 			h: header(
 				"X-RateLimit-Remaining", "0", "X-RateLimit-Reset", "1",
@@ -192,14 +198,14 @@ func TestParseRateLimit(t *testing.T) {
 			want: &want{until: time.Second, exhausted: true, source: "x-ratelimit"}},
 		{name: "equal intervals: later reset wins",
 			h: header(
-				"X-RateLimit-Remaining", "10", "X-RateLimit-Reset", "20",
-				"RateLimit", `"default";r=5;t=10`),
+				"X-RateLimit-Remaining", "9", "X-RateLimit-Reset", "20", // 20 s / 10
+				"RateLimit", `"default";r=4;t=10`), // 10 s / 5
 			want: &want{interval: 2 * time.Second, until: 20 * time.Second, source: "x-ratelimit"}},
 		{name: "invalid family ignored, valid one used",
 			h: header(
 				"X-RateLimit-Remaining", "5", "X-RateLimit-Remaining", "6", "X-RateLimit-Reset", "10",
 				"RateLimit", `"default";r=5;t=10`),
-			want:     &want{interval: 2 * time.Second, until: 10 * time.Second, source: "ratelimit-sf"},
+			want:     &want{interval: fiveIn10s, until: 10 * time.Second, source: "ratelimit-sf"},
 			wantErrs: []string{`X-RateLimit-Remaining`}},
 	}
 	for _, tt := range tests {
@@ -282,8 +288,8 @@ func TestEpochRateLimitResetCorrectsServerSkew(t *testing.T) {
 				h.Set("Date", date)
 			}
 			sig, found, errs := parseRateLimit(h, raT0, time.Hour)
-			if !found || len(errs) != 0 || sig.Interval != 2*time.Second || !sig.Until.Equal(raT0.Add(10*time.Second)) {
-				t.Errorf("got %+v, %v, %v; want a 2s interval until now+10s", sig, found, errs)
+			if !found || len(errs) != 0 || sig.Interval != 1666666667 || !sig.Until.Equal(raT0.Add(10*time.Second)) {
+				t.Errorf("got %+v, %v, %v; want a 1.67s interval (10 s / 6) until now+10s", sig, found, errs)
 			}
 		})
 	}
@@ -294,5 +300,39 @@ func TestExhaustedRateLimitIgnoresHugeNextWindow(t *testing.T) {
 	sig, found, errs := parseRateLimit(header("RateLimit", `"d";r=0;t=10`, "RateLimit-Policy", `"d";q=1;w=999999999999999`), raT0, time.Hour)
 	if !found || len(errs) != 0 || !sig.Exhausted || sig.Interval != 0 || !sig.Reset.Equal(raT0.Add(10*time.Second)) {
 		t.Errorf("got %+v, %v, %v; want a hold to now+10s and no interval after it", sig, found, errs)
+	}
+}
+
+// issue 15's quota target: a server allowing 10 requests per fixed 5 s window, announcing what is
+// left and the time to its reset on every response, gets all 10 requests of each window before that
+// window's reset and none refused. Spreading reset / remaining instead would leave one unused: after
+// the window's first request, 9 remain in 5 s, 556 ms apart, and the 9th of them lands at the reset.
+func TestQuotaWindowUsedInFull(t *testing.T) {
+	const (
+		quota  = 10
+		window = 5 * time.Second
+	)
+	p := NewPacer(WithBaseDelay(100*time.Millisecond), WithJitter(0))
+	perWindow := map[int]int{} // departures by window index
+	now := t0
+	for range 3 * quota {
+		res := p.ReserveAt("quota.test", now)
+		w := int(res.At.Sub(t0) / window)
+		perWindow[w]++
+		if perWindow[w] > quota {
+			t.Fatalf("request %d of window %d departed at t0+%v: above the quota of %d", perWindow[w], w, res.At.Sub(t0), quota)
+		}
+		reset := t0.Add(time.Duration(w+1) * window).Sub(res.At)
+		h := header("X-RateLimit-Limit", strconv.Itoa(quota),
+			"X-RateLimit-Remaining", strconv.Itoa(quota-perWindow[w]),
+			"X-RateLimit-Reset", strconv.FormatFloat(reset.Seconds(), 'f', 3, 64))
+		p.ObserveAt(res, Outcome{Status: http.StatusOK, Header: h}, res.At)
+		now = res.At
+	}
+	for w := range 3 {
+		if perWindow[w] != quota {
+			t.Errorf("window %d (t0+%v to t0+%v): %d departures, want all %d of its quota (by window: %v)",
+				w, time.Duration(w)*window, time.Duration(w+1)*window, perWindow[w], quota, perWindow)
+		}
 	}
 }

@@ -97,11 +97,11 @@ func TestCrawlDelayAboveThresholdDoesNotTripBreaker(t *testing.T) {
 // does.
 func TestSustainedDelayTripsOnlyWhenRefusalsDroveIt(t *testing.T) {
 	pol := WithBreaker(BreakerPolicy{Failures: -1}) // only the sustained-delay rule
-	// A host publishing a quota of 1 request per 50 s, answering 200 for 5 minutes.
+	// A host whose quota spreads at 50 s (1 left, reset in 100 s), answering 200 for 5 minutes.
 	p := NewPacer(WithBaseDelay(time.Second), WithJitter(0), pol)
 	for i := range 7 {
 		at := t0.Add(time.Duration(i) * 50 * time.Second)
-		p.ObserveAt(p.ReserveAt("rl", at), Outcome{Status: 200, Header: header("X-RateLimit-Remaining", "1", "X-RateLimit-Reset", "50")}, at)
+		p.ObserveAt(p.ReserveAt("rl", at), Outcome{Status: 200, Header: header("X-RateLimit-Remaining", "1", "X-RateLimit-Reset", "100")}, at)
 	}
 	if st, _ := p.HostAt("rl", t0.Add(300*time.Second)); st.Breaker != audit.BreakerClosed || st.RateLimitInterval != 50*time.Second {
 		t.Errorf("rate-limited host: breaker %v, rate interval %v; want closed at 50s", st.Breaker, st.RateLimitInterval)

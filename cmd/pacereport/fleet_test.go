@@ -102,16 +102,16 @@ func (m *member) close(t *testing.T) {
 
 // TestMergedFleetTrailRevealsOtherProcessesConstraint: two real pacers on one private redis-server
 // crawl one loopback host as a fleet that is misconfigured: each has its own key prefix, so they share
-// nothing. The host publishes a rate limit (one request left, reset in 2 s: an interval of 2 s) to
-// member A only; B, pacing by its 50 ms floor, departs within 2 s of A's departure. Each trail alone is
-// clean; the merged report finds B's departure, under the interval A learned. (Sharing one prefix, B
-// would wait out A's interval: the store keeps it until its reset.)
+// nothing. The host publishes a rate limit (one request left, reset in 4 s: an interval of 4 s / 2 =
+// 2 s) to member A only; B, pacing by its 50 ms floor, departs within 2 s of A's departure. Each trail
+// alone is clean; the merged report finds B's departure, under the interval A learned. (Sharing one
+// prefix, B would wait out A's interval: the store keeps it until its reset.)
 func TestMergedFleetTrailRevealsOtherProcessesConstraint(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.UserAgent() == "member-a" {
 			w.Header().Set("X-RateLimit-Limit", "10")
 			w.Header().Set("X-RateLimit-Remaining", "1")
-			w.Header().Set("X-RateLimit-Reset", "2")
+			w.Header().Set("X-RateLimit-Reset", "4")
 		}
 		fmt.Fprint(w, "ok")
 	}))
