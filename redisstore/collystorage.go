@@ -35,7 +35,7 @@ func (s *Store) CollyStorage() *CollyStorage {
 	return &CollyStorage{c: s.c, prefix: s.prefix}
 }
 
-func (cs *CollyStorage) visitedKey() string           { return cs.prefix + "colly:visited" }
+func (cs *CollyStorage) visitedKey() string            { return cs.prefix + "colly:visited" }
 func (cs *CollyStorage) cookiesKey(host string) string { return cs.prefix + "colly:cookies:" + host }
 
 // Init implements storage.Storage: it checks that the server answers.
