@@ -82,6 +82,7 @@ type fleetRun struct {
 	victimInFlight       int     // the killed process's requests the servers were serving at the kill
 	victimSent           int     // the killed process's requests before the kill
 	boundedStop          bool
+	perProcess           []int // pages each process sent, by arrivals
 }
 
 // runFleetBench runs the fleet crawl, then the kill crawl, and prints the table.
@@ -227,11 +228,14 @@ func serverCommands(ctx context.Context, c *redis.Client) (int64, error) {
 
 // analyzeFleet measures a crawl from the servers' log.
 func analyzeFleet(cfg fleetConfig, log []fleetArrival, start, killedAt time.Time) fleetRun {
-	r := fleetRun{tightest: -1}
+	r := fleetRun{tightest: -1, perProcess: make([]int, cfg.procs)}
 	count := map[string]int{}
 	byHost := map[string][]time.Time{}
 	for _, a := range log {
 		count[a.url]++
+		if a.worker >= 1 && a.worker <= cfg.procs {
+			r.perProcess[a.worker-1]++
+		}
 		host := strings.TrimPrefix(a.url, "http://")
 		host = host[:strings.IndexByte(host, '/')]
 		byHost[host] = append(byHost[host], a.at)
@@ -270,8 +274,8 @@ func analyzeFleet(cfg fleetConfig, log []fleetArrival, start, killedAt time.Time
 // writeFleetTable prints the fleet crawls as a Markdown table.
 func writeFleetTable(out io.Writer, cfg fleetConfig, runs []fleetRun) {
 	ideal := cfg.ideal()
-	_, _ = fmt.Fprintln(out, "| crawl | URLs fetched | duplicates | makespan | vs ideal | gaps under the floor | tightest gap ÷ interval | Redis round trips per URL (commands) | server commands per URL |")
-	_, _ = fmt.Fprintln(out, "|---|---|---|---|---|---|---|---|---|")
+	_, _ = fmt.Fprintln(out, "| crawl | URLs fetched | duplicates | makespan | vs ideal | gaps under the floor | tightest gap ÷ interval | Redis round trips per URL (commands) | server commands per URL | pages by process |")
+	_, _ = fmt.Fprintln(out, "|---|---|---|---|---|---|---|---|---|---|")
 	for _, r := range runs {
 		name := fmt.Sprintf("%d processes", cfg.procs)
 		if r.kill {
@@ -285,8 +289,8 @@ func writeFleetTable(out io.Writer, cfg fleetConfig, runs []fleetRun) {
 		if r.reportedURLs > 0 {
 			perURL, cmdsPerURL = float64(r.roundTrips)/float64(r.reportedURLs), float64(r.commands)/float64(r.reportedURLs)
 		}
-		_, _ = fmt.Fprintf(out, "| %s | %d / %d | %d | %s | %+.1f%% | %d of %d | %.3f | %.2f (%.2f) + %.2f to add | %.2f |\n",
+		_, _ = fmt.Fprintf(out, "| %s | %d / %d | %d | %s | %+.1f%% | %d of %d | %.3f | %.2f (%.2f) + %.2f to add | %.2f | %s |\n",
 			name, r.fetched, r.urls, r.duplicates, makespan, 100*(float64(r.makespan)/float64(ideal)-1), r.gapsUnder, r.gaps, r.tightest,
-			perURL, cmdsPerURL, float64(r.seedTrips)/float64(r.urls), float64(r.serverCommands)/float64(r.urls))
+			perURL, cmdsPerURL, float64(r.seedTrips)/float64(r.urls), float64(r.serverCommands)/float64(r.urls), strings.Trim(strings.Join(strings.Fields(fmt.Sprint(r.perProcess)), " / "), "[]"))
 	}
 }
