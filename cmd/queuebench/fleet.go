@@ -31,6 +31,7 @@ type fleetConfig struct {
 	leaseTTL       time.Duration
 	killAt         time.Duration // the kill crawl kills process 0 this long after the start
 	bound          time.Duration
+	gapLog         io.Writer // when set, each gap under the floor is described there
 }
 
 // defaultFleetConfig: 200 hosts, 10 slow (1 s, 80 ms answers), 40 at 400 ms (30 ms answers), 150 fast
@@ -231,6 +232,7 @@ func analyzeFleet(cfg fleetConfig, log []fleetArrival, start, killedAt time.Time
 	r := fleetRun{tightest: -1, perProcess: make([]int, cfg.procs)}
 	count := map[string]int{}
 	byHost := map[string][]time.Time{}
+	byHostW := map[string][]fleetArrival{} // the same, with who sent them
 	for _, a := range log {
 		count[a.url]++
 		if a.worker >= 1 && a.worker <= cfg.procs {
@@ -239,6 +241,7 @@ func analyzeFleet(cfg fleetConfig, log []fleetArrival, start, killedAt time.Time
 		host := strings.TrimPrefix(a.url, "http://")
 		host = host[:strings.IndexByte(host, '/')]
 		byHost[host] = append(byHost[host], a.at)
+		byHostW[host] = append(byHostW[host], a)
 		if end := a.done.Sub(start); end > r.makespan {
 			r.makespan = end
 		}
@@ -261,6 +264,11 @@ func analyzeFleet(cfg fleetConfig, log []fleetArrival, start, killedAt time.Time
 				r.gaps++
 				if gap < hc.Interval-gapTolerance {
 					r.gapsUnder++
+					if cfg.gapLog != nil {
+						w := byHostW[fleetHost(c, i)]
+						_, _ = fmt.Fprintf(cfg.gapLog, "%s: pages %v apart (interval %v), sent by processes %d then %d, the second %v after the start\n",
+							fleetHost(c, i), gap, hc.Interval, w[j-1].worker, w[j].worker, w[j].at.Sub(start).Round(time.Millisecond))
+					}
 				}
 				if ratio := float64(gap) / float64(hc.Interval); r.tightest < 0 || ratio < r.tightest {
 					r.tightest = ratio

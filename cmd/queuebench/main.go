@@ -37,10 +37,14 @@ func main() {
 	fleetWorkers := flag.Int("fleet-workers", 8, "workers of each fleet process")
 	lease := flag.Duration("lease", 2*time.Second, "the fleet's host lease time")
 	killAt := flag.Duration("kill-at", 4*time.Second, "when the kill crawl SIGKILLs one process")
+	gaps := flag.Bool("gaps", false, "fleet: describe on stderr each gap under a host's interval")
 	flag.Parse()
 	if *fleet > 0 {
 		fc := defaultFleetConfig(*fleet)
 		fc.workers, fc.leaseTTL, fc.killAt = *fleetWorkers, *lease, *killAt
+		if *gaps {
+			fc.gapLog = os.Stderr
+		}
 		if err := runFleetBench(context.Background(), fc, os.Stdout); err != nil {
 			fmt.Fprintln(os.Stderr, "queuebench:", err)
 			os.Exit(1)
