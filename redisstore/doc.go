@@ -33,7 +33,7 @@
 // server comes back empty (a restart without persistence, a FLUSHDB), the epoch is gone or another, the
 // Store reports the loss (CheckLost, Admission.Lost: the pacer writes back every state it knows) and
 // admits nothing until 1 s after the new epoch began, time for every process to write its holds back.
-
+//
 // # Keys
 //
 // Every key starts with a prefix, DefaultPrefix ("collypace:") unless WithPrefix says otherwise:
