@@ -7,8 +7,10 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -35,11 +37,33 @@ type fleetSpec struct {
 	Bound    time.Duration
 }
 
-// fleetResult is what one process reports: its Redis round trips and commands.
+// fleetResult is what one process reports: its Redis round trips and commands, and when each of its
+// requests reached the wire.
 type fleetResult struct {
 	RoundTrips int64
 	Commands   int64
-	Sent       int64 // requests its collector sent
+	Sent       int64                // requests its collector sent
+	Wire       map[string]time.Time // URL → when its headers were written (the last time, if sent twice)
+}
+
+// wireLog is the innermost RoundTripper of a fleet process: it notes when each request's headers
+// reach the wire (httptrace WroteHeaders, as the pacer's own instant), to tell the pacer's spacing
+// from the delivery's when a gap at the servers is short.
+type wireLog struct {
+	inner http.RoundTripper
+	mu    sync.Mutex // protects at
+	at    map[string]time.Time
+}
+
+func (w *wireLog) RoundTrip(req *http.Request) (*http.Response, error) {
+	u := req.URL.String()
+	trace := &httptrace.ClientTrace{WroteHeaders: func() {
+		now := time.Now()
+		w.mu.Lock()
+		w.at[u] = now
+		w.mu.Unlock()
+	}}
+	return w.inner.RoundTrip(req.WithContext(httptrace.WithClientTrace(req.Context(), trace)))
 }
 
 // isFleetWorker reports whether the process was started as a process of the fleet.
@@ -121,6 +145,7 @@ func crawlFrontier(spec fleetSpec) (fleetResult, error) {
 		return d.DialContext(ctx, network, spec.Site)
 	}, MaxIdleConnsPerHost: 2, IdleConnTimeout: 30 * time.Second}
 	defer tr.CloseIdleConnections()
+	wire := &wireLog{inner: tr, at: map[string]time.Time{}}
 	ctx, cancel := context.WithTimeout(context.Background(), spec.Bound)
 	defer cancel()
 	c := colly.NewCollector(colly.StdlibContext(ctx))
@@ -129,12 +154,14 @@ func crawlFrontier(spec fleetSpec) (fleetResult, error) {
 		r.Headers.Set(workerHeader, strconv.Itoa(spec.Index))
 		sent.Add(1)
 	})
-	opts := append([]ext.Option{ext.WithStore(st), ext.WithTransport(tr), ext.WithJitter(0), ext.WithoutRobots()}, fleetPolicies(spec.Classes)...)
+	opts := append([]ext.Option{ext.WithStore(st), ext.WithTransport(wire), ext.WithJitter(0), ext.WithoutRobots()}, fleetPolicies(spec.Classes)...)
 	p := ext.AdaptivePacing(c, opts...)
 	q := ext.NewQueue(p, spec.Workers)
 	runErr := q.Run(c)
 	if err := p.Close(); err != nil && runErr == nil {
 		runErr = err
 	}
-	return fleetResult{RoundTrips: rt.trips.Load(), Commands: rt.commands.Load(), Sent: sent.Load()}, runErr
+	wire.mu.Lock()
+	defer wire.mu.Unlock()
+	return fleetResult{RoundTrips: rt.trips.Load(), Commands: rt.commands.Load(), Sent: sent.Load(), Wire: wire.at}, runErr
 }
