@@ -30,6 +30,7 @@ type fleetConfig struct {
 	procs, workers int
 	classes        []hostClass
 	leaseTTL       time.Duration
+	jitter         float64       // the pacers' jitter (0: every interval exact)
 	killAt         time.Duration // the kill crawl kills process 0 this long after the start
 	bound          time.Duration
 	gapLog         io.Writer // when set, each gap under the floor is described there
@@ -102,7 +103,7 @@ func runFleetBench(ctx context.Context, cfg fleetConfig, out io.Writer) error {
 	for _, hc := range cfg.classes {
 		_, _ = fmt.Fprintf(out, " %d %s (every %v, answering in %v, %d pages)", hc.Hosts, hc.Name, hc.Interval, hc.Latency, hc.Pages)
 	}
-	_, _ = fmt.Fprintf(out, "; leases of %v; ideal %v\n\n", cfg.leaseTTL, cfg.ideal())
+	_, _ = fmt.Fprintf(out, "; leases of %v; jitter %g; ideal %v\n\n", cfg.leaseTTL, cfg.jitter, cfg.ideal())
 	var runs []fleetRun
 	for _, kill := range []bool{false, true} {
 		r, err := measureFleet(ctx, cfg, kill)
@@ -170,7 +171,7 @@ func measureFleet(ctx context.Context, cfg fleetConfig, kill bool) (fleetRun, er
 	var wg sync.WaitGroup
 	for i := range cfg.procs {
 		spec := fleetSpec{Index: i + 1, Redis: srv.Addr(), Prefix: prefix, Site: site.srv.Listener.Addr().String(),
-			Workers: cfg.workers, LeaseTTL: cfg.leaseTTL, Classes: cfg.classes, Bound: cfg.bound}
+			Workers: cfg.workers, LeaseTTL: cfg.leaseTTL, Jitter: cfg.jitter, Classes: cfg.classes, Bound: cfg.bound}
 		in, _ := json.Marshal(spec)
 		cmd := exec.CommandContext(ctx, exe, fleetWorkerFlag)
 		var stdout, stderr bytes.Buffer

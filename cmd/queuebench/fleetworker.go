@@ -33,6 +33,7 @@ type fleetSpec struct {
 	Site     string // the loopback server's address
 	Workers  int
 	LeaseTTL time.Duration
+	Jitter   float64
 	Classes  []hostClass
 	Bound    time.Duration
 }
@@ -154,7 +155,7 @@ func crawlFrontier(spec fleetSpec) (fleetResult, error) {
 		r.Headers.Set(workerHeader, strconv.Itoa(spec.Index))
 		sent.Add(1)
 	})
-	opts := append([]ext.Option{ext.WithStore(st), ext.WithTransport(wire), ext.WithJitter(0), ext.WithoutRobots()}, fleetPolicies(spec.Classes)...)
+	opts := append([]ext.Option{ext.WithStore(st), ext.WithTransport(wire), ext.WithJitter(spec.Jitter), ext.WithoutRobots()}, fleetPolicies(spec.Classes)...)
 	p := ext.AdaptivePacing(c, opts...)
 	q := ext.NewQueue(p, spec.Workers)
 	runErr := q.Run(c)

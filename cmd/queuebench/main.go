@@ -37,11 +37,12 @@ func main() {
 	fleetWorkers := flag.Int("fleet-workers", 8, "workers of each fleet process")
 	lease := flag.Duration("lease", 2*time.Second, "the fleet's host lease time")
 	killAt := flag.Duration("kill-at", 1500*time.Millisecond, "when the kill crawl SIGKILLs one process")
+	jitter := flag.Float64("fleet-jitter", 0, "fleet: the pacers' jitter (the library's default is 0.1)")
 	gaps := flag.Bool("gaps", false, "fleet: describe on stderr each gap under a host's interval")
 	flag.Parse()
 	if *fleet > 0 {
 		fc := defaultFleetConfig(*fleet)
-		fc.workers, fc.leaseTTL, fc.killAt = *fleetWorkers, *lease, *killAt
+		fc.workers, fc.leaseTTL, fc.killAt, fc.jitter = *fleetWorkers, *lease, *killAt, *jitter
 		if *gaps {
 			fc.gapLog = os.Stderr
 		}
