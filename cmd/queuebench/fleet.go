@@ -37,10 +37,10 @@ type fleetConfig struct {
 }
 
 // defaultFleetConfig: 200 hosts, 10 slow (1 s, 80 ms answers), 40 at 400 ms (30 ms answers), 150 fast
-// (200 ms, 5 ms answers), 10 pages each; 8 workers a process; leases of 2 s; the kill at 1.5 s, while the
-// fast hosts are still being crawled.
+// (200 ms, 5 ms answers), 10 pages each; 8 workers a process; leases of 2 s; the kill at 1.06 s, while
+// the slow hosts' second pages are being answered (so that the killed process has requests in flight).
 func defaultFleetConfig(procs int) fleetConfig {
-	return fleetConfig{procs: procs, workers: 8, leaseTTL: 2 * time.Second, killAt: 1500 * time.Millisecond, bound: 2 * time.Minute,
+	return fleetConfig{procs: procs, workers: 8, leaseTTL: 2 * time.Second, killAt: 1060 * time.Millisecond, bound: 2 * time.Minute,
 		classes: []hostClass{
 			{Name: "slow", Hosts: 10, Interval: time.Second, Latency: 80 * time.Millisecond, Pages: 10},
 			{Name: "mid", Hosts: 40, Interval: 400 * time.Millisecond, Latency: 30 * time.Millisecond, Pages: 10},

@@ -36,7 +36,7 @@ func main() {
 	fleet := flag.Int("fleet", 0, "crawl the fleet's frontier with this many processes on a private redis-server (then the same with one killed), instead")
 	fleetWorkers := flag.Int("fleet-workers", 8, "workers of each fleet process")
 	lease := flag.Duration("lease", 2*time.Second, "the fleet's host lease time")
-	killAt := flag.Duration("kill-at", 1500*time.Millisecond, "when the kill crawl SIGKILLs one process")
+	killAt := flag.Duration("kill-at", 1060*time.Millisecond, "when the kill crawl SIGKILLs one process")
 	jitter := flag.Float64("fleet-jitter", 0, "fleet: the pacers' jitter (the library's default is 0.1)")
 	gaps := flag.Bool("gaps", false, "fleet: describe on stderr each gap under a host's interval")
 	flag.Parse()
