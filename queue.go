@@ -42,6 +42,9 @@ var errAsyncCollector = errors.New("ext: Queue.Run needs a synchronous collector
 // the pacer's store. Requests of a parked host (breaker open) stay queued, out of the ready set, until
 // its cool-down ends; refused requests come back to the queue for their retry instead of holding a
 // worker through the host's window.
+//
+// On a pacer whose store is a Frontier (redisstore), the Queue is the fleet's: its requests go to the
+// shared frontier, deduplicated there, and its workers crawl the hosts it leases (queuefleet.go).
 type Queue struct {
 	p       *Pacer
 	workers int
@@ -279,7 +282,8 @@ func (q *Queue) Size() int {
 	return q.inMem + q.spilled
 }
 
-// Depths returns how many requests are queued per host.
+// Depths returns how many requests are queued per host; on a fleet's frontier, those this Queue holds
+// (taken from the hosts it leases, or kept here while the frontier failed).
 func (q *Queue) Depths() map[string]int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
