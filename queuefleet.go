@@ -3,6 +3,7 @@ package ext
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
 	"maps"
@@ -53,20 +54,28 @@ type queueFleet struct {
 	cost   map[string]time.Duration // hosts held → a request's time, smoothed
 }
 
+// fleetFallbackTTL is the lease length a Queue assumes of a Frontier whose FrontierTTL is not positive.
+const fleetFallbackTTL = 10 * time.Second
+
 func newQueueFleet(f Frontier) *queueFleet {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
-	return &queueFleet{f: f, owner: hex.EncodeToString(b[:]), ttl: f.FrontierTTL(), leased: map[string]time.Time{},
+	ttl := f.FrontierTTL()
+	if ttl <= 0 {
+		ttl = fleetFallbackTTL
+	}
+	return &queueFleet{f: f, owner: hex.EncodeToString(b[:]), ttl: ttl, leased: map[string]time.Time{},
 		acks: map[string][]int64{}, cost: map[string]time.Duration{}}
 }
 
-// frontierKey is the key by which the frontier deduplicates d: its URL for a GET without a body, the
-// method, URL and body otherwise.
+// frontierKey is the key by which the frontier deduplicates d: its URL for a GET without a body; the
+// method, URL and the body's SHA-256 otherwise.
 func frontierKey(d DeferredRequest) string {
 	if (d.Method == "" || d.Method == http.MethodGet) && len(d.Body) == 0 {
 		return d.URL
 	}
-	return d.Method + " " + d.URL + " " + string(d.Body)
+	sum := sha256.Sum256(d.Body)
+	return d.Method + " " + d.URL + " " + hex.EncodeToString(sum[:])
 }
 
 // fleetAdd queues d in the frontier; a retry (queueRetryKey) is queued even though its key was.
@@ -258,7 +267,7 @@ func (q *Queue) fleetSent(d DeferredRequest, took time.Duration) {
 // before they run out on the store, so that this Queue stops sending before a next owner starts).
 func (q *Queue) renewLeases(done <-chan struct{}) {
 	f := q.fleet
-	t := time.NewTicker(f.ttl / 3)
+	t := time.NewTicker(max(f.ttl/3, time.Millisecond))
 	defer t.Stop()
 	for {
 		select {
