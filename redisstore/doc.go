@@ -57,7 +57,8 @@
 //	<prefix>frontier{N}:redo:<host>   set: IDs handed out again after a lease ran out
 //	<prefix>frontier{N}:lease:<host>  string: the lease holder, expiring (PX) unless renewed
 //
-// A host's shard is FNV-1a of its name modulo the shard count. Leasing a due host whose lease key is
+// The frontier needs Redis 6.2 or later (LPOP with a count). A host's shard is FNV-1a of its name
+// modulo the shard count. Leasing a due host whose lease key is
 // gone puts its handed-out requests back at the head of its queue (marked redo); a host with nothing
 // queued leaves the schedule. CollyStorage keeps Colly's visited set in <prefix>colly:visited and
 // each host's cookies in <prefix>colly:cookies:<host>.
