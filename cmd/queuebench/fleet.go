@@ -74,6 +74,11 @@ const epochSettle = 1100 * time.Millisecond
 // server before it counts as under the floor: the loopback's delivery, not the pacer.
 const gapTolerance = 2 * time.Millisecond
 
+// wireTolerance is how much shorter than its interval a gap between the wire instants of two pages
+// of a host may be: this program's httptrace hook and the pacer's note the same instant one after the
+// other.
+const wireTolerance = time.Millisecond
+
 // fleetRun is one fleet crawl's measurements.
 type fleetRun struct {
 	kill                 bool
@@ -84,7 +89,7 @@ type fleetRun struct {
 	gapsUnder            int           // consecutive pages of a host closer than its interval (less gapTolerance)
 	gaps                 int
 	tightest             float64 // the smallest gap ÷ its interval
-	wireUnder            int     // the same gaps between the instants the requests reached the wire, under the interval
+	wireUnder            int     // the same gaps between the instants the requests reached the wire, under the interval (less wireTolerance)
 	wireTightest         float64
 	roundTrips, commands int64 // of the processes that reported (not a killed one)
 	reportedURLs         int   // the requests those processes sent
@@ -324,7 +329,7 @@ func analyzeFleet(cfg fleetConfig, log []fleetArrival, wire map[string]time.Time
 			slices.SortFunc(at, func(a, b time.Time) int { return a.Compare(b) })
 			for j := 1; j < len(at); j++ {
 				gap := at[j].Sub(at[j-1])
-				if gap < hc.Interval {
+				if gap < hc.Interval-wireTolerance {
 					r.wireUnder++
 				}
 				if ratio := float64(gap) / float64(hc.Interval); r.wireTightest < 0 || ratio < r.wireTightest {

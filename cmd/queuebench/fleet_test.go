@@ -21,8 +21,8 @@ func TestMain(m *testing.M) {
 
 // A small fleet crawl, then the same with one process SIGKILLed mid-crawl, measured at the servers:
 // every URL fetched, exactly once without the kill, and with it no more duplicates than the killed
-// process could have had in flight (one a worker); no gap under a host's interval either way; and the
-// table printed. Times are not asserted (2 noisy cores): the benchmark program reports them.
+// process could have had in flight (one a worker); no gap under a host's interval at the wire either
+// way; and the table printed. Times are not asserted (2 noisy cores): the benchmark program reports them.
 func TestFleetCrawlFetchesEveryURL(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the fleet crawl starts processes and a redis-server")
@@ -50,8 +50,14 @@ func TestFleetCrawlFetchesEveryURL(t *testing.T) {
 		if kill && r.duplicates > cfg.workers {
 			t.Errorf("%d URLs fetched twice after the kill: more than the %d the killed process could have in flight", r.duplicates, cfg.workers)
 		}
-		if r.gapsUnder != 0 {
-			t.Errorf("kill %v: %d gaps under a host's interval (tightest %.3f of it)", kill, r.gapsUnder, r.tightest)
+		if r.wireUnder != 0 {
+			t.Errorf("kill %v: %d gaps under a host's interval at the wire (tightest %.3f of it)", kill, r.wireUnder, r.wireTightest)
+		}
+		// At the server, a gap can be shorter than at the wire by the delivery of a loaded machine (2
+		// cores, the suite under -race, bursts of hosts leaving together); a quarter of the interval is
+		// what no process sharing the schedule comes near, and what processes pacing alone would.
+		if r.tightest >= 0 && r.tightest < 0.75 {
+			t.Errorf("kill %v: two pages of a host reached the server %.3f of its interval apart", kill, r.tightest)
 		}
 		if r.roundTrips == 0 || r.reportedURLs == 0 {
 			t.Errorf("kill %v: no round trips counted (%d for %d URLs)", kill, r.roundTrips, r.reportedURLs)
