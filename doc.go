@@ -29,8 +29,9 @@
 // [NewPacer] builds a Pacer without a collector: [Pacer.Install] puts it on several collectors, which
 // then share each host's schedule, and [Pacer.Wait] and [Pacer.Observe] pace any HTTP client.
 // [NewQueue] is a crawl frontier like Colly's queue, but aware of hosts: no worker waits on one host
-// while another is ready. [Pacer.Hosts] shows each host's interval and what sets it. Options (With…)
-// tune the defaults; [WithStore] keeps state in a [Store].
+// while another is ready; on a store that is a [Frontier] (redisstore), it is the fleet's, every
+// process crawling the hosts it leases. [Pacer.Hosts] shows each host's interval and what sets it.
+// Options (With…) tune the defaults; [WithStore] keeps state in a [Store].
 //
 // # A request's path
 //

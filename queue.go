@@ -42,6 +42,9 @@ var errAsyncCollector = errors.New("ext: Queue.Run needs a synchronous collector
 // the pacer's store. Requests of a parked host (breaker open) stay queued, out of the ready set, until
 // its cool-down ends; refused requests come back to the queue for their retry instead of holding a
 // worker through the host's window.
+//
+// On a pacer whose store is a Frontier (redisstore), the Queue is the fleet's: its requests go to the
+// shared frontier, deduplicated there, and its workers crawl the hosts it leases (queuefleet.go).
 type Queue struct {
 	p       *Pacer
 	workers int
@@ -59,6 +62,7 @@ type Queue struct {
 	stopped bool
 	notes   []auditEvent // audit events to emit once the lock is released
 	invalid []error      // option values set aside, reported by NewQueue
+	fleet   *queueFleet  // the fleet's frontier (queuefleet.go); nil unless the pacer's store is a Frontier
 }
 
 // queueHost is one host's FIFO.
@@ -74,6 +78,10 @@ type queueHost struct {
 	readyAt  time.Time     // when its next request can depart, as last read from the pacer
 	work     time.Duration // its remaining schedule: requests left × interval (the ready order)
 	parked   bool          // its breaker was open when last read
+	leased   bool          // this Queue holds its lease in the fleet's frontier
+	drained  bool          // leased, and its last take found nothing while its requests were being sent
+	sending  int           // its requests being sent by workers
+	iv       time.Duration // its interval when last dispatched (the fleet's load estimate)
 	busy     bool          // a worker reads its robots.txt, or the store for it (released): in no heap
 	heap     *hostHeap     // the heap it is in, nil when none
 	seq      uint64
@@ -110,6 +118,9 @@ func NewQueue(p *Pacer, workers int, opts ...QueueOption) *Queue {
 		o(q)
 	}
 	p.reportInvalid(q.invalid)
+	if f, ok := p.cfg.store.(Frontier); ok {
+		q.fleet = newQueueFleet(f)
+	}
 	q.resumeSpills()
 	return q
 }
@@ -180,6 +191,13 @@ func (q *Queue) requeue(r *colly.Request, retries int) {
 }
 
 func (q *Queue) add(d DeferredRequest) error {
+	var fleetErr error
+	if q.fleet != nil {
+		if fleetErr = q.fleetAdd(d); fleetErr == nil {
+			return nil
+		}
+		// The frontier failed: kept here, sent by this Queue (never lose a URL).
+	}
 	q.mu.Lock()
 	qh := q.hostLocked(d.Host)
 	if q.inMem < q.maxMem && qh.spilled == 0 {
@@ -187,6 +205,9 @@ func (q *Queue) add(d DeferredRequest) error {
 		q.inMem++
 		q.readyLocked(qh)
 		q.mu.Unlock()
+		if fleetErr != nil {
+			return fmt.Errorf("ext: queue: the fleet's frontier failed, kept in this queue: %w", fleetErr)
+		}
 		return nil
 	}
 	// Over the memory bound (or behind this host's spilled requests, to keep its order): the store,
@@ -231,11 +252,12 @@ func (q *Queue) readyLocked(qh *queueHost) {
 	q.signalLocked()
 }
 
-// placeLocked puts a host with requests that is in no heap and not busy into the waiting heap, to be
-// checked against the pacer when its time comes. A host whose requests are all on their way to the
-// store waits for the write to end (add places it then).
+// placeLocked puts a host with requests (or leased, with more to take from the fleet's frontier) that
+// is in no heap and not busy into the waiting heap, to be checked against the pacer when its time
+// comes. A host whose requests are all on their way to the store waits for the write to end (add
+// places it then).
 func (q *Queue) placeLocked(qh *queueHost) {
-	if qh.heap != nil || qh.busy || len(qh.fifo)+qh.spilled-qh.spilling == 0 {
+	if qh.heap != nil || qh.busy || len(qh.fifo)+qh.spilled-qh.spilling == 0 && (!qh.leased || qh.drained) {
 		return
 	}
 	q.seq++
@@ -249,13 +271,19 @@ func (q *Queue) signalLocked() {
 }
 
 // Size returns how many requests are queued (in memory and spilled), not counting those being sent.
+// On a fleet's frontier, it is the fleet's count (queued, or taken and not done) and those this Queue
+// holds outside it.
 func (q *Queue) Size() int {
+	if q.fleet != nil {
+		return q.fleetSize()
+	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return q.inMem + q.spilled
 }
 
-// Depths returns how many requests are queued per host.
+// Depths returns how many requests are queued per host; on a fleet's frontier, those this Queue holds
+// (taken from the hosts it leases, or kept here while the frontier failed).
 func (q *Queue) Depths() map[string]int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -294,6 +322,12 @@ func (q *Queue) Run(c *colly.Collector) error {
 		ctx = context.Background()
 	}
 	var wg sync.WaitGroup
+	if q.fleet != nil {
+		renewDone := make(chan struct{})
+		renewed := make(chan struct{})
+		go func() { defer close(renewed); q.renewLeases(renewDone) }()
+		defer func() { close(renewDone); <-renewed; q.releaseLeases() }()
+	}
 	for range q.workers {
 		wg.Go(func() {
 			for {
@@ -302,16 +336,25 @@ func (q *Queue) Run(c *colly.Collector) error {
 					return
 				}
 				booked := true
+				start := time.Now()
 				if t.robots {
 					q.fetchRobots(c, t.d)
 				} else {
 					booked = q.send(c, t.d)
 				}
+				keep := !booked && ctx.Err() != nil // not sent because the crawl is ending: keep it
+				if !t.robots && !keep && t.d.Reason == queueFrontierReason {
+					q.fleetSent(t.d, time.Since(start))
+				}
 				q.mu.Lock()
 				q.active--
 				if qh := q.hosts[t.d.Host]; qh != nil {
 					qh.busy = qh.busy && !t.robots
-					if !booked && ctx.Err() != nil { // not sent because the crawl is ending: keep it
+					if !t.robots {
+						qh.sending--
+					}
+					qh.drained = false // a request of it was sent: the frontier may have more (added meanwhile)
+					if keep && (t.d.Reason != queueFrontierReason || qh.leased) {
 						qh.fifo = append([]DeferredRequest{t.d}, qh.fifo...)
 						q.inMem++
 					}
@@ -364,21 +407,33 @@ func (q *Queue) next(ctx context.Context) (task, bool) {
 // the host was parked, its stored pacing state) is done with the lock released (released).
 func (q *Queue) nextLocked(ctx context.Context) (task, bool) {
 	for {
-		if q.stopped || ctx.Err() != nil || q.inMem+q.spilled == 0 && q.active == 0 {
+		if q.stopped || ctx.Err() != nil || q.inMem+q.spilled == 0 && q.active == 0 && q.fleetDoneLocked() {
 			q.signalLocked() // the other workers are done too
 			return task{}, false
 		}
 		now := q.p.now()
 		q.promoteLocked(now)
 		if q.ready.Len() == 0 {
+			mayAsk := q.fleetMayAskLocked()
+			if mayAsk && !now.Before(q.fleet.askAt) { // an idle worker: lease another host of the fleet
+				q.fleetAskLocked(now)
+				continue
+			}
 			at := time.Time{}
 			if q.waiting.Len() > 0 {
 				at = q.waiting.hosts[0].readyAt
+			}
+			if mayAsk && (at.IsZero() || q.fleet.askAt.Before(at)) {
+				at = q.fleet.askAt
 			}
 			q.waitLocked(ctx, at)
 			continue
 		}
 		qh := q.ready.pop()
+		if len(qh.fifo) == 0 && qh.spilled == 0 && qh.leased { // its requests are in the fleet's frontier
+			q.fleetTakeLocked(qh, now)
+			continue
+		}
 		if len(qh.fifo) == 0 { // its requests are in the store
 			q.refillLocked(qh, now)
 			continue
@@ -400,9 +455,10 @@ func (q *Queue) nextLocked(ctx context.Context) (task, bool) {
 		// Its departure is admitted when it leaves (OnRequestHeaders); the host's next request cannot
 		// go before an interval after it, so the host waits that long before it is read again.
 		_, _, iv := q.p.readyAt(h, now)
-		qh.readyAt = now.Add(iv)
+		qh.readyAt, qh.iv = now.Add(iv), iv
 		q.placeLocked(qh)
 		q.active++
+		qh.sending++
 		return task{d: d}, true
 	}
 }

@@ -24,9 +24,10 @@ func longestFirst(a, b *queueHost) bool {
 	return a.seq < b.seq
 }
 
-func (h *hostHeap) push(qh *queueHost) { qh.heap = h; heap.Push(h, qh) }
-func (h *hostHeap) pop() *queueHost    { return heap.Pop(h).(*queueHost) }
-func (h *hostHeap) fix(qh *queueHost)  { heap.Fix(h, qh.index) }
+func (h *hostHeap) push(qh *queueHost)   { qh.heap = h; heap.Push(h, qh) }
+func (h *hostHeap) pop() *queueHost      { return heap.Pop(h).(*queueHost) }
+func (h *hostHeap) fix(qh *queueHost)    { heap.Fix(h, qh.index) }
+func (h *hostHeap) remove(qh *queueHost) { heap.Remove(h, qh.index) }
 
 func (h *hostHeap) Len() int           { return len(h.hosts) }
 func (h *hostHeap) Less(i, j int) bool { return h.less(h.hosts[i], h.hosts[j]) }

@@ -7,6 +7,7 @@ require (
 	github.com/collypace/ext v0.0.0
 	github.com/gocolly/colly/v2 v2.3.0
 	github.com/google/licensecheck v0.3.1
+	github.com/redis/go-redis/v9 v9.23.0
 	github.com/rs/zerolog v1.35.1
 	golang.org/x/image v0.30.0
 	golang.org/x/net v0.47.0
@@ -35,7 +36,6 @@ require (
 	github.com/mattn/go-colorable v0.1.14 // indirect
 	github.com/mattn/go-isatty v0.0.24 // indirect
 	github.com/nlnwa/whatwg-url v0.6.2 // indirect
-	github.com/redis/go-redis/v9 v9.23.0 // indirect
 	github.com/saintfish/chardet v0.0.0-20230101081208-5e3ef4b5456d // indirect
 	github.com/temoto/robotstxt v1.1.2 // indirect
 	go.uber.org/atomic v1.12.0 // indirect

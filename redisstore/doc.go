@@ -33,7 +33,7 @@
 // server comes back empty (a restart without persistence, a FLUSHDB), the epoch is gone or another, the
 // Store reports the loss (CheckLost, Admission.Lost: the pacer writes back every state it knows) and
 // admits nothing until 1 s after the new epoch began, time for every process to write its holds back.
-
+//
 // # Keys
 //
 // Every key starts with a prefix, DefaultPrefix ("collypace:") unless WithPrefix says otherwise:
@@ -43,6 +43,25 @@
 //	<prefix>deferred:seq   string: the last deferred request ID (INCR)
 //	<prefix>spill:<host>   list: the requests a Queue spilled for host, as JSON, oldest first
 //	<prefix>epoch          string: the store's epoch (see above)
+//
+// The fleet's frontier (ext.Frontier, frontier.go) keeps its keys in shards (WithFrontierShards,
+// default 1), each with a hash tag of its own, so that all keys of a shard, and so all keys of a host,
+// share one Redis Cluster slot and every script touches one slot:
+//
+//	<prefix>frontier{N}:sched         sorted set: hosts by when each may be leased next (server ms)
+//	<prefix>frontier{N}:seen          set: the key of every request ever queued (the deduplication)
+//	<prefix>frontier{N}:n             string: requests queued or handed out and not done
+//	<prefix>frontier{N}:seq           string: the last request ID (INCR)
+//	<prefix>frontier{N}:q:<host>      list: host's queued requests, "<ID>:<request as JSON>", oldest first
+//	<prefix>frontier{N}:taken:<host>  hash: host's requests handed out and not done, ID → JSON
+//	<prefix>frontier{N}:redo:<host>   set: IDs handed out again after a lease ran out
+//	<prefix>frontier{N}:lease:<host>  string: the lease holder, expiring (PX) unless renewed
+//
+// The frontier needs Redis 6.2 or later (LPOP with a count). A host's shard is FNV-1a of its name
+// modulo the shard count. Leasing a due host whose lease key is
+// gone puts its handed-out requests back at the head of its queue (marked redo); a host with nothing
+// queued leaves the schedule. CollyStorage keeps Colly's visited set in <prefix>colly:visited and
+// each host's cookies in <prefix>colly:cookies:<host>.
 //
 // The fields of a host hash are v (the StateVersion of the writer), adaptive_delay, known_limit,
 // crawl_delay (nanoseconds), next_departure, hold_until, breaker_changed, updated_at (unix

@@ -32,6 +32,8 @@ type Store struct {
 	invalid []error // option values set aside (see Option)
 	token   string  // names this Store's pending departures (admitScript)
 
+	frontier frontierConfig // the shared frontier's options (frontier.go)
+
 	epoch     atomic.Pointer[string] // the store's epoch as last seen (epochScript); nil before the first look
 	notBefore atomic.Pointer[string] // after a loss: nothing admitted before this server instant (unix ns)
 

@@ -5,6 +5,7 @@
 //
 //	go run ./cmd/queuebench            # 1 000 hosts, 20 slow (Crawl-delay 5 s), 10 refusing, 8 workers, 10 000 URLs
 //	go run ./cmd/queuebench -short     # a quick version
+//	go run ./cmd/queuebench -fleet 3   # the fleet's frontier: 3 processes × 8 workers on a private redis-server, 200 hosts, then one killed
 //
 // Every host is served by one loopback server (127.0.0.1), told apart by the Host header.
 package main
@@ -19,6 +20,9 @@ import (
 )
 
 func main() {
+	if isFleetWorker(os.Args) {
+		os.Exit(fleetWorkerMain(os.Stdin, os.Stdout, os.Stderr))
+	}
 	cfg := defaultConfig()
 	flag.IntVar(&cfg.hosts, "hosts", cfg.hosts, "hosts in the crawl")
 	flag.IntVar(&cfg.slow, "slow", cfg.slow, "hosts among them whose robots.txt asks for -crawl-delay")
@@ -29,7 +33,25 @@ func main() {
 	flag.DurationVar(&cfg.baseDelay, "base-delay", cfg.baseDelay, "pacer base delay (the fast hosts' interval)")
 	flag.DurationVar(&cfg.bound, "bound", cfg.bound, "longest a run may take")
 	short := flag.Bool("short", false, "a quick version: 100 hosts, 4 slow at 1 s, 3 refusing, 5 pages each")
+	fleet := flag.Int("fleet", 0, "crawl the fleet's frontier with this many processes on a private redis-server (then the same with one killed), instead")
+	fleetWorkers := flag.Int("fleet-workers", 8, "workers of each fleet process")
+	lease := flag.Duration("lease", 2*time.Second, "the fleet's host lease time")
+	killAt := flag.Duration("kill-at", 1060*time.Millisecond, "when the kill crawl SIGKILLs one process")
+	jitter := flag.Float64("fleet-jitter", 0, "fleet: the pacers' jitter (the library's default is 0.1)")
+	gaps := flag.Bool("gaps", false, "fleet: describe on stderr each gap under a host's interval")
 	flag.Parse()
+	if *fleet > 0 {
+		fc := defaultFleetConfig(*fleet)
+		fc.workers, fc.leaseTTL, fc.killAt, fc.jitter = *fleetWorkers, *lease, *killAt, *jitter
+		if *gaps {
+			fc.gapLog = os.Stderr
+		}
+		if err := runFleetBench(context.Background(), fc, os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, "queuebench:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if *short {
 		cfg = shortConfig()
 	}

@@ -1,0 +1,366 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/collypace/ext"
+	"github.com/collypace/ext/redisstore"
+	"github.com/redis/go-redis/v9"
+)
+
+// The fleet crawl (-fleet N): N real processes, each an ext.Queue with its workers on a private
+// redis-server, crawl one frontier of many hosts with mixed intervals and latencies, seeded by this
+// process. What the servers saw is measured: the makespan against the ideal (the slowest host's
+// pages × its interval), URLs fetched more than once or never, gaps under a host's interval, and the
+// Redis round trips per URL. The kill crawl SIGKILLs one process mid-crawl: its hosts pass to the
+// others when their leases run out.
+
+// fleetConfig is the fleet crawl's shape.
+type fleetConfig struct {
+	procs, workers int
+	classes        []hostClass
+	leaseTTL       time.Duration
+	jitter         float64       // the pacers' jitter (0: every interval exact)
+	killAt         time.Duration // the kill crawl kills process 0 this long after the start
+	bound          time.Duration
+	gapLog         io.Writer // when set, each gap under the floor is described there
+}
+
+// defaultFleetConfig: 200 hosts, 10 slow (1 s, 80 ms answers), 40 at 400 ms (30 ms answers), 150 fast
+// (200 ms, 5 ms answers), 10 pages each; 8 workers a process; leases of 2 s; the kill at 1.06 s, while
+// the slow hosts' second pages are being answered (so that the killed process has requests in flight).
+func defaultFleetConfig(procs int) fleetConfig {
+	return fleetConfig{procs: procs, workers: 8, leaseTTL: 2 * time.Second, killAt: 1060 * time.Millisecond, bound: 2 * time.Minute,
+		classes: []hostClass{
+			{Name: "slow", Hosts: 10, Interval: time.Second, Latency: 80 * time.Millisecond, Pages: 10},
+			{Name: "mid", Hosts: 40, Interval: 400 * time.Millisecond, Latency: 30 * time.Millisecond, Pages: 10},
+			{Name: "fast", Hosts: 150, Interval: 200 * time.Millisecond, Latency: 5 * time.Millisecond, Pages: 10},
+		}}
+}
+
+// ideal is the slowest host's own schedule: its pages × its interval.
+func (c fleetConfig) ideal() time.Duration {
+	var out time.Duration
+	for _, hc := range c.classes {
+		out = max(out, time.Duration(hc.Pages)*hc.Interval)
+	}
+	return out
+}
+
+func (c fleetConfig) hosts() int {
+	n := 0
+	for _, hc := range c.classes {
+		n += hc.Hosts
+	}
+	return n
+}
+
+// epochSettle is how long the fleet crawl waits after the seeding created the store's epoch: more
+// than the second a Store joining right after the epoch's creation waits (it cannot tell a new store
+// from one that lost its state).
+const epochSettle = 1100 * time.Millisecond
+
+// gapTolerance is how much shorter than its interval a gap between two pages of a host may be at the
+// server before it counts as under the floor: the loopback's delivery, not the pacer.
+const gapTolerance = 2 * time.Millisecond
+
+// wireTolerance is how much shorter than its interval a gap between the wire instants of two pages
+// of a host may be: this program's httptrace hook and the pacer's note the same instant one after the
+// other.
+const wireTolerance = time.Millisecond
+
+// fleetRun is one fleet crawl's measurements.
+type fleetRun struct {
+	kill                 bool
+	urls                 int
+	fetched              int           // distinct URLs that arrived
+	duplicates           int           // arrivals beyond the first of each URL
+	makespan             time.Duration // from the start to the last page answered
+	gapsUnder            int           // consecutive pages of a host closer than its interval (less gapTolerance)
+	gaps                 int
+	tightest             float64 // the smallest gap ÷ its interval
+	wireUnder            int     // the same gaps between the instants the requests reached the wire, under the interval (less wireTolerance)
+	wireTightest         float64
+	roundTrips, commands int64 // of the processes that reported (not a killed one)
+	reportedURLs         int   // the requests those processes sent
+	serverCommands       int64 // commands the server processed during the crawl (every process)
+	seedTrips            int64 // round trips of the seeding AddURLs
+	victimInFlight       int   // the killed process's requests the servers were serving at the kill
+	victimSent           int   // the killed process's requests before the kill
+	victimDuplicates     int   // duplicates whose first arrival was the killed process's, before the kill
+	boundedStop          bool
+	perProcess           []int // pages each process sent, by arrivals
+}
+
+// runFleetBench runs the fleet crawl, then the kill crawl, and prints the table.
+func runFleetBench(ctx context.Context, cfg fleetConfig, out io.Writer) error {
+	_, _ = fmt.Fprintf(out, "%d processes × %d workers, %d hosts:", cfg.procs, cfg.workers, cfg.hosts())
+	for _, hc := range cfg.classes {
+		_, _ = fmt.Fprintf(out, " %d %s (every %v, answering in %v, %d pages)", hc.Hosts, hc.Name, hc.Interval, hc.Latency, hc.Pages)
+	}
+	_, _ = fmt.Fprintf(out, "; leases of %v; jitter %g; ideal %v\n\n", cfg.leaseTTL, cfg.jitter, cfg.ideal())
+	var runs []fleetRun
+	for _, kill := range []bool{false, true} {
+		r, err := measureFleet(ctx, cfg, kill)
+		if err != nil {
+			return err
+		}
+		runs = append(runs, r)
+	}
+	writeFleetTable(out, cfg, runs)
+	return nil
+}
+
+// measureFleet runs one fleet crawl on a fresh redis-server and site.
+func measureFleet(ctx context.Context, cfg fleetConfig, kill bool) (fleetRun, error) {
+	srv, err := startRedis(ctx)
+	if err != nil {
+		return fleetRun{}, err
+	}
+	defer srv.Close()
+	site := startFleetSite(cfg.classes)
+	defer site.srv.Close()
+	urls := fleetURLs(cfg.classes)
+	const prefix = "queuebench:"
+
+	// Seed the frontier as a crawler would: AddURL on a Queue of the fleet.
+	st, rt, err := openCounted(srv.Addr(), redisstore.WithPrefix(prefix), redisstore.WithLeaseTTL(cfg.leaseTTL))
+	if err != nil {
+		return fleetRun{}, err
+	}
+	defer st.Close()
+	p := ext.NewPacer(ext.WithStore(st), ext.WithoutRobots())
+	q := ext.NewQueue(p, 1)
+	before := rt.trips.Load()
+	for _, u := range urls {
+		if err := q.AddURL(u); err != nil {
+			return fleetRun{}, err
+		}
+	}
+	seedTrips := rt.trips.Load() - before
+	if err := p.Close(); err != nil {
+		return fleetRun{}, err
+	}
+	// The store's epoch exists, and is older than the grace a Store joining a fleet within a second
+	// of a loss keeps (redisstore's lostGrace): the fleet starts on a Redis that has been up, as in a
+	// deployment, not in that grace.
+	if _, err := st.CheckLost(ctx); err != nil {
+		return fleetRun{}, err
+	}
+	time.Sleep(epochSettle)
+	info := redis.NewClient(&redis.Options{Network: "unix", Addr: strings.TrimPrefix(srv.Addr(), "unix://")})
+	defer info.Close()
+	startCommands, err := serverCommands(ctx, info)
+	if err != nil {
+		return fleetRun{}, err
+	}
+
+	exe, err := os.Executable()
+	if err != nil {
+		return fleetRun{}, err
+	}
+	start := time.Now()
+	results := make([]*fleetResult, cfg.procs)
+	errs := make([]error, cfg.procs)
+	cmds := make([]*exec.Cmd, cfg.procs)
+	var wg sync.WaitGroup
+	for i := range cfg.procs {
+		spec := fleetSpec{Index: i + 1, Redis: srv.Addr(), Prefix: prefix, Site: site.srv.Listener.Addr().String(),
+			Workers: cfg.workers, LeaseTTL: cfg.leaseTTL, Jitter: cfg.jitter, Classes: cfg.classes, Bound: cfg.bound}
+		in, _ := json.Marshal(spec)
+		cmd := exec.CommandContext(ctx, exe, fleetWorkerFlag)
+		var stdout, stderr bytes.Buffer
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = bytes.NewReader(in), &stdout, &stderr
+		cmd.WaitDelay = time.Second
+		if err := cmd.Start(); err != nil {
+			return fleetRun{}, err
+		}
+		cmds[i] = cmd
+		wg.Go(func() {
+			if err := cmd.Wait(); err != nil {
+				if !(kill && i == 0) {
+					errs[i] = fmt.Errorf("fleet process %d: %w: %s", i+1, err, strings.TrimSpace(stderr.String()))
+				}
+				return
+			}
+			var res fleetResult
+			if err := json.Unmarshal(stdout.Bytes(), &res); err != nil {
+				errs[i] = fmt.Errorf("fleet process %d: reading its result: %w", i+1, err)
+				return
+			}
+			results[i] = &res
+		})
+	}
+	var killedAt time.Time
+	if kill {
+		select {
+		case <-time.After(cfg.killAt):
+		case <-ctx.Done():
+		}
+		killedAt = time.Now()
+		_ = cmds[0].Process.Kill() // SIGKILL
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return fleetRun{}, err
+		}
+	}
+	endCommands, err := serverCommands(ctx, info)
+	if err != nil {
+		return fleetRun{}, err
+	}
+	wire := map[string]time.Time{}
+	for _, res := range results {
+		if res != nil {
+			for u, at := range res.Wire {
+				wire[u] = at
+			}
+		}
+	}
+	r := analyzeFleet(cfg, site.log(), wire, start, killedAt)
+	r.kill, r.urls, r.seedTrips = kill, len(urls), seedTrips
+	r.serverCommands = endCommands - startCommands
+	for _, res := range results {
+		if res != nil {
+			r.roundTrips += res.RoundTrips
+			r.commands += res.Commands
+			r.reportedURLs += int(res.Sent)
+		}
+	}
+	r.boundedStop = time.Since(start) >= cfg.bound
+	return r, nil
+}
+
+// serverCommands reads the server's count of commands processed (INFO stats).
+func serverCommands(ctx context.Context, c *redis.Client) (int64, error) {
+	info, err := c.Info(ctx, "stats").Result()
+	if err != nil {
+		return 0, err
+	}
+	for line := range strings.SplitSeq(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "total_commands_processed:"); ok {
+			var n int64
+			_, err := fmt.Sscan(v, &n)
+			return n, err
+		}
+	}
+	return 0, fmt.Errorf("no total_commands_processed in INFO stats")
+}
+
+// analyzeFleet measures a crawl from the servers' log.
+func analyzeFleet(cfg fleetConfig, log []fleetArrival, wire map[string]time.Time, start, killedAt time.Time) fleetRun {
+	r := fleetRun{tightest: -1, wireTightest: -1, perProcess: make([]int, cfg.procs)}
+	count := map[string]int{}
+	first := map[string]fleetArrival{}
+	byHost := map[string][]time.Time{}
+	byHostW := map[string][]fleetArrival{} // the same, with who sent them
+	for _, a := range log {
+		count[a.url]++
+		if _, ok := first[a.url]; !ok {
+			first[a.url] = a
+		}
+		if a.worker >= 1 && a.worker <= cfg.procs {
+			r.perProcess[a.worker-1]++
+		}
+		host := strings.TrimPrefix(a.url, "http://")
+		host = host[:strings.IndexByte(host, '/')]
+		byHost[host] = append(byHost[host], a.at)
+		byHostW[host] = append(byHostW[host], a)
+		if end := a.done.Sub(start); end > r.makespan {
+			r.makespan = end
+		}
+		if !killedAt.IsZero() && a.worker == 1 && a.at.Before(killedAt) {
+			r.victimSent++
+			if a.done.IsZero() || a.done.After(killedAt) {
+				r.victimInFlight++
+			}
+		}
+	}
+	r.fetched = len(count)
+	for u, n := range count {
+		r.duplicates += n - 1
+		if f := first[u]; n > 1 && !killedAt.IsZero() && f.worker == 1 && f.at.Before(killedAt) {
+			r.victimDuplicates += n - 1
+		}
+	}
+	for c, hc := range cfg.classes {
+		for i := range hc.Hosts {
+			at := byHost[fleetHost(c, i)]
+			for j := 1; j < len(at); j++ {
+				gap := at[j].Sub(at[j-1])
+				r.gaps++
+				if gap < hc.Interval-gapTolerance {
+					r.gapsUnder++
+					if cfg.gapLog != nil {
+						w := byHostW[fleetHost(c, i)]
+						atWire := "not reported: a killed process sent one"
+						if t0, t1 := wire[w[j-1].url], wire[w[j].url]; !t0.IsZero() && !t1.IsZero() {
+							atWire = t1.Sub(t0).String() + " at the wire"
+						}
+						_, _ = fmt.Fprintf(cfg.gapLog, "%s: pages %v apart (interval %v; %s), sent by processes %d then %d, the second %v after the start\n",
+							fleetHost(c, i), gap, hc.Interval, atWire, w[j-1].worker, w[j].worker, w[j].at.Sub(start).Round(time.Millisecond))
+					}
+				}
+				if ratio := float64(gap) / float64(hc.Interval); r.tightest < 0 || ratio < r.tightest {
+					r.tightest = ratio
+				}
+			}
+		}
+	}
+	for c, hc := range cfg.classes {
+		for i := range hc.Hosts {
+			var at []time.Time
+			for p := range hc.Pages {
+				if t, ok := wire[fmt.Sprintf("http://%s/p/%d", fleetHost(c, i), p)]; ok {
+					at = append(at, t)
+				}
+			}
+			slices.SortFunc(at, func(a, b time.Time) int { return a.Compare(b) })
+			for j := 1; j < len(at); j++ {
+				gap := at[j].Sub(at[j-1])
+				if gap < hc.Interval-wireTolerance {
+					r.wireUnder++
+				}
+				if ratio := float64(gap) / float64(hc.Interval); r.wireTightest < 0 || ratio < r.wireTightest {
+					r.wireTightest = ratio
+				}
+			}
+		}
+	}
+	return r
+}
+
+// writeFleetTable prints the fleet crawls as a Markdown table.
+func writeFleetTable(out io.Writer, cfg fleetConfig, runs []fleetRun) {
+	ideal := cfg.ideal()
+	_, _ = fmt.Fprintln(out, "| crawl | URLs fetched | duplicates | makespan | vs ideal | gaps under the floor | tightest gap ÷ interval (at the wire) | Redis round trips per URL (commands) | server commands per URL | pages by process |")
+	_, _ = fmt.Fprintln(out, "|---|---|---|---|---|---|---|---|---|---|")
+	for _, r := range runs {
+		name := fmt.Sprintf("%d processes", cfg.procs)
+		if r.kill {
+			name = fmt.Sprintf("%d processes, one SIGKILLed at %v (%d of its requests in flight at the servers; %d of the duplicates its)", cfg.procs, cfg.killAt, r.victimInFlight, r.victimDuplicates)
+		}
+		makespan := r.makespan.Round(10 * time.Millisecond).String()
+		if r.boundedStop {
+			makespan = "> " + cfg.bound.String() + " (stopped at the bound)"
+		}
+		perURL, cmdsPerURL := 0.0, 0.0
+		if r.reportedURLs > 0 {
+			perURL, cmdsPerURL = float64(r.roundTrips)/float64(r.reportedURLs), float64(r.commands)/float64(r.reportedURLs)
+		}
+		_, _ = fmt.Fprintf(out, "| %s | %d / %d | %d | %s | %+.1f%% | %d of %d | %.3f (%.3f) | %.2f (%.2f) + %.2f to add | %.2f | %s |\n",
+			name, r.fetched, r.urls, r.duplicates, makespan, 100*(float64(r.makespan)/float64(ideal)-1), r.gapsUnder, r.gaps, r.tightest, r.wireTightest,
+			perURL, cmdsPerURL, float64(r.seedTrips)/float64(r.urls), float64(r.serverCommands)/float64(r.urls), strings.Trim(strings.Join(strings.Fields(fmt.Sprint(r.perProcess)), " / "), "[]"))
+	}
+}

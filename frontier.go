@@ -1,0 +1,43 @@
+package ext
+
+import (
+	"context"
+	"time"
+)
+
+// Frontier is a crawl frontier that a fleet of processes shares (redisstore.Store implements it): one
+// queue of requests per host, deduplicated by key, a schedule of the hosts by when each may be sent
+// to next, and host leases, so that one process at a time crawls a host. A Queue whose pacer's store
+// implements Frontier queues every request there (any process's AddURL lands once) and crawls the
+// hosts it leases; see the README's fleet section for what it promises.
+//
+// A request handed out (FrontierTake) stays the lease's until it is done (FrontierDone): when the
+// lease runs out unrenewed (its process died), the next lease of the host hands it out again first,
+// with Reason "redelivered" (its first taker may have sent it: at least once under faults);
+// FrontierRelease puts it back as it was (never sent). Implementations must be safe for concurrent use
+// by goroutines and processes.
+type Frontier interface {
+	// FrontierAdd queues reqs, all of host, after host's queued requests, each unless its key (keys[i]
+	// for reqs[i]) was queued before, or force is set (a retry). It returns how many it queued.
+	FrontierAdd(ctx context.Context, host string, reqs []DeferredRequest, keys []string, force bool) (int, error)
+	// FrontierLease leases to owner up to n hosts that have requests queued, whose time has come and
+	// that no live lease holds, for FrontierTTL. It also returns how many requests the fleet has queued
+	// or handed out and not done, and how long until the next host's time comes.
+	FrontierLease(ctx context.Context, owner string, n int) (hosts []string, left int, next time.Duration, err error)
+	// FrontierRenew extends owner's leases of hosts by FrontierTTL, and returns those owner no longer
+	// holds (they ran out, and may be another's).
+	FrontierRenew(ctx context.Context, owner string, hosts []string) (lost []string, err error)
+	// FrontierTake hands owner up to n of host's queued requests, oldest first, their ID set for
+	// FrontierDone. held is false when owner does not hold host's lease, or when host has nothing
+	// queued or handed out left: then the lease ends.
+	FrontierTake(ctx context.Context, owner, host string, n int) (reqs []DeferredRequest, held bool, err error)
+	// FrontierDone removes host's handed-out requests ids, done (sent, or refused for good).
+	FrontierDone(ctx context.Context, host string, ids []int64) error
+	// FrontierRelease ends owner's lease of host: its handed-out requests not done go back to the head
+	// of its queue, and the host may be leased again after the given time (its next departure).
+	FrontierRelease(ctx context.Context, owner, host string, after time.Duration) error
+	// FrontierSize returns how many requests the fleet has queued or handed out and not done.
+	FrontierSize(ctx context.Context) (int, error)
+	// FrontierTTL returns how long a lease lasts unrenewed.
+	FrontierTTL() time.Duration
+}

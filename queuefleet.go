@@ -1,0 +1,376 @@
+package ext
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"maps"
+	"net/http"
+	"time"
+
+	"github.com/collypace/ext/audit"
+	"github.com/rs/zerolog"
+)
+
+// A Queue on a shared store that implements Frontier crawls the fleet's frontier: every request it is
+// given goes to the frontier (deduplicated there by its key), and its workers crawl the hosts it
+// leases, one owner per host at a time. Each leased host's requests are taken in batches into its
+// local FIFO and dispatched by the pacer's schedule as any other; each is marked done once sent; the
+// leases are renewed while the Queue runs and given back when Run returns. A lease lost (not renewed
+// in time) drops the host's local requests: the next owner is handed them.
+
+// fleetTakeBatch is how many requests a Queue takes from a leased host's queue at a time.
+const fleetTakeBatch = 16
+
+// fleetAskPoll bounds how long a Queue with idle workers waits before asking the frontier for hosts
+// again when none could be leased (the others hold them, or none is due yet).
+const fleetAskPoll = 100 * time.Millisecond
+
+// fleetLoadShare is the share of its workers' time a Queue commits to the hosts it leases: it leases
+// another host only while the estimated load of those it holds (time a request takes ÷ interval,
+// summed) stays under it, so that the hosts of an overcommitted process do not fall behind while
+// others idle.
+const fleetLoadShare = 0.75
+
+// queueFrontierReason marks, in a Queue's FIFO, a request taken from the frontier: done once sent.
+const queueFrontierReason = "frontier"
+
+// frontierRedelivered is the Reason a Frontier gives a request it hands out again (see Frontier).
+const frontierRedelivered = "redelivered"
+
+// queueFleet is a Queue's part of a fleet's frontier. Its fields are protected by the Queue's lock.
+type queueFleet struct {
+	f      Frontier
+	owner  string                   // names this Queue's leases
+	ttl    time.Duration            // a lease's length
+	leased map[string]time.Time     // hosts held → when the lease runs out unrenewed, by this clock
+	acks   map[string][]int64       // done requests whose FrontierDone failed: sent again
+	asking bool                     // a worker asks the frontier for hosts
+	askAt  time.Time                // no ask before
+	left   int                      // the fleet's requests left, at the last ask
+	looked bool                     // the last ask started after the last local change
+	cost   map[string]time.Duration // hosts held → a request's time, smoothed
+}
+
+// fleetFallbackTTL is the lease length a Queue assumes of a Frontier whose FrontierTTL is not positive.
+const fleetFallbackTTL = 10 * time.Second
+
+func newQueueFleet(f Frontier) *queueFleet {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	ttl := f.FrontierTTL()
+	if ttl <= 0 {
+		ttl = fleetFallbackTTL
+	}
+	return &queueFleet{f: f, owner: hex.EncodeToString(b[:]), ttl: ttl, leased: map[string]time.Time{},
+		acks: map[string][]int64{}, cost: map[string]time.Duration{}}
+}
+
+// frontierKey is the key by which the frontier deduplicates d: its URL for a GET without a body; the
+// method, URL and the body's SHA-256 otherwise.
+func frontierKey(d DeferredRequest) string {
+	if (d.Method == "" || d.Method == http.MethodGet) && len(d.Body) == 0 {
+		return d.URL
+	}
+	sum := sha256.Sum256(d.Body)
+	return d.Method + " " + d.URL + " " + hex.EncodeToString(sum[:])
+}
+
+// fleetAdd queues d in the frontier; a retry (queueRetryKey) is queued even though its key was.
+func (q *Queue) fleetAdd(d DeferredRequest) error {
+	force := d.Ctx[queueRetryKey] != ""
+	d.DeferredAt = q.p.now()
+	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+	defer cancel()
+	_, err := q.fleet.f.FrontierAdd(ctx, d.Host, []DeferredRequest{q.p.storable(d)}, []string{frontierKey(d)}, force)
+	if err == nil {
+		q.mu.Lock()
+		q.fleet.looked = false
+		q.signalLocked() // an idle worker may ask for the host
+		q.mu.Unlock()
+	}
+	return err
+}
+
+// fleetDoneLocked reports whether the fleet's frontier was found empty, with nothing held here, since
+// the last local change (a Queue without a fleet: true).
+func (q *Queue) fleetDoneLocked() bool {
+	f := q.fleet
+	return f == nil || len(f.leased) == 0 && f.left == 0 && f.looked && !f.asking
+}
+
+// fleetMayAskLocked reports whether an idle worker may ask the frontier for hosts, once askAt has
+// come: nobody asks, and the hosts held leave room (fleetLoadShare).
+func (q *Queue) fleetMayAskLocked() bool {
+	f := q.fleet
+	if f == nil || f.asking {
+		return false
+	}
+	var load float64
+	for key := range f.leased {
+		if qh := q.hosts[key]; qh != nil && qh.iv > 0 {
+			load += float64(f.cost[key]) / float64(qh.iv)
+		}
+	}
+	return load < fleetLoadShare*float64(q.workers)
+}
+
+// fleetAskLocked asks the frontier for hosts, with the lock released meanwhile, and puts those leased
+// among the hosts to schedule. When none is leased, the next ask waits for the next host's time, at
+// most fleetAskPoll.
+func (q *Queue) fleetAskLocked(now time.Time) {
+	f := q.fleet
+	f.asking = true
+	f.looked = true
+	want := max(q.workers-q.active, 1)
+	q.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+	hosts, left, next, err := f.f.FrontierLease(ctx, f.owner, want)
+	cancel()
+	q.mu.Lock()
+	f.asking = false
+	if err != nil {
+		f.looked = false
+		f.askAt = now.Add(fleetAskPoll)
+		q.notes = append(q.notes, auditEvent{at: now, event: audit.EventStoreUnavailable, trigger: audit.TriggerStore, compliant: true,
+			detail: "queue: the fleet's frontier could not be asked for hosts: " + err.Error()})
+		return
+	}
+	f.left = left
+	if len(hosts) == 0 {
+		f.askAt = now.Add(min(max(next, time.Millisecond), fleetAskPoll))
+	}
+	for _, key := range hosts {
+		f.leased[key] = now.Add(f.ttl)
+		qh := q.hostLocked(key)
+		qh.leased, qh.drained = true, false
+		qh.readyAt = time.Time{}
+		q.placeLocked(qh)
+	}
+	q.signalLocked()
+}
+
+// fleetTakeLocked takes a batch of qh's requests from the frontier, with the lock released meanwhile.
+// With none taken while the lease holds, qh waits for its requests being sent (drained); a lease the
+// frontier ended (nothing left) or lost is dropped here.
+func (q *Queue) fleetTakeLocked(qh *queueHost, now time.Time) {
+	f := q.fleet
+	want := min(fleetTakeBatch, max(q.maxMem-q.inMem, 1))
+	var got []DeferredRequest
+	var held bool
+	var err error
+	q.released(qh, func() {
+		ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+		got, held, err = f.f.FrontierTake(ctx, f.owner, qh.key, want)
+		cancel()
+	})
+	if err != nil && len(got) == 0 && !held {
+		if _, still := f.leased[qh.key]; still { // the store failed: ask again later, not at once
+			q.notes = append(q.notes, auditEvent{at: now, host: qh.key, event: audit.EventStoreUnavailable, trigger: audit.TriggerStore,
+				compliant: true, detail: "queue: taking the host's requests from the fleet's frontier failed: " + err.Error()})
+			qh.readyAt = now.Add(queuePoll)
+			q.placeLocked(qh)
+			return
+		}
+	}
+	for i := range got {
+		if got[i].Reason == frontierRedelivered { // its first taker may have sent it: Colly marked it visited
+			got[i].Ctx = maps.Clone(got[i].Ctx)
+			if got[i].Ctx == nil {
+				got[i].Ctx = map[string]string{}
+			}
+			got[i].Ctx[queueRetryKey] = "1"
+		}
+		got[i].Reason = queueFrontierReason
+	}
+	if _, still := f.leased[qh.key]; !still { // lost meanwhile (renewal): they are the next owner's
+		return
+	}
+	qh.fifo = append(qh.fifo, got...)
+	q.inMem += len(got)
+	if !held {
+		q.dropLeaseLocked(qh)
+		return
+	}
+	if len(got) == 0 && qh.sending == 0 {
+		// Nothing queued, nothing being sent here, yet requests handed out and not done (a mark that
+		// failed, a take whose reply was lost): given back, for whoever leases the host next.
+		ids := f.acks[qh.key]
+		delete(f.acks, qh.key)
+		q.released(qh, func() {
+			ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+			defer cancel()
+			_ = f.f.FrontierDone(ctx, qh.key, ids)
+			_ = f.f.FrontierRelease(ctx, f.owner, qh.key, 0)
+		})
+		q.dropLeaseLocked(qh)
+		return
+	}
+	qh.drained = len(got) == 0
+	q.placeLocked(qh)
+}
+
+// dropLeaseLocked forgets qh's lease here: its requests taken from the frontier leave its FIFO (the
+// frontier hands them to the next owner, or holds them for this one's release).
+func (q *Queue) dropLeaseLocked(qh *queueHost) {
+	delete(q.fleet.leased, qh.key)
+	delete(q.fleet.cost, qh.key)
+	qh.leased, qh.drained = false, false
+	kept := qh.fifo[:0]
+	for _, d := range qh.fifo {
+		if d.Reason == queueFrontierReason {
+			q.inMem--
+			continue
+		}
+		kept = append(kept, d)
+	}
+	clear(qh.fifo[len(kept):])
+	qh.fifo = kept
+	q.fleet.looked = false
+	if len(qh.fifo)+qh.spilled == 0 && qh.heap != nil {
+		qh.heap.remove(qh)
+	}
+}
+
+// fleetSent marks d, taken from the frontier, done (or keeps it for the next try when the store
+// fails), and notes how long its request took, for the load estimate.
+func (q *Queue) fleetSent(d DeferredRequest, took time.Duration) {
+	f := q.fleet
+	q.mu.Lock()
+	ids := append(f.acks[d.Host], d.ID)
+	delete(f.acks, d.Host)
+	if _, ok := f.leased[d.Host]; ok {
+		if c := f.cost[d.Host]; c > 0 {
+			f.cost[d.Host] = (3*c + took) / 4
+		} else {
+			f.cost[d.Host] = took
+		}
+	}
+	q.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+	err := f.f.FrontierDone(ctx, d.Host, ids)
+	cancel()
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	f.looked = false
+	if err != nil {
+		f.acks[d.Host] = append(f.acks[d.Host], ids...)
+		q.notes = append(q.notes, auditEvent{at: q.p.now(), host: d.Host, event: audit.EventStoreUnavailable, trigger: audit.TriggerStore, compliant: true,
+			detail: fmt.Sprintf("queue: marking %d requests done in the fleet's frontier failed (tried again with the next): %v", len(ids), err)})
+	}
+}
+
+// renewLeases renews the Queue's leases every third of their length until done is closed, and drops
+// those the frontier says are lost, and those not renewed for two thirds of their length (a third
+// before they run out on the store, so that this Queue stops sending before a next owner starts).
+func (q *Queue) renewLeases(done <-chan struct{}) {
+	f := q.fleet
+	t := time.NewTicker(max(f.ttl/3, time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case <-t.C:
+		}
+		q.mu.Lock()
+		hosts := make([]string, 0, len(f.leased))
+		for key := range f.leased {
+			hosts = append(hosts, key)
+		}
+		q.mu.Unlock()
+		start := q.p.now()
+		ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+		lost, err := f.f.FrontierRenew(ctx, f.owner, hosts)
+		cancel()
+		q.mu.Lock()
+		if err == nil {
+			renewed := map[string]bool{}
+			for _, key := range hosts {
+				renewed[key] = true
+			}
+			for _, key := range lost {
+				delete(renewed, key)
+				if qh := q.hosts[key]; qh != nil && qh.leased {
+					q.dropLeaseLocked(qh)
+				}
+			}
+			for key := range renewed {
+				if _, ok := f.leased[key]; ok {
+					f.leased[key] = start.Add(f.ttl)
+				}
+			}
+		}
+		// A lease that could not be renewed is dropped before it runs out: its next owner may send.
+		now := q.p.now()
+		for key, end := range f.leased {
+			if now.After(end.Add(-f.ttl * 5 / 12)) {
+				if qh := q.hosts[key]; qh != nil {
+					q.dropLeaseLocked(qh)
+				}
+			}
+		}
+		q.signalLocked()
+		q.mu.Unlock()
+	}
+}
+
+// releaseLeases gives every lease back when Run ends: the requests taken and not sent go back to the
+// head of their host's queue in the frontier, and each host may be leased again at its next
+// departure by this pacer's schedule.
+func (q *Queue) releaseLeases() {
+	f := q.fleet
+	q.mu.Lock()
+	var hosts []*queueHost
+	for key := range f.leased {
+		if qh := q.hosts[key]; qh != nil {
+			hosts = append(hosts, qh)
+			q.dropLeaseLocked(qh)
+		}
+	}
+	acks := f.acks
+	f.acks = map[string][]int64{}
+	q.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+	defer cancel()
+	for host, ids := range acks {
+		_ = f.f.FrontierDone(ctx, host, ids)
+	}
+	now := q.p.now()
+	for _, qh := range hosts {
+		after := time.Duration(0)
+		if h := q.p.residentHost(qh.key); h != nil {
+			if at, _, _ := q.p.readyAt(h, now); at.After(now) {
+				after = at.Sub(now)
+			}
+		}
+		if err := f.f.FrontierRelease(ctx, f.owner, qh.key, after); err != nil {
+			q.p.audit.emit(zerolog.ErrorLevel, auditEvent{at: now, host: qh.key, event: audit.EventStoreUnavailable, trigger: audit.TriggerStore,
+				compliant: true, detail: "queue: the host's lease could not be given back (the fleet takes it over when it runs out): " + err.Error()})
+		}
+	}
+}
+
+// fleetSize is the fleet's count of requests queued or handed out, with those this Queue holds outside
+// the frontier; the local count when the store does not answer.
+func (q *Queue) fleetSize() int {
+	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+	n, err := q.fleet.f.FrontierSize(ctx)
+	cancel()
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	local := q.spilled
+	for _, qh := range q.hosts {
+		for _, d := range qh.fifo {
+			if d.Reason != queueFrontierReason {
+				local++
+			}
+		}
+	}
+	if err != nil {
+		return q.inMem + q.spilled
+	}
+	return n + local
+}

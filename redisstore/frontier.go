@@ -1,0 +1,297 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/collypace/ext"
+	"github.com/redis/go-redis/v9"
+)
+
+var _ ext.Frontier = (*Store)(nil)
+
+// DefaultLeaseTTL is how long a host lease lasts unrenewed, unless WithLeaseTTL says otherwise: a Queue
+// renews its leases every third of it, and a process that dies gives its hosts to the others this
+// long after its last renewal.
+const DefaultLeaseTTL = 10 * time.Second
+
+// frontierConfig is the frontier's part of a Store's options.
+type frontierConfig struct {
+	leaseTTL time.Duration // 0: DefaultLeaseTTL
+	shards   int           // 0: 1
+}
+
+// WithLeaseTTL sets how long a host lease of the frontier lasts unrenewed (default DefaultLeaseTTL).
+// Shorter hands a dead process's hosts over sooner, at the cost of more renewals (every third of it);
+// it must be at least 300 ms. Every process of a fleet should use the same value.
+func WithLeaseTTL(d time.Duration) Option {
+	return func(s *Store) {
+		if d < 300*time.Millisecond {
+			s.reject("WithLeaseTTL", d.String(), "under 300ms")
+			return
+		}
+		s.frontier.leaseTTL = d
+	}
+}
+
+// WithFrontierShards spreads the frontier over n schedules (default 1), each with its own hash tag,
+// so that a Redis Cluster spreads it over its nodes: a host's keys share its shard's slot, and every
+// script touches one shard. A lease then asks every shard, in one pipeline. n must be between 1 and
+// 1024, and the same in every process of the fleet (a host's shard depends on it).
+func WithFrontierShards(n int) Option {
+	return func(s *Store) {
+		if n < 1 || n > 1024 {
+			s.reject("WithFrontierShards", strconv.Itoa(n), "not between 1 and 1024")
+			return
+		}
+		s.frontier.shards = n
+	}
+}
+
+// FrontierTTL implements ext.Frontier.
+func (s *Store) FrontierTTL() time.Duration {
+	if s.frontier.leaseTTL > 0 {
+		return s.frontier.leaseTTL
+	}
+	return DefaultLeaseTTL
+}
+
+func (s *Store) shardCount() int { return max(s.frontier.shards, 1) }
+
+// shardOf is the shard of host's keys.
+func (s *Store) shardOf(host string) int {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(host))
+	return int(h.Sum32() % uint32(s.shardCount()))
+}
+
+// frontierBase is the start of every key of a shard: the prefix, "frontier" and the shard's hash tag.
+func (s *Store) frontierBase(shard int) string {
+	return s.prefix + "frontier{" + strconv.Itoa(shard) + "}:"
+}
+
+// shardKeys are a shard's own keys: its schedule, seen set, count and ID sequence.
+func (s *Store) shardKeys(shard int) (sched, seen, count, seq string) {
+	b := s.frontierBase(shard)
+	return b + "sched", b + "seen", b + "n", b + "seq"
+}
+
+// redeliveredReason is the Reason of a request handed out again (see ext.Frontier).
+const redeliveredReason = "redelivered"
+
+// FrontierAdd implements ext.Frontier: one script run on host's shard, which queues each request whose
+// key its seen set did not hold (or every request, with force), and puts host in the schedule.
+func (s *Store) FrontierAdd(ctx context.Context, host string, reqs []ext.DeferredRequest, keys []string, force bool) (int, error) {
+	if len(reqs) == 0 {
+		return 0, nil
+	}
+	if len(keys) != len(reqs) {
+		return 0, fmt.Errorf("redisstore: frontier add for host %q: %d keys for %d requests", host, len(keys), len(reqs))
+	}
+	shard := s.shardOf(host)
+	sched, seen, count, seq := s.shardKeys(shard)
+	f := "0"
+	if force {
+		f = "1"
+	}
+	args := []any{host, f}
+	for i, r := range reqs {
+		r.Host = host
+		b, err := encodeDeferred(r, 0)
+		if err != nil {
+			return 0, fmt.Errorf("redisstore: frontier add for host %q: %w", host, err)
+		}
+		args = append(args, keys[i], b)
+	}
+	n, err := frontierAddScript.Run(ctx, s.c, []string{sched, seen, count, seq, s.frontierBase(shard) + "q:" + host}, args...).Int()
+	if err != nil {
+		return 0, wrapErr(err, "frontier add for host %q", host)
+	}
+	return n, nil
+}
+
+// FrontierLease implements ext.Frontier: one script run a shard, all in one pipeline (one round trip
+// on a single server). With several shards, each is asked for its share of n, at least one.
+func (s *Store) FrontierLease(ctx context.Context, owner string, n int) ([]string, int, time.Duration, error) {
+	if n <= 0 {
+		n = 1
+	}
+	shards := s.shardCount()
+	per := max((n+shards-1)/shards, 1)
+	ttl := s.FrontierTTL().Milliseconds()
+	cmds, err := s.pipelineScript(ctx, frontierLeaseScript, shards, func(i int) ([]string, []any) {
+		sched, _, count, _ := s.shardKeys(i)
+		return []string{sched, count}, []any{owner, ttl, per, s.frontierBase(i)}
+	})
+	if err != nil {
+		return nil, 0, 0, wrapErr(err, "frontier lease")
+	}
+	var hosts []string
+	left, next := 0, time.Duration(-1)
+	for _, c := range cmds {
+		res, err := c.Slice()
+		if err != nil || len(res) != 3 {
+			return nil, 0, 0, fmt.Errorf("redisstore: frontier lease: script returned %v (%v): %w", res, err, ext.ErrCorruptState)
+		}
+		got, _ := res[0].([]any)
+		for _, h := range got {
+			if hs, ok := h.(string); ok {
+				hosts = append(hosts, hs)
+			}
+		}
+		n, _ := res[1].(int64)
+		left += int(n)
+		if ms, _ := res[2].(int64); ms >= 0 && (next < 0 || time.Duration(ms)*time.Millisecond < next) {
+			next = time.Duration(ms) * time.Millisecond
+		}
+	}
+	return hosts, max(left, 0), max(next, 0), nil
+}
+
+// FrontierRenew implements ext.Frontier: one script run a shard holding some of hosts, in one pipeline.
+func (s *Store) FrontierRenew(ctx context.Context, owner string, hosts []string) ([]string, error) {
+	if len(hosts) == 0 {
+		return nil, nil
+	}
+	byShard := map[int][]string{}
+	for _, h := range hosts {
+		byShard[s.shardOf(h)] = append(byShard[s.shardOf(h)], h)
+	}
+	var shards []int
+	for sh := range byShard {
+		shards = append(shards, sh)
+	}
+	ttl := s.FrontierTTL().Milliseconds()
+	cmds, err := s.pipelineScript(ctx, frontierRenewScript, len(shards), func(i int) ([]string, []any) {
+		sched, _, _, _ := s.shardKeys(shards[i])
+		args := []any{owner, ttl, s.frontierBase(shards[i])}
+		for _, h := range byShard[shards[i]] {
+			args = append(args, h)
+		}
+		return []string{sched}, args
+	})
+	if err != nil {
+		return nil, wrapErr(err, "frontier renew %d leases", len(hosts))
+	}
+	var lost []string
+	for _, c := range cmds {
+		res, _ := c.StringSlice()
+		lost = append(lost, res...)
+	}
+	return lost, nil
+}
+
+// FrontierTake implements ext.Frontier: one script run on host's shard.
+func (s *Store) FrontierTake(ctx context.Context, owner, host string, n int) ([]ext.DeferredRequest, bool, error) {
+	shard := s.shardOf(host)
+	sched, _, _, _ := s.shardKeys(shard)
+	res, err := frontierTakeScript.Run(ctx, s.c, []string{sched}, owner, s.frontierBase(shard), host, max(n, 1)).Slice()
+	if err != nil {
+		return nil, false, wrapErr(err, "frontier take for host %q", host)
+	}
+	if len(res) == 0 || res[0] != int64(1) {
+		return nil, false, nil
+	}
+	out := make([]ext.DeferredRequest, 0, (len(res)-1)/3)
+	var corrupt []string
+	for i := 1; i+2 < len(res); i += 3 {
+		idText, _ := res[i].(string)
+		member, _ := res[i+1].(string)
+		redo, _ := res[i+2].(int64)
+		id, err := strconv.ParseInt(idText, 10, 64)
+		if err == nil {
+			var r ext.DeferredRequest
+			if r, err = decodeDeferred(member, id); err == nil {
+				r.Host = host
+				if redo == 1 {
+					r.Reason = redeliveredReason
+				}
+				out = append(out, r)
+				continue
+			}
+		}
+		corrupt = append(corrupt, fmt.Sprintf("entry %s: %v", idText, err))
+		_ = s.FrontierDone(ctx, host, []int64{id}) // never sendable: not handed out again
+	}
+	if len(corrupt) > 0 {
+		return out, true, fmt.Errorf("redisstore: frontier take for host %q: dropped %d (%s): %w", host, len(corrupt), strings.Join(corrupt, "; "), ext.ErrCorruptState)
+	}
+	return out, true, nil
+}
+
+// FrontierDone implements ext.Frontier: one script run on host's shard.
+func (s *Store) FrontierDone(ctx context.Context, host string, ids []int64) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	shard := s.shardOf(host)
+	_, _, count, _ := s.shardKeys(shard)
+	args := []any{s.frontierBase(shard), host}
+	for _, id := range ids {
+		args = append(args, id)
+	}
+	if err := frontierDoneScript.Run(ctx, s.c, []string{count}, args...).Err(); err != nil {
+		return wrapErr(err, "frontier done for host %q", host)
+	}
+	return nil
+}
+
+// FrontierRelease implements ext.Frontier: one script run on host's shard.
+func (s *Store) FrontierRelease(ctx context.Context, owner, host string, after time.Duration) error {
+	shard := s.shardOf(host)
+	sched, _, _, _ := s.shardKeys(shard)
+	if err := frontierReleaseScript.Run(ctx, s.c, []string{sched}, owner, s.frontierBase(shard), host, max(after, 0).Milliseconds()).Err(); err != nil {
+		return wrapErr(err, "frontier release of host %q", host)
+	}
+	return nil
+}
+
+// FrontierSize implements ext.Frontier: a GET of each shard's count, in one pipeline.
+func (s *Store) FrontierSize(ctx context.Context) (int, error) {
+	shards := s.shardCount()
+	cmds := make([]*redis.StringCmd, shards)
+	_, err := s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i := range shards {
+			_, _, count, _ := s.shardKeys(i)
+			cmds[i] = p.Get(ctx, count)
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return 0, wrapErr(err, "frontier size")
+	}
+	total := 0
+	for _, c := range cmds {
+		if n, err := c.Int(); err == nil {
+			total += n
+		}
+	}
+	return max(total, 0), nil
+}
+
+// pipelineScript runs script n times in one pipeline, call i with the keys and arguments args(i), and
+// loads the script first when the server lost its script cache.
+func (s *Store) pipelineScript(ctx context.Context, script *redis.Script, n int, args func(i int) ([]string, []any)) ([]*redis.Cmd, error) {
+	cmds := make([]*redis.Cmd, n)
+	run := func() ([]redis.Cmder, error) {
+		return s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for i := range n {
+				keys, a := args(i)
+				cmds[i] = script.EvalSha(ctx, p, keys, a...)
+			}
+			return nil
+		})
+	}
+	all, err := run()
+	if noScript(all) {
+		if err = script.Load(ctx, s.c).Err(); err == nil {
+			_, err = run()
+		}
+	}
+	return cmds, err
+}

@@ -1,0 +1,283 @@
+package redisstore_test
+
+import (
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/collypace/ext"
+	"github.com/collypace/ext/redisstore"
+	"github.com/collypace/ext/redisstore/internal/redistest"
+)
+
+// The frontier's store side, against a real redis-server: deduplication, leases (one owner under
+// contention, expiry and takeover), and what a take hands out.
+
+func frontierReqs(host string, paths ...string) ([]ext.DeferredRequest, []string) {
+	var reqs []ext.DeferredRequest
+	var keys []string
+	for _, p := range paths {
+		u := "http://" + host + p
+		reqs = append(reqs, ext.DeferredRequest{Method: http.MethodGet, URL: u, Depth: 1})
+		keys = append(keys, u)
+	}
+	return reqs, keys
+}
+
+func requestURLs(reqs []ext.DeferredRequest) []string {
+	var out []string
+	for _, r := range reqs {
+		out = append(out, r.URL)
+	}
+	return out
+}
+
+// Two processes adding the same URL queue it once; a retry (force) queues it again; the count says so.
+func TestFrontierAddDeduplicates(t *testing.T) {
+	srv := redistest.Start(t)
+	prefix := newPrefix()
+	a := redisstore.New(srv.Client(), redisstore.WithPrefix(prefix))
+	b := redisstore.New(srv.Client(), redisstore.WithPrefix(prefix))
+	reqs, keys := frontierReqs("a.test", "/0", "/1")
+	if n, err := a.FrontierAdd(ctx, "a.test", reqs, keys, false); n != 2 || err != nil {
+		t.Fatalf("first add = %d, %v; want 2", n, err)
+	}
+	if n, err := b.FrontierAdd(ctx, "a.test", reqs, keys, false); n != 0 || err != nil {
+		t.Fatalf("the same URLs from another process = %d, %v; want 0", n, err)
+	}
+	if n, err := b.FrontierAdd(ctx, "a.test", reqs[:1], keys[:1], true); n != 1 || err != nil {
+		t.Fatalf("a forced retry = %d, %v; want 1", n, err)
+	}
+	if n, err := a.FrontierSize(ctx); n != 3 || err != nil {
+		t.Fatalf("FrontierSize = %d, %v; want 3", n, err)
+	}
+	if _, err := a.FrontierAdd(ctx, "a.test", reqs, keys[:1], false); err == nil {
+		t.Error("FrontierAdd with fewer keys than requests: no error")
+	}
+}
+
+// Many owners leasing at once: each host is leased by exactly one of them, and the requests taken,
+// all of them, once each.
+func TestFrontierOneOwnerPerHostUnderContention(t *testing.T) {
+	srv := redistest.Start(t)
+	prefix := newPrefix()
+	const hosts, pages, owners = 40, 3, 8
+	seed := redisstore.New(srv.Client(), redisstore.WithPrefix(prefix), redisstore.WithFrontierShards(4))
+	var want []string
+	for h := range hosts {
+		host := fmt.Sprintf("h%02d.test", h)
+		var paths []string
+		for p := range pages {
+			paths = append(paths, fmt.Sprintf("/%d", p))
+		}
+		reqs, keys := frontierReqs(host, paths...)
+		if _, err := seed.FrontierAdd(ctx, host, reqs, keys, false); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, keys...)
+	}
+	var mu sync.Mutex
+	leasedBy := map[string][]string{}
+	var taken []string
+	var wg sync.WaitGroup
+	for o := range owners {
+		st := redisstore.New(srv.Client(), redisstore.WithPrefix(prefix), redisstore.WithFrontierShards(4))
+		owner := fmt.Sprintf("owner%d", o)
+		wg.Go(func() {
+			for {
+				got, left, _, err := st.FrontierLease(ctx, owner, 2)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if len(got) == 0 && left == 0 {
+					return
+				}
+				for _, host := range got {
+					mu.Lock()
+					leasedBy[host] = append(leasedBy[host], owner)
+					mu.Unlock()
+					for {
+						reqs, held, err := st.FrontierTake(ctx, owner, host, 2)
+						if err != nil {
+							t.Error(err)
+							return
+						}
+						var ids []int64
+						for _, r := range reqs {
+							ids = append(ids, r.ID)
+						}
+						mu.Lock()
+						taken = append(taken, requestURLs(reqs)...)
+						mu.Unlock()
+						if err := st.FrontierDone(ctx, host, ids); err != nil {
+							t.Error(err)
+						}
+						if !held {
+							break
+						}
+					}
+				}
+				if len(got) == 0 {
+					time.Sleep(time.Millisecond)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for host, by := range leasedBy {
+		if len(by) != 1 {
+			t.Errorf("%s leased by %v: want one owner", host, by)
+		}
+	}
+	if len(leasedBy) != hosts {
+		t.Errorf("%d hosts leased, want %d", len(leasedBy), hosts)
+	}
+	slices.Sort(taken)
+	slices.Sort(want)
+	if !slices.Equal(taken, want) {
+		t.Errorf("taken %d requests (%v…), want each of the %d once", len(taken), taken[:min(len(taken), 5)], len(want))
+	}
+	if n, err := seed.FrontierSize(ctx); n != 0 || err != nil {
+		t.Errorf("FrontierSize after every request done = %d, %v; want 0", n, err)
+	}
+}
+
+// A lease that runs out unrenewed (its process died) passes to another owner, who is handed first the
+// requests the dead owner took and did not finish, marked as handed out again; before it runs out,
+// nobody else gets the host, and the owner's renewals keep it.
+func TestFrontierLeaseExpiryAndTakeover(t *testing.T) {
+	srv := redistest.Start(t)
+	prefix := newPrefix()
+	ttl := 500 * time.Millisecond
+	dead := redisstore.New(srv.Client(), redisstore.WithPrefix(prefix), redisstore.WithLeaseTTL(ttl))
+	next := redisstore.New(srv.Client(), redisstore.WithPrefix(prefix), redisstore.WithLeaseTTL(ttl))
+	reqs, keys := frontierReqs("a.test", "/0", "/1", "/2", "/3")
+	if _, err := dead.FrontierAdd(ctx, "a.test", reqs, keys, false); err != nil {
+		t.Fatal(err)
+	}
+	if got, _, _, err := dead.FrontierLease(ctx, "dead", 1); err != nil || !slices.Equal(got, []string{"a.test"}) {
+		t.Fatalf("lease = %v, %v", got, err)
+	}
+	first, held, err := dead.FrontierTake(ctx, "dead", "a.test", 2)
+	if err != nil || !held || !slices.Equal(requestURLs(first), keys[:2]) {
+		t.Fatalf("take = %v, %v, %v; want /0 and /1", requestURLs(first), held, err)
+	}
+	if err := dead.FrontierDone(ctx, "a.test", []int64{first[0].ID}); err != nil { // /0 was sent; /1 was in flight
+		t.Fatal(err)
+	}
+	if got, left, _, err := next.FrontierLease(ctx, "next", 1); err != nil || len(got) != 0 || left != 3 {
+		t.Fatalf("lease while the first owner holds it = %v (left %d), %v; want none, 3 left", got, left, err)
+	}
+	if _, held, _ := next.FrontierTake(ctx, "next", "a.test", 5); held {
+		t.Fatal("a take by a process that does not hold the lease succeeded")
+	}
+	if lost, err := dead.FrontierRenew(ctx, "dead", []string{"a.test"}); err != nil || len(lost) != 0 {
+		t.Fatalf("renewal by the owner = lost %v, %v", lost, err)
+	}
+	// The owner dies: no more renewals. The lease runs out on the server's clock.
+	var got []string
+	for deadline := time.Now().Add(10 * time.Second); len(got) == 0; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the lease never passed to another owner")
+		}
+		if got, _, _, err = next.FrontierLease(ctx, "next", 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if lost, err := dead.FrontierRenew(ctx, "dead", []string{"a.test"}); err != nil || !slices.Equal(lost, []string{"a.test"}) {
+		t.Errorf("renewal by the dead owner after the takeover = lost %v, %v; want a.test lost", lost, err)
+	}
+	rest, held, err := next.FrontierTake(ctx, "next", "a.test", 10)
+	if err != nil || !held || !slices.Equal(requestURLs(rest), keys[1:]) {
+		t.Fatalf("take by the next owner = %v, %v, %v; want /1 (again), /2, /3", requestURLs(rest), held, err)
+	}
+	if rest[0].Reason != "redelivered" || rest[1].Reason != "" {
+		t.Errorf("reasons %q, %q: want the request handed out again marked redelivered, the others not", rest[0].Reason, rest[1].Reason)
+	}
+	if err := next.FrontierDone(ctx, "a.test", []int64{rest[0].ID, rest[1].ID, rest[2].ID, first[1].ID}); err != nil {
+		t.Fatal(err)
+	}
+	if _, held, _ := next.FrontierTake(ctx, "next", "a.test", 10); held {
+		t.Error("a host with nothing left stays leased")
+	}
+	if n, _ := next.FrontierSize(ctx); n != 0 {
+		t.Errorf("FrontierSize = %d after all done (one twice), want 0", n)
+	}
+}
+
+// Released, a lease's unsent requests go back to the head of the queue, not marked, and the host is
+// due again after the given time.
+func TestFrontierRelease(t *testing.T) {
+	srv := redistest.Start(t)
+	prefix := newPrefix()
+	st := redisstore.New(srv.Client(), redisstore.WithPrefix(prefix))
+	reqs, keys := frontierReqs("a.test", "/0", "/1", "/2")
+	if _, err := st.FrontierAdd(ctx, "a.test", reqs, keys, false); err != nil {
+		t.Fatal(err)
+	}
+	if got, _, _, _ := st.FrontierLease(ctx, "a", 1); len(got) != 1 {
+		t.Fatal("not leased")
+	}
+	if _, _, err := st.FrontierTake(ctx, "a", "a.test", 2); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.FrontierRelease(ctx, "b", "a.test", 0); err != nil { // not b's: nothing changes
+		t.Fatal(err)
+	}
+	if err := st.FrontierRelease(ctx, "a", "a.test", time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if got, left, next, err := st.FrontierLease(ctx, "b", 1); err != nil || len(got) != 0 || left != 3 || next < 59*time.Minute {
+		t.Fatalf("lease right after a release due in an hour = %v, left %d, next %v, %v", got, left, next, err)
+	}
+	if err := st.FrontierRelease(ctx, "a", "a.test", 0); err != nil { // released already: a no-op
+		t.Fatal(err)
+	}
+}
+
+// Every key a frontier script touches carries its shard's hash tag, so that a Redis Cluster runs it
+// on one slot: the keys of one host share the slot of their shard.
+func TestFrontierKeysShareTheirShardsSlot(t *testing.T) {
+	srv := redistest.Start(t)
+	prefix := newPrefix()
+	c := srv.Client()
+	st := redisstore.New(c, redisstore.WithPrefix(prefix), redisstore.WithFrontierShards(8))
+	for h := range 20 {
+		host := fmt.Sprintf("h%d.test", h)
+		reqs, keys := frontierReqs(host, "/0", "/1")
+		if _, err := st.FrontierAdd(ctx, host, reqs, keys, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, _, _, err := st.FrontierLease(ctx, "o", 20)
+	if err != nil || len(got) == 0 {
+		t.Fatalf("lease = %v, %v", got, err)
+	}
+	if _, _, err := st.FrontierTake(ctx, "o", got[0], 1); err != nil {
+		t.Fatal(err)
+	}
+	keys, err := c.Keys(ctx, prefix+"frontier*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tags := map[string]bool{}
+	for _, k := range keys {
+		open, end := strings.Index(k, "{"), strings.Index(k, "}")
+		if open < 0 || end < open+2 {
+			t.Errorf("key %q has no hash tag", k)
+			continue
+		}
+		tags[k[open:end+1]] = true
+		if host, ok := strings.CutPrefix(k[end+1:], ":q:"); ok && strings.Contains(host, "{") {
+			t.Errorf("key %q: a host's name must not carry a tag of its own", k)
+		}
+	}
+	if len(tags) < 2 || len(tags) > 8 {
+		t.Errorf("%d hash tags over 8 shards (%v): want the frontier spread over its shards", len(tags), tags)
+	}
+}

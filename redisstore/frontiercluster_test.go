@@ -1,0 +1,71 @@
+package redisstore_test
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/collypace/ext"
+	"github.com/collypace/ext/redisstore"
+	"github.com/collypace/ext/redisstore/internal/redistest"
+	"github.com/gocolly/colly/v2"
+)
+
+// On a local Redis Cluster of three masters, with the frontier in six shards: every script runs (a
+// key outside the script's slot would be refused by the cluster), the shards spread over the nodes,
+// and two crawler processes crawl every page once, each host at its interval.
+func TestFrontierOnARedisCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a three-node Redis Cluster")
+	}
+	cl := redistest.StartCluster(t, 3)
+	const hosts, pages, interval = 8, 4, 50 * time.Millisecond
+	site := newFrontierSite(t, pages)
+	prefix := newPrefix()
+	var members []*frontierMember
+	for range 2 {
+		st := redisstore.New(cl.Client(t), redisstore.WithPrefix(prefix), redisstore.WithFrontierShards(6))
+		c := colly.NewCollector()
+		p := ext.AdaptivePacing(c, ext.WithStore(st), ext.WithTransport(site.transport()), ext.WithBaseDelay(interval), ext.WithJitter(0), ext.WithoutRobots())
+		t.Cleanup(func() { _ = p.Close() })
+		q := ext.NewQueue(p, 2)
+		c.OnHTML("a[href]", func(e *colly.HTMLElement) {
+			if err := q.AddURL(e.Request.AbsoluteURL(e.Attr("href"))); err != nil {
+				t.Error(err)
+			}
+		})
+		for h := range hosts {
+			if err := q.AddURL(fmt.Sprintf("http://h%d.test/p/0", h)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		members = append(members, &frontierMember{st: st, c: c, p: p, q: q})
+	}
+	var wg sync.WaitGroup
+	for _, m := range members {
+		wg.Go(func() {
+			if err := m.q.Run(m.c); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	site.check(t, hosts, interval, nil)
+	c := cl.Client(t)
+	nodes := map[string]bool{}
+	for shard := range 6 {
+		key := fmt.Sprintf("%sfrontier{%d}:seen", prefix, shard)
+		if n, err := c.Exists(ctx, key).Result(); err != nil || n == 0 {
+			continue
+		}
+		node, err := c.MasterForKey(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		nodes[node.Options().Addr] = true
+	}
+	if len(nodes) < 2 {
+		t.Errorf("the frontier's shards lie on %d node(s) of 3: want them spread", len(nodes))
+	}
+}

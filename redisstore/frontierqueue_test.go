@@ -1,0 +1,294 @@
+package redisstore_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/collypace/ext"
+	"github.com/collypace/ext/redisstore"
+	"github.com/collypace/ext/redisstore/internal/redistest"
+	"github.com/gocolly/colly/v2"
+)
+
+// ext.Queue on the fleet's frontier, against a real redis-server: several crawler processes (each its
+// own collector, pacer, Queue and Redis client) crawl many hosts of one loopback server, told apart
+// by the Host header.
+
+// frontierSite logs each page's arrivals by host and URL; every page links to the next pages of its
+// host, so that the processes discover (and add) the same URLs.
+type frontierSite struct {
+	srv   *httptest.Server
+	pages int
+	mu    sync.Mutex
+	seen  map[string][]time.Time // URL → arrivals
+}
+
+func newFrontierSite(t *testing.T, pages int) *frontierSite {
+	s := &frontierSite{pages: pages, seen: map[string][]time.Time{}}
+	s.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		u := "http://" + r.Host + r.URL.Path
+		s.mu.Lock()
+		s.seen[u] = append(s.seen[u], time.Now())
+		s.mu.Unlock()
+		var n int
+		_, _ = fmt.Sscanf(r.URL.Path, "/p/%d", &n)
+		fmt.Fprint(w, "<html><body>")
+		for i := n + 1; i < min(n+3, pages); i++ {
+			fmt.Fprintf(w, `<a href="/p/%d">%d</a>`, i, i)
+		}
+		fmt.Fprint(w, "</body></html>")
+	}))
+	t.Cleanup(s.srv.Close)
+	return s
+}
+
+// transport sends every host's requests to the one server.
+func (s *frontierSite) transport() *http.Transport {
+	addr := s.srv.Listener.Addr().String()
+	var d net.Dialer
+	return &http.Transport{DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+		return d.DialContext(ctx, network, addr)
+	}}
+}
+
+func (s *frontierSite) arrivals() map[string][]time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[string][]time.Time{}
+	for u, at := range s.seen {
+		out[u] = slices.Clone(at)
+	}
+	return out
+}
+
+// checkOnce asserts that every page of hosts arrived exactly once (dup allows URLs to arrive twice:
+// those a dead owner had in flight) and that no host saw two pages closer than interval, timer noise
+// aside.
+func (s *frontierSite) check(t *testing.T, hosts int, interval time.Duration, dup map[string]bool) {
+	t.Helper()
+	got := s.arrivals()
+	byHost := map[string][]time.Time{}
+	for h := range hosts {
+		for p := range s.pages {
+			u := fmt.Sprintf("http://h%d.test/p/%d", h, p)
+			n := len(got[u])
+			if n == 0 || n > 1 && !(dup[u] && n == 2) {
+				t.Errorf("%s arrived %d times, want once", u, n)
+			}
+			byHost[fmt.Sprintf("h%d.test", h)] = append(byHost[fmt.Sprintf("h%d.test", h)], got[u]...)
+		}
+	}
+	for host, at := range byHost {
+		slices.SortFunc(at, func(a, b time.Time) int { return a.Compare(b) })
+		for i := 1; i < len(at); i++ {
+			if gap := at[i].Sub(at[i-1]); gap < interval-timerNoise {
+				t.Errorf("%s: two pages %v apart, under its %v interval", host, gap, interval)
+			}
+		}
+	}
+}
+
+// frontierMember is one crawler process of a test fleet.
+type frontierMember struct {
+	st *redisstore.Store
+	c  *colly.Collector
+	p  *ext.Pacer
+	q  *ext.Queue
+}
+
+func newFrontierMember(t *testing.T, srv *redistest.Server, site *frontierSite, prefix string, workers int, interval time.Duration, opts ...redisstore.Option) *frontierMember {
+	t.Helper()
+	st, err := redisstore.Open(srv.Addr(), append([]redisstore.Option{redisstore.WithPrefix(prefix)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	c := colly.NewCollector()
+	if err := c.SetStorage(st.CollyStorage()); err != nil {
+		t.Fatal(err)
+	}
+	p := ext.AdaptivePacing(c, ext.WithStore(st), ext.WithTransport(site.transport()), ext.WithBaseDelay(interval), ext.WithJitter(0), ext.WithoutRobots())
+	t.Cleanup(func() { _ = p.Close() })
+	q := ext.NewQueue(p, workers)
+	c.OnHTML("a[href]", func(e *colly.HTMLElement) {
+		if err := q.AddURL(e.Request.AbsoluteURL(e.Attr("href"))); err != nil {
+			t.Error(err)
+		}
+	})
+	return &frontierMember{st: st, c: c, p: p, q: q}
+}
+
+// Three processes seeded with the same URLs, discovering the same links: every page is fetched
+// exactly once, and each host keeps its interval whichever process holds it.
+func TestFleetQueueFetchesEachURLOnce(t *testing.T) {
+	srv := redistest.Start(t)
+	const hosts, pages, interval = 12, 5, 60 * time.Millisecond
+	site := newFrontierSite(t, pages)
+	prefix := newPrefix()
+	var members []*frontierMember
+	for range 3 {
+		m := newFrontierMember(t, srv, site, prefix, 2, interval)
+		for h := range hosts {
+			if err := m.q.AddURL(fmt.Sprintf("http://h%d.test/p/0", h)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		members = append(members, m)
+	}
+	var wg sync.WaitGroup
+	for _, m := range members {
+		wg.Go(func() {
+			if err := m.q.Run(m.c); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	site.check(t, hosts, interval, nil)
+	if n := members[0].q.Size(); n != 0 {
+		t.Errorf("Size after the crawl = %d, want 0", n)
+	}
+}
+
+// A fleet stopped mid-crawl gives its leases back; a fleet started again on the same Redis (new
+// processes) resumes the frontier where it stopped: every page once over both runs.
+func TestFleetQueueResumesAfterRestart(t *testing.T) {
+	srv := redistest.Start(t)
+	const hosts, pages, interval = 6, 6, 50 * time.Millisecond
+	site := newFrontierSite(t, pages)
+	prefix := newPrefix()
+	first := newFrontierMember(t, srv, site, prefix, 2, interval)
+	for h := range hosts {
+		if err := first.q.AddURL(fmt.Sprintf("http://h%d.test/p/0", h)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var done atomic.Int32
+	first.c.OnScraped(func(*colly.Response) {
+		if done.Add(1) == 8 {
+			first.q.Stop()
+		}
+	})
+	if err := first.q.Run(first.c); err != nil {
+		t.Fatal(err)
+	}
+	sent := len(site.arrivals())
+	left := first.q.Size()
+	if sent >= hosts*pages || left == 0 {
+		t.Fatalf("the first run sent %d pages and left %d: want it stopped mid-crawl", sent, left)
+	}
+	var resumed []*frontierMember
+	for range 2 {
+		resumed = append(resumed, newFrontierMember(t, srv, site, prefix, 2, interval))
+	}
+	if n := resumed[0].q.Size(); n != left {
+		t.Errorf("the restarted fleet's Size = %d, want the %d the stopped one left", n, left)
+	}
+	var wg sync.WaitGroup
+	for _, m := range resumed {
+		wg.Go(func() {
+			if err := m.q.Run(m.c); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	site.check(t, hosts, interval, nil)
+}
+
+// A process that died holding a lease, with requests taken and one of them sent (and marked visited
+// in the shared Colly storage): once its lease runs out, the live process takes the host over and is
+// handed the dead one's requests first; the one sent goes out again (at least once: a request the
+// dead process had in flight), bypassing the visited set, and nothing is lost.
+func TestFleetQueueTakesOverFromDeadProcess(t *testing.T) {
+	srv := redistest.Start(t)
+	const pages, interval = 5, 40 * time.Millisecond
+	ttl := 600 * time.Millisecond
+	site := newFrontierSite(t, pages)
+	prefix := newPrefix()
+	dead := newFrontierMember(t, srv, site, prefix, 1, interval, redisstore.WithLeaseTTL(ttl))
+	for p := range pages {
+		if err := dead.q.AddURL(fmt.Sprintf("http://h0.test/p/%d", p)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The dead process, by hand: it leased the host, took two requests and sent the first (its
+	// collector marked it visited), then died before marking it done.
+	if got, _, _, err := dead.st.FrontierLease(ctx, "dead", 1); err != nil || len(got) != 1 {
+		t.Fatalf("lease = %v, %v", got, err)
+	}
+	taken, _, err := dead.st.FrontierTake(ctx, "dead", "h0.test", 2)
+	if err != nil || len(taken) != 2 {
+		t.Fatalf("take = %v, %v", taken, err)
+	}
+	plain := colly.NewCollector()
+	if err := plain.SetStorage(dead.st.CollyStorage()); err != nil {
+		t.Fatal(err)
+	}
+	plain.WithTransport(site.transport())
+	if err := plain.Visit(taken[0].URL); err != nil {
+		t.Fatal(err)
+	}
+	live := newFrontierMember(t, srv, site, prefix, 2, interval, redisstore.WithLeaseTTL(ttl))
+	if err := live.q.Run(live.c); err != nil {
+		t.Fatal(err)
+	}
+	site.check(t, 1, interval, map[string]bool{taken[0].URL: true})
+	if n := len(site.arrivals()[taken[0].URL]); n != 2 {
+		t.Errorf("%s, sent by the dead process, arrived %d times: want again once (handed out again past the visited set)", taken[0].URL, n)
+	}
+	if n := live.q.Size(); n != 0 {
+		t.Errorf("Size = %d, want 0", n)
+	}
+}
+
+// Colly's storage in Redis: a URL one process visited is visited for another; cookies are shared.
+func TestCollyStorageSharedByProcesses(t *testing.T) {
+	srv := redistest.Start(t)
+	prefix := newPrefix()
+	a := redisstore.New(srv.Client(), redisstore.WithPrefix(prefix)).CollyStorage()
+	b := redisstore.New(srv.Client(), redisstore.WithPrefix(prefix)).CollyStorage()
+	if err := a.Init(); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := b.IsVisited(42); ok || err != nil {
+		t.Fatalf("IsVisited before = %v, %v", ok, err)
+	}
+	if err := a.Visited(42); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := b.IsVisited(42); !ok || err != nil {
+		t.Errorf("IsVisited in the other process = %v, %v; want true", ok, err)
+	}
+	u := mustURL(t, "http://a.test/x")
+	a.SetCookies(u, "k=v")
+	if got := b.Cookies(u); !strings.Contains(got, "k=v") {
+		t.Errorf("Cookies in the other process = %q", got)
+	}
+	srv.Stop()
+	if _, err := b.IsVisited(42); err == nil {
+		t.Error("IsVisited with the server gone: no error")
+	}
+	if got := b.Cookies(u); got != "" {
+		t.Errorf("Cookies with the server gone = %q, want none", got)
+	}
+}
+
+func mustURL(t *testing.T, raw string) *url.URL {
+	t.Helper()
+	u, err := url.Parse(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
+}

@@ -1,0 +1,176 @@
+package redisstore
+
+import "github.com/redis/go-redis/v9"
+
+// The frontier's scripts. Each runs on the keys of one shard (frontierKeys): every key it names,
+// those in KEYS and those it builds from ARGV's key base and a host, carries the shard's hash tag, so
+// they share one hash slot and the script runs as it is on a Redis Cluster. An entry of a host's
+// queue is "<id>:<request as JSON>"; a handed-out entry is the field <id> of the host's taken hash,
+// its JSON the value. Scores of the schedule are the server's unix milliseconds.
+
+// frontierNowLua reads the server's clock in milliseconds.
+const frontierNowLua = `
+local T = redis.call('TIME')
+local now = tonumber(T[1]) * 1000 + math.floor(tonumber(T[2]) / 1000)
+`
+
+// frontierRequeueLua puts a host's handed-out entries back at the head of its queue, lowest ID first,
+// and, when redo is true, marks them as handed out again (a taker whose lease ran out may have sent
+// them).
+const frontierRequeueLua = `
+local function requeue(tk, qk, rk, redo)
+  local taken = redis.call('HGETALL', tk)
+  if #taken == 0 then return end
+  local ids = {}
+  local byID = {}
+  for i = 1, #taken, 2 do
+    local id = tonumber(taken[i])
+    table.insert(ids, id)
+    byID[id] = taken[i + 1]
+  end
+  table.sort(ids, function(a, b) return a > b end)
+  for _, id in ipairs(ids) do
+    redis.call('LPUSH', qk, string.format('%d', id) .. ':' .. byID[id])
+    if redo then redis.call('SADD', rk, string.format('%d', id)) end
+  end
+  redis.call('DEL', tk)
+end
+`
+
+// frontierAddScript queues requests of one host. KEYS: the shard's schedule, seen set, count and ID
+// sequence, then the host's queue. ARGV[1] is the host, ARGV[2] "1" to queue even a key seen before (a
+// retry), then a key and a request (JSON) for each request. A request whose key the seen set holds is
+// not queued (unless forced); a queued one gets the next ID and raises the count; the host enters the
+// schedule, due now, unless it is there already (leased, or due). It returns how many were queued.
+var frontierAddScript = redis.NewScript(frontierNowLua + `
+local added = 0
+for i = 3, #ARGV, 2 do
+  if redis.call('SADD', KEYS[2], ARGV[i]) == 1 or ARGV[2] == '1' then
+    local id = redis.call('INCR', KEYS[4])
+    redis.call('RPUSH', KEYS[5], string.format('%d', id) .. ':' .. ARGV[i + 1])
+    added = added + 1
+  end
+end
+if added > 0 then
+  redis.call('INCRBY', KEYS[3], added)
+  redis.call('ZADD', KEYS[1], 'NX', now, ARGV[1])
+end
+return added
+`)
+
+// frontierLeaseScript leases hosts of one shard. KEYS: the schedule and the count. ARGV[1] is the
+// owner, ARGV[2] the lease time (ms), ARGV[3] how many hosts at most, ARGV[4] the key base of the
+// shard's host keys. A host due (score <= now) whose lease key is gone is leased: its entries handed out
+// under the lease that ran out go back to the head of its queue, marked as handed out again; a host
+// with nothing queued leaves the schedule; a leased host is scored at its lease's end, so that it is
+// due again when the lease runs out unrenewed. A due host still leased (a renewal the score missed) is
+// scored at its lease's end and skipped. It returns the hosts leased, the shard's count of entries
+// queued or handed out, and how long (ms) until the earliest host is due (-1: none).
+var frontierLeaseScript = redis.NewScript(frontierNowLua + frontierRequeueLua + `
+local owner, ttl, want, base = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
+local out = {}
+local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, want + 32)
+for _, host in ipairs(due) do
+  if #out >= want then break end
+  local lk, qk, tk, rk = base .. 'lease:' .. host, base .. 'q:' .. host, base .. 'taken:' .. host, base .. 'redo:' .. host
+  local left = redis.call('PTTL', lk)
+  if left > 0 then
+    redis.call('ZADD', KEYS[1], now + left, host)
+  else
+    requeue(tk, qk, rk, true)
+    if redis.call('LLEN', qk) == 0 then
+      redis.call('ZREM', KEYS[1], host)
+      redis.call('DEL', lk, rk)
+    else
+      redis.call('SET', lk, owner, 'PX', ttl)
+      redis.call('ZADD', KEYS[1], now + ttl, host)
+      table.insert(out, host)
+    end
+  end
+end
+local nextDue = -1
+local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+if #first == 2 then nextDue = math.max(tonumber(first[2]) - now, 0) end
+return {out, tonumber(redis.call('GET', KEYS[2]) or '0'), nextDue}
+`)
+
+// frontierRenewScript extends owner ARGV[1]'s leases by ARGV[2] ms: ARGV[3] is the key base, then the
+// hosts. KEYS[1] is the schedule. It returns the hosts whose lease owner no longer holds.
+var frontierRenewScript = redis.NewScript(frontierNowLua + `
+local owner, ttl, base = ARGV[1], tonumber(ARGV[2]), ARGV[3]
+local lost = {}
+for i = 4, #ARGV, 1 do
+  local lk = base .. 'lease:' .. ARGV[i]
+  if redis.call('GET', lk) == owner then
+    redis.call('PEXPIRE', lk, ttl)
+    redis.call('ZADD', KEYS[1], 'XX', now + ttl, ARGV[i])
+  else
+    table.insert(lost, ARGV[i])
+  end
+end
+return lost
+`)
+
+// frontierTakeScript hands owner ARGV[1] up to ARGV[4] entries of host ARGV[3]'s queue (ARGV[2] is the
+// key base), moving each to the host's taken hash. KEYS[1] is the schedule. It returns {0} when owner
+// does not hold the host's lease; otherwise {1, id, request, redo, id, request, redo…}, redo 1 for an
+// entry handed out before under a lease that ran out (marked until done). With nothing queued and nothing taken, the lease
+// ends and the host leaves the schedule: {0}.
+var frontierTakeScript = redis.NewScript(`
+local owner, base, host, want = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
+local lk, qk, tk, rk = base .. 'lease:' .. host, base .. 'q:' .. host, base .. 'taken:' .. host, base .. 'redo:' .. host
+if redis.call('GET', lk) ~= owner then return {0} end
+local out = {1}
+local es = redis.call('LPOP', qk, want)
+if es then
+  for _, e in ipairs(es) do
+    local id, req = string.match(e, '^(%d+):(.*)$')
+    if id then
+      redis.call('HSET', tk, id, req)
+      table.insert(out, id)
+      table.insert(out, req)
+      table.insert(out, redis.call('SISMEMBER', rk, id))
+    end
+  end
+end
+if #out == 1 and redis.call('HLEN', tk) == 0 then
+  redis.call('DEL', lk, rk)
+  redis.call('ZREM', KEYS[1], host)
+  return {0}
+end
+return out
+`)
+
+// frontierDoneScript removes host ARGV[2]'s handed-out entries ARGV[3…] (ARGV[1] is the key base) and
+// lowers the shard's count (KEYS[1]) by those it removed: an entry done twice (by a taker whose lease
+// ran out, and by the next) counts once.
+var frontierDoneScript = redis.NewScript(`
+local base, host = ARGV[1], ARGV[2]
+local tk, rk = base .. 'taken:' .. host, base .. 'redo:' .. host
+local n = 0
+for i = 3, #ARGV do
+  n = n + redis.call('HDEL', tk, ARGV[i])
+  redis.call('SREM', rk, ARGV[i])
+end
+if n > 0 then redis.call('DECRBY', KEYS[1], n) end
+return n
+`)
+
+// frontierReleaseScript ends owner ARGV[1]'s lease of host ARGV[3] (ARGV[2] is the key base): its
+// handed-out entries, never sent, go back to the head of its queue, and the host is due ARGV[4] ms
+// from now (KEYS[1] is the schedule), or leaves the schedule when nothing is queued. It returns 0 when
+// owner did not hold the lease (nothing changes).
+var frontierReleaseScript = redis.NewScript(frontierNowLua + frontierRequeueLua + `
+local owner, base, host = ARGV[1], ARGV[2], ARGV[3]
+local lk, qk, tk, rk = base .. 'lease:' .. host, base .. 'q:' .. host, base .. 'taken:' .. host, base .. 'redo:' .. host
+if redis.call('GET', lk) ~= owner then return 0 end
+requeue(tk, qk, rk, false)
+redis.call('DEL', lk)
+if redis.call('LLEN', qk) == 0 then
+  redis.call('ZREM', KEYS[1], host)
+  redis.call('DEL', rk)
+else
+  redis.call('ZADD', KEYS[1], now + tonumber(ARGV[4]), host)
+end
+return 1
+`)
