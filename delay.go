@@ -22,8 +22,9 @@ const (
 	confirmRun    = 3
 	maxConfirmRun = 48
 	// bisectUntil stops bisecting between the slowest refused and the fastest good interval once they
-	// are this close (good/refused): the pacer then cruises at the good interval.
-	bisectUntil = 1.10
+	// are this close (good/refused): the pacer then cruises at the good interval. One eighth: a probe
+	// refused costs a Retry-After hold, and the last halving of 25% would gain at most 6%.
+	bisectUntil = 1.125
 	// cruiseBeforeProbe is how many clean responses at the good interval, once the bisection is done,
 	// come before the next probe for more capacity (BBR's probe cycle, in responses), and probeGain
 	// how much faster that probe goes; each accepted probe in a row doubles the step (up to maxProbeGain),

@@ -210,7 +210,7 @@ func TestCapacityDropDoubles(t *testing.T) {
 }
 
 // Rule 3: between the slowest refused and the fastest good interval the model bisects, and stops
-// within bisectUntil; after cruiseBeforeProbe clean responses it probes a step faster.
+// within bisectUntil (225/200); after cruiseBeforeProbe clean responses it probes a step faster.
 func TestBisectsThenProbesInSteps(t *testing.T) {
 	a := newAdaptive(100 * ms)
 	a.good, a.bad = 400*ms, 200*ms
@@ -220,14 +220,14 @@ func TestBisectsThenProbesInSteps(t *testing.T) {
 		confirm(&a, 100*ms)
 		tried = append(tried, a.delay)
 	}
-	want := []time.Duration{300 * ms, 250 * ms, 225 * ms, 212500 * time.Microsecond, 212500 * time.Microsecond, 212500 * time.Microsecond}
+	want := []time.Duration{300 * ms, 250 * ms, 225 * ms, 225 * ms, 225 * ms, 225 * ms}
 	if fmt.Sprint(tried) != fmt.Sprint(want) {
 		t.Fatalf("intervals tried %v, want %v", tried, want)
 	}
-	for i := 0; i < cruiseBeforeProbe && a.delay == 212500*time.Microsecond; i++ {
+	for i := 0; i < cruiseBeforeProbe && a.delay == 225*ms; i++ {
 		a.succeed(a.gen, 100*ms, time.Minute, t0.Add(time.Hour))
 	}
-	if want := 212500*time.Microsecond - 17*ms; a.delay != want {
+	if want := 225*ms - 18*ms; a.delay != want {
 		t.Errorf("after a cruise of %d responses: delay %v, want a probe %v (8%% faster)", cruiseBeforeProbe, a.delay, want)
 	}
 }

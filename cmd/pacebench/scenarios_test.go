@@ -130,9 +130,17 @@ func checkRun(t *testing.T, sc *Scenario, run *Run, adaptive bool) {
 			gaps = nil // static Colly's processes share nothing: their requests do go out together
 		}
 		for i, g := range gaps {
-			if g < minGap(floor) {
-				t.Errorf("%s %s %s: gap %d is %v: two requests sent together (floor %v)", sc.Name, mode, h.Config.Name, i, g, floor)
+			if g >= minGap(floor) {
+				continue
 			}
+			// The server's clock reads a request when its handler starts, which a loaded machine (the
+			// whole suite under -race) can delay by tens of milliseconds: two requests sent an interval
+			// apart can then be read together. The clients' own send stamps tell the two apart.
+			if a, b := pages[i].Sent, pages[i+1].Sent; !a.IsZero() && !b.IsZero() && b.Sub(a).Abs() >= minGap(floor) {
+				t.Logf("%s %s %s: gap %d is %v at the server, %v as sent", sc.Name, mode, h.Config.Name, i, g, b.Sub(a).Abs())
+				continue
+			}
+			t.Errorf("%s %s %s: gap %d is %v: two requests sent together (floor %v)", sc.Name, mode, h.Config.Name, i, g, floor)
 		}
 		if span, least := scenario.Span(pages), time.Duration(len(gaps)-1)*floor; span < least {
 			t.Errorf("%s %s %s: %d gaps span %v, less than %d × the floor %v", sc.Name, mode, h.Config.Name, len(gaps), span, len(gaps)-1, floor)
