@@ -56,9 +56,9 @@ const (
 	// that it is back, while the breaker parks a host that keeps failing.
 	outageProbeFloors = 8
 	minOutageProbe    = 2 * time.Second
-	// drainWindow is how far back the drain estimate looks for a first rate refusal, and minDelivered
+	// drainWindow is how far back the drain estimate looks for the last rate refusal, and minDelivered
 	// how many accepted departures since it the estimate needs (see drain).
-	drainWindow  = 20 * time.Second
+	drainWindow  = time.Minute
 	minDelivered = 8
 )
 
@@ -134,7 +134,7 @@ func (a *adaptive) refuse(gen uint64, kind refusalKind, jit, floor, ceiling time
 		// Refused again at a doubled delay: the bounds learnt nothing new; double again.
 		next = satMul(max(a.delay, floor, minBackoff), refusalFactor)
 	default:
-		a.drain.refused(now)
+		bursty := a.confirmRun() > confirmRun // known before this refusal
 		if int(a.clean) > confirmRun {
 			// Refused at an interval it had accepted several times in a row: a token bucket's burst
 			// ran out (or its capacity dropped). Its acceptances prove little from now on.
@@ -143,7 +143,8 @@ func (a *adaptive) refuse(gen uint64, kind refusalKind, jit, floor, ceiling time
 		if kind == refusedUnclear {
 			a.undoGood, a.undoBad, a.undo = a.good, a.bad, true
 		}
-		next = a.learnRefusal(a.delay, jit, floor, now)
+		next = a.learnRefusal(a.delay, jit, floor, bursty, now)
+		a.drain.refused(now)
 	}
 	a.gain, a.probing = probeGain, false
 	return a.increase(next, floor, ceiling) > 0
@@ -152,10 +153,10 @@ func (a *adaptive) refuse(gen uint64, kind refusalKind, jit, floor, ceiling time
 // learnRefusal moves the bounds for a rate refusal at interval (the departure's jitter on top) and
 // returns the delay to go on with: the known-good interval when a probe below it was refused, or the
 // good before it when the probe was confirmed only lately (fewer than cruiseBeforeProbe responses: a
-// burst, or lucky jitter, let it through); twice the refused interval, or the interval the host
-// sustained since it first refused (drain) when that is between them, when nothing was known or the
-// host refused an interval it had long accepted (its capacity dropped).
-func (a *adaptive) learnRefusal(interval, jit, floor time.Duration, now time.Time) time.Duration {
+// burst, or lucky jitter, let it through); twice the refused interval when nothing was known or the
+// host refused an interval it had long accepted (its capacity dropped), or, on a host known to be
+// bursty, the interval it sustained since its last refusal (drain) when that lies between them.
+func (a *adaptive) learnRefusal(interval, jit, floor time.Duration, bursty bool, now time.Time) time.Duration {
 	refused := interval + jit // the gap the host refused was at least this
 	if a.good > 0 && interval < a.good {
 		a.bad = min(max(a.bad, refused), a.good)
@@ -168,7 +169,7 @@ func (a *adaptive) learnRefusal(interval, jit, floor time.Duration, now time.Tim
 	}
 	a.good, a.bad, a.prevGood = 0, interval, 0
 	next := satMul(max(interval, floor, minBackoff), refusalFactor)
-	if est := a.drain.sustained(now); est > interval && est < next {
+	if est := a.drain.sustained(now); bursty && est > interval && est < next {
 		next = est
 	}
 	return next
@@ -311,19 +312,18 @@ func (a *adaptive) set(d, floor, ceiling time.Duration) int {
 	return cmp.Compare(a.delay, old)
 }
 
-// drain measures what a host sustains once it has refused: a token bucket is empty at its first
-// refusal, so what it accepts from then on is bounded by its rate, whatever its burst. sustained is the
-// span from the first rate refusal of the last drainWindow to now, divided by the departures accepted
-// since (hold time included: a bucket refills during it), or 0 when fewer than minDelivered are known.
+// drain measures what a host sustains once it has refused: a token bucket is empty at a refusal, so
+// what it accepts from then on is bounded by its rate, whatever its burst. sustained is the span from
+// the last rate refusal (of the last drainWindow) to now, divided by the departures accepted since (hold
+// time included: a bucket refills during it), or 0 when fewer than minDelivered are known. It restarts
+// at every refusal, so a host whose capacity changed is not measured at its old one.
 type drain struct {
-	since int64 // unix nanoseconds of the first rate refusal (0: none)
+	since int64 // unix nanoseconds of the last rate refusal (0: none)
 	n     int32 // accepted since
 }
 
 func (d *drain) refused(now time.Time) {
-	if d.since == 0 || now.UnixNano()-d.since > int64(drainWindow) {
-		d.since, d.n = now.UnixNano(), 0
-	}
+	d.since, d.n = now.UnixNano(), 0
 }
 
 func (d *drain) accepted() {

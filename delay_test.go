@@ -307,20 +307,33 @@ func TestOutageBackoffStopsAtProbeInterval(t *testing.T) {
 	}
 }
 
-// A token bucket is empty at its first refusal: what it accepts from then on is its rate, whatever
-// its burst. A refusal at an interval it had accepted goes to that measured interval when it lies
-// between the refused one and its double.
+// A token bucket is empty at a refusal: what it accepts from then on is its rate, whatever its burst.
+// On a host known to be bursty, a refusal at an interval it had accepted goes to that measured interval
+// when it lies between the refused one and its double; on another host (a capacity that dropped) it
+// doubles, and the measure restarts at every refusal.
 func TestDrainMeasuresSustainedInterval(t *testing.T) {
-	a := newAdaptive(100 * ms)
-	a.refuse(a.gen, refusedRate, 0, 100*ms, time.Minute, t0) // the bucket is empty from here
-	for range 20 {
-		a.drain.accepted()
-	}
-	a.good, a.failures = 200*ms, 0
-	a.set(200*ms, 100*ms, time.Minute)
-	a.refuse(a.gen, refusedRate, 0, 100*ms, time.Minute, t0.Add(6*time.Second)) // 20 in 6 s: 300 ms each
-	if a.delay != 300*ms {
-		t.Errorf("refused at its good interval after 20 accepted in 6s: delay %v, want the sustained 300ms", a.delay)
+	for _, bursty := range []bool{true, false} {
+		a := newAdaptive(100 * ms)
+		if bursty {
+			a.confirm = 2 * confirmRun
+		}
+		a.refuse(a.gen, refusedRate, 0, 100*ms, time.Minute, t0) // the bucket is empty from here
+		for range 20 {
+			a.drain.accepted()
+		}
+		a.good, a.failures = 200*ms, 0
+		a.set(200*ms, 100*ms, time.Minute)
+		a.refuse(a.gen, refusedRate, 0, 100*ms, time.Minute, t0.Add(6*time.Second)) // 20 in 6 s: 300 ms each
+		want := 400 * ms
+		if bursty {
+			want = 300 * ms
+		}
+		if a.delay != want {
+			t.Errorf("bursty %v: refused at its good interval after 20 accepted in 6s: delay %v, want %v", bursty, a.delay, want)
+		}
+		if a.drain.n != 0 || a.drain.since != t0.Add(6*time.Second).UnixNano() {
+			t.Errorf("bursty %v: the measure did not restart at the refusal: %+v", bursty, a.drain)
+		}
 	}
 	var d drain
 	d.refused(t0)
