@@ -17,6 +17,8 @@ import (
 	"io"
 	"os"
 	"time"
+
+	"github.com/collypace/ext"
 )
 
 func main() {
@@ -37,7 +39,7 @@ func main() {
 	fleetWorkers := flag.Int("fleet-workers", 8, "workers of each fleet process")
 	lease := flag.Duration("lease", 2*time.Second, "the fleet's host lease time")
 	killAt := flag.Duration("kill-at", 1060*time.Millisecond, "when the kill crawl SIGKILLs one process")
-	jitter := flag.Float64("fleet-jitter", 0, "fleet: the pacers' jitter (the library's default is 0.1)")
+	jitter := flag.Float64("fleet-jitter", ext.DefaultJitter, "fleet: the pacers' jitter, the library's default (0: intervals exact, where a burst of fast hosts read by one server can show gaps a few ms short at the server, never at the wire)")
 	gaps := flag.Bool("gaps", false, "fleet: describe on stderr each gap under a host's interval")
 	flag.Parse()
 	if *fleet > 0 {
