@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -245,5 +246,34 @@ func TestSentAndAnswered(t *testing.T) {
 	}
 	if got := sentAt(http.Header{SentHeader: {"x"}}); !got.IsZero() {
 		t.Errorf("a malformed header parsed as %v", got)
+	}
+}
+
+// TestQueueWaitLogged: two pages sent together to a host with one worker; the server logs that the
+// later one waited for the earlier one's service, and it starts exactly when that service ends.
+func TestQueueWaitLogged(t *testing.T) {
+	const service = 500 * time.Millisecond
+	h := startHost(t, HostConfig{Pages: 2, Workers: 1, Latency: service})
+	c := newClient(t)
+	var wg sync.WaitGroup
+	for i := range 2 {
+		wg.Go(func() {
+			if resp, err := c.Get(h.PageURL(i)); err == nil {
+				resp.Body.Close()
+			}
+		})
+	}
+	wg.Wait()
+	a := h.Arrivals()
+	if len(a) != 2 || a[0].Status != 200 || a[1].Status != 200 {
+		t.Fatalf("arrivals %+v, want two pages served 200", a)
+	}
+	first, second := a[0], a[1]
+	if first.QueueWait > second.QueueWait {
+		first, second = second, first
+	}
+	if first.QueueWait != 0 || !second.At.Add(second.QueueWait).Equal(first.At.Add(service)) {
+		t.Errorf("waits %v and %v: want the first served at once and the second when its service ends (%v after it arrived)",
+			first.QueueWait, second.QueueWait, service)
 	}
 }
