@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/collypace/ext"
+	"github.com/collypace/ext/internal/redisproc"
 	"github.com/collypace/ext/internal/scenario"
 	"github.com/collypace/ext/redisstore"
 	"github.com/gocolly/colly/v2"
@@ -112,7 +113,7 @@ func crawl(ctx context.Context, sc *Scenario, mode Mode) (*Run, error) {
 	var res *workerResult
 	if sc.Processes > 1 {
 		if mode == Adaptive {
-			rs, err := startRedis(ctx)
+			rs, err := redisproc.Start(ctx, "pacebench")
 			if err != nil {
 				return nil, err
 			}

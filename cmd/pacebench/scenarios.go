@@ -74,21 +74,25 @@ func issue4(name string) bool {
 // fleetSize is the number of crawler processes of the fleet scenarios.
 const fleetSize = 3
 
+// sizes returns the pickers of a scenario's page counts and durations: the full one, or with short
+// the brief one.
+func sizes(short bool) (pick func(full, brief int) int, dur func(full, brief time.Duration) time.Duration) {
+	return choose[int](short), choose[time.Duration](short)
+}
+
+func choose[T any](short bool) func(full, brief T) T {
+	return func(full, brief T) T {
+		if short {
+			return brief
+		}
+		return full
+	}
+}
+
 // allScenarios returns the six scenarios of issue 4, the five of issue 9, then the eight of issue 15. The short versions keep each scenario's
 // character with fewer pages and shorter waits, so each runs in a few seconds (the Go tests).
 func allScenarios(short bool) []Scenario {
-	pick := func(full, brief int) int {
-		if short {
-			return brief
-		}
-		return full
-	}
-	dur := func(full, brief time.Duration) time.Duration {
-		if short {
-			return brief
-		}
-		return full
-	}
+	pick, dur := sizes(short)
 	limit := dur(90*time.Second, 60*time.Second)
 	fast := 20 * time.Millisecond
 
@@ -199,18 +203,7 @@ func allScenarios(short bool) []Scenario {
 // burst) steady, stepping, answering nginx's default 503 without Retry-After, shared by a fleet and
 // over a grid of rates and Retry-After values, and an enforced quota of 10 per 5 s.
 func issue15Scenarios(short bool, limit time.Duration) []Scenario {
-	pick := func(full, brief int) int {
-		if short {
-			return brief
-		}
-		return full
-	}
-	dur := func(full, brief time.Duration) time.Duration {
-		if short {
-			return brief
-		}
-		return full
-	}
+	pick, dur := sizes(short)
 	fast := 20 * time.Millisecond
 	overload := Scenario{
 		Name: scOverload, Title: "Overload: 1 worker × 100 ms behind a FIFO queue, never refusing",

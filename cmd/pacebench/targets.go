@@ -130,12 +130,7 @@ func evaluate(results []*ScenarioResult, suite time.Duration, allRan bool) []Tar
 			add("at most 3% of requests refused", fmtRefused(a), fmtRefused(s), a.RefusedShare() <= targetCapRefused)
 		case scCapacityStep:
 			a, s := ad[0], st[0]
-			if a.Step != nil && s.Step != nil {
-				add(fmt.Sprintf("at least 85%% of the %g/s capacity before the step", a.Step.CapBefore),
-					fmtStepShare(a.Step.Before, a.Step.CapBefore), fmtStepShare(s.Step.Before, s.Step.CapBefore), a.Step.Before >= targetStepGoodput*a.Step.CapBefore)
-				add(fmt.Sprintf("at least 85%% of the %g/s capacity after the step", a.Step.CapAfter),
-					fmtStepShare(a.Step.After, a.Step.CapAfter), fmtStepShare(s.Step.After, s.Step.CapAfter), a.Step.After >= targetStepGoodput*a.Step.CapAfter)
-			}
+			stepTargets(add, a, s, targetStepGoodput)
 			add("at most 3% of requests refused", fmtRefused(a), fmtRefused(s), a.RefusedShare() <= targetCapRefused)
 		default:
 			out = append(out, evaluateIssue15(r)...)
@@ -170,12 +165,7 @@ func evaluateIssue15(r *ScenarioResult) []Target {
 		add("at most 3% of requests refused", fmtRefused(a), fmtRefused(s), a.RefusedShare() <= targetNoBurstRefused)
 	case scStepNoBurst:
 		a, s := ad[0], st[0]
-		if a.Step != nil && s.Step != nil {
-			add(fmt.Sprintf("at least 85%% of the %g/s capacity before the step", a.Step.CapBefore),
-				fmtStepShare(a.Step.Before, a.Step.CapBefore), fmtStepShare(s.Step.Before, s.Step.CapBefore), a.Step.Before >= targetStepNBGoodput*a.Step.CapBefore)
-			add(fmt.Sprintf("at least 85%% of the %g/s capacity after the step", a.Step.CapAfter),
-				fmtStepShare(a.Step.After, a.Step.CapAfter), fmtStepShare(s.Step.After, s.Step.CapAfter), a.Step.After >= targetStepNBGoodput*a.Step.CapAfter)
-		}
+		stepTargets(add, a, s, targetStepNBGoodput)
 		add("at most 3% of requests refused", fmtRefused(a), fmtRefused(s), a.RefusedShare() <= targetNoBurstRefused)
 	case scNginx503:
 		a, s := ad[0], st[0]
@@ -207,4 +197,16 @@ func deviation(d, ref time.Duration) float64 {
 		return 0
 	}
 	return float64(d-ref) / float64(ref)
+}
+
+// stepTargets adds a capacity step's two goodput targets, before and after the step (at least goal of
+// each capacity), when both crawls measured the step.
+func stepTargets(add func(text, adaptive, static string, met bool), a, s *Metrics, goal float64) {
+	if a.Step == nil || s.Step == nil {
+		return
+	}
+	add(fmt.Sprintf("at least %.0f%% of the %g/s capacity before the step", goal*100, a.Step.CapBefore),
+		fmtStepShare(a.Step.Before, a.Step.CapBefore), fmtStepShare(s.Step.Before, s.Step.CapBefore), a.Step.Before >= goal*a.Step.CapBefore)
+	add(fmt.Sprintf("at least %.0f%% of the %g/s capacity after the step", goal*100, a.Step.CapAfter),
+		fmtStepShare(a.Step.After, a.Step.CapAfter), fmtStepShare(s.Step.After, s.Step.CapAfter), a.Step.After >= goal*a.Step.CapAfter)
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/collypace/ext"
+	"github.com/collypace/ext/internal/redisproc"
 	"github.com/collypace/ext/redisstore"
 	"github.com/redis/go-redis/v9"
 )
@@ -123,7 +124,7 @@ func runFleetBench(ctx context.Context, cfg fleetConfig, out io.Writer) error {
 
 // measureFleet runs one fleet crawl on a fresh redis-server and site.
 func measureFleet(ctx context.Context, cfg fleetConfig, kill bool) (fleetRun, error) {
-	srv, err := startRedis(ctx)
+	srv, err := redisproc.Start(ctx, "queuebench")
 	if err != nil {
 		return fleetRun{}, err
 	}

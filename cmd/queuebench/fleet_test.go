@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/collypace/ext/internal/redisproc"
 )
 
 // TestMain lets the test binary serve as a process of the fleet, as the queuebench binary does: the
@@ -35,7 +37,7 @@ func TestFleetCrawlFetchesEveryURL(t *testing.T) {
 	var runs []fleetRun
 	for _, kill := range []bool{false, true} {
 		r, err := measureFleet(context.Background(), cfg, kill)
-		if errors.Is(err, errNoRedis) && os.Getenv("CI") == "" {
+		if errors.Is(err, redisproc.ErrNotFound) && os.Getenv("CI") == "" {
 			t.Skip(err)
 		}
 		if err != nil {
