@@ -92,6 +92,7 @@ type Reservation struct {
 	fleet     bool          // admitted by a shared store
 	inFlight  int           // requests in flight to the host when it departed, itself included (0: not counted)
 	robots    bool          // a robots.txt fetch: its latency says nothing about the host's pages
+	traced    bool          // the transport reports when it reaches the wire, and the next departure waits for it
 
 	crawlDelay   time.Duration // the Crawl-delay in force at departure
 	rateInterval time.Duration // the rate-limit interval in force at departure
@@ -154,13 +155,17 @@ func (h *host) nextLocked(now time.Time) time.Time {
 	return at
 }
 
-// departLocked records a departure admitted at now. traced says the pacer's transport will report when
-// its headers reach the wire (wired); until then the next departure waits.
+// departLocked records a departure admitted at now. traced says the pacer's transport can report when
+// its headers reach the wire (wired); it does when the instant matters: the host's next departure is
+// an interval after it, or the fleet's is. Until then the next departure waits. With no interval (no
+// delay of any kind in force) the admission instant stands for the wire: tracing a hop costs net/http
+// a request copy and a context, about 2 µs a request.
 func (h *host) departLocked(res *Reservation, now time.Time, traced bool) {
 	res.At = now
 	h.lastDeparture = later(h.lastDeparture, now)
 	h.departures++
-	if traced {
+	res.traced = traced && (res.Interval > 0 || res.fleet)
+	if res.traced {
 		if h.pendingWire == 0 {
 			h.pendingSince = now
 		}
@@ -438,7 +443,7 @@ type flight struct {
 	parent      context.Context // the collector's context, for a departure Colly announced
 	reqURL      *url.URL        // the announced request's URL, its key in transport.announced
 	claimed     atomic.Bool     // the pacing transport carried it
-	wirePending atomic.Bool     // traced: its wire instant is not known yet
+	wirePending atomic.Bool     // carried by the transport: its wire instant is not known yet
 	finished    atomic.Bool
 	verdict     atomic.Pointer[flightVerdict] // the classified outcome, once observed
 
@@ -461,7 +466,9 @@ func (f *flight) wire(p *Pacer, at time.Time, sent bool) {
 	if !f.wirePending.CompareAndSwap(true, false) {
 		return
 	}
-	f.h.wired(at, sent)
+	if f.res.traced {
+		f.h.wired(at, sent)
+	}
 	if f.res.fleet { // the store holds the fleet's next departure until it knows the wire instant
 		if !sent {
 			at = f.res.At

@@ -166,6 +166,23 @@ func TestLateWireWriteDelaysNextDeparture(t *testing.T) {
 	}
 }
 
+// Issue 18: with no interval in force the wire instant moves nothing, so a departure is not traced
+// (net/http would copy the request for it) and the next one does not wait for it.
+func TestNoIntervalNoWireWait(t *testing.T) {
+	p := NewPacer(WithBaseDelay(0), WithJitter(0))
+	h := p.host("h")
+	h.mu.Lock()
+	_, res := h.earliestLocked(t0, 0, 0)
+	h.departLocked(&res, t0, true)
+	h.mu.Unlock()
+	if res.traced {
+		t.Error("a departure with no interval is traced")
+	}
+	if _, ok := p.AdmitAt("h", t0); !ok {
+		t.Error("with no interval, the next departure waits for the previous one's wire instant")
+	}
+}
+
 // Issue 10 item 11: the first departure after a hold is at max(hold end, last departure + interval),
 // with a Crawl-delay as without: not a whole interval after the window ends.
 func TestFirstDepartureAfterHoldIsAtHoldEnd(t *testing.T) {

@@ -109,9 +109,13 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		f.res.url = req.URL
 		f.res.robots = req.Context().Value(robotsFetchKey{}) != nil
 	}
-	f.trace.WroteHeaders = func() { f.wire(p, p.now(), true) }
-	req = req.WithContext(httptrace.WithClientTrace(req.Context(), &f.trace))
 	start := p.now()
+	if f.res.traced { // the next departure counts from the wire: trace it
+		f.trace.WroteHeaders = func() { f.wire(p, p.now(), true) }
+		req = req.WithContext(httptrace.WithClientTrace(req.Context(), &f.trace))
+	} else {
+		f.wire(p, start, true) // no interval counts from it: it leaves now
+	}
 	resp, err := t.inner.RoundTrip(req)
 	now := p.now()
 	if err == nil {
