@@ -244,7 +244,7 @@ func (b *binding) settle(resp *colly.Response) *flight {
 // wait in OnRequestHeaders, and outcomes are observed here. Redirect hops are no longer paced.
 func (b *binding) bypassed(f *flight, resp *colly.Response, now time.Time) {
 	p := b.p
-	o := Outcome{Status: resp.StatusCode, Header: responseHeader(resp), Latency: now.Sub(f.departed)}
+	o := Outcome{Status: resp.StatusCode, Header: responseHeader(resp), Latency: now.Sub(f.res.At)}
 	f.verdict.Store(&flightVerdict{v: p.ObserveAt(f.res, o, now), status: o.Status})
 	if p.warn.first("bypass") {
 		detail := "the collector's transport was replaced after AdaptivePacing (SetProxy, SetProxyFunc, SetClient or WithTransport): " +

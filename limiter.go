@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http/httptrace"
 	"net/url"
 	"sync"
 	"sync/atomic"
@@ -269,7 +268,7 @@ func (p *Pacer) depart(ctx context.Context, h *host, start time.Time, traced, ho
 		return nil, err
 	}
 	p.cfg.observer.Departed(h.key, res.Wait)
-	f := &flight{h: h, res: res, departed: res.At}
+	f := &flight{h: h, res: res}
 	if traced {
 		f.wirePending.Store(true)
 	} else {
@@ -439,7 +438,6 @@ func (h *host) abandonProbe() {
 type flight struct {
 	h           *host
 	res         Reservation
-	departed    time.Time       // its admission
 	parent      context.Context // the collector's context, for a departure Colly announced
 	reqURL      *url.URL        // the announced request's URL, its key in transport.announced
 	claimed     atomic.Bool     // the pacing transport carried it
@@ -447,10 +445,10 @@ type flight struct {
 	finished    atomic.Bool
 	verdict     atomic.Pointer[flightVerdict] // the classified outcome, once observed
 
-	// Carried by the pacer's transport (one hop, one response body): in the flight, so that a request
-	// allocates them with it.
-	trace httptrace.ClientTrace
-	body  flightBody
+	// Carried by the pacer's transport (one hop, one response body): the body wrapper lives in the
+	// flight, so that a request allocates them together. Every byte here is allocated and cleared for
+	// every request: the trace hooks, needed only by a traced hop, are allocated apart.
+	body flightBody
 }
 
 // flightVerdict is the verdict of a flight's outcome, kept for the binding's retry decision, with

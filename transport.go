@@ -111,8 +111,8 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	start := p.now()
 	if f.res.traced { // the next departure counts from the wire: trace it
-		f.trace.WroteHeaders = func() { f.wire(p, p.now(), true) }
-		req = req.WithContext(httptrace.WithClientTrace(req.Context(), &f.trace))
+		trace := &httptrace.ClientTrace{WroteHeaders: func() { f.wire(p, p.now(), true) }}
+		req = req.WithContext(httptrace.WithClientTrace(req.Context(), trace))
 	} else {
 		f.wire(p, start, true) // no interval counts from it: it leaves now
 	}
@@ -132,12 +132,12 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	v := classify(o)
 	f.body = flightBody{ReadCloser: resp.Body, t: t, f: f}
-	if v.Trigger != audit.TriggerClean {
+	if v != cleanVerdict {
 		t.record(f, o, v, now)
 	} else {
 		// A clean status is only clean once the body has arrived: a host that hangs or breaks the
 		// connection mid-body is failing, and must count as such.
-		f.body.pending, f.body.unobserved, f.body.verdict = o, true, v
+		f.body.pending, f.body.unobserved = o, true
 	}
 	resp.Body = &f.body
 	return resp, nil
@@ -164,7 +164,7 @@ func (t *transport) record(f *flight, o Outcome, v Verdict, now time.Time) {
 }
 
 // cleanOK is the verdict of most flights, shared (never written): a 200 whose body arrived.
-var cleanOK = flightVerdict{v: Verdict{Trigger: audit.TriggerClean}, status: http.StatusOK}
+var cleanOK = flightVerdict{v: cleanVerdict, status: http.StatusOK}
 
 // flightBody ends the flight when the response body is closed. For a clean status it observes the
 // outcome once the body is read: clean at its end (or when closed early by the reader), a transport
@@ -173,10 +173,12 @@ type flightBody struct {
 	io.ReadCloser
 	t          *transport
 	f          *flight
-	pending    Outcome // the clean outcome, while unobserved
+	pending    Outcome // the clean outcome, while unobserved: its verdict is cleanVerdict
 	unobserved bool
-	verdict    Verdict // pending's verdict
 }
+
+// cleanVerdict is the verdict of a clean status.
+var cleanVerdict = Verdict{Trigger: audit.TriggerClean}
 
 func (b *flightBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
@@ -187,7 +189,7 @@ func (b *flightBody) Read(p []byte) (int, error) {
 			o.Status, o.Header, o.Err = 0, nil, err
 			b.t.observe(b.f, o, b.t.p.now()) // another outcome: a transport error
 		} else {
-			b.t.record(b.f, o, b.verdict, b.t.p.now())
+			b.t.record(b.f, o, cleanVerdict, b.t.p.now())
 		}
 	}
 	return n, err
@@ -197,7 +199,7 @@ func (b *flightBody) Close() error {
 	err := b.ReadCloser.Close()
 	now := b.t.p.now()
 	if b.unobserved {
-		b.t.record(b.f, b.pending, b.verdict, now)
+		b.t.record(b.f, b.pending, cleanVerdict, now)
 		b.unobserved = false
 	}
 	b.f.finish(b.t.p, now)

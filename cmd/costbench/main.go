@@ -72,7 +72,7 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 			order = []bool{true, false}
 		}
 		for _, isPaced := range order {
-			s, err := crawl(ctx, cfg, hosts.bases, isPaced)
+			s, err := crawl(ctx, cfg, hosts, isPaced)
 			if err != nil {
 				return err
 			}

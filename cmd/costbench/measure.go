@@ -21,7 +21,8 @@ import (
 // every request at once with a short page.
 type hosts struct {
 	srv   *http.Server
-	bases []string // http://127.0.0.1:PORT
+	bases []string     // http://127.0.0.1:PORT
+	conns atomic.Int64 // connections accepted so far, all hosts together
 }
 
 var page = []byte("<html><body>ok</body></html>")
@@ -31,6 +32,11 @@ func startHosts(n int) (*hosts, error) {
 		w.Header().Set("Content-Type", "text/html")
 		_, _ = w.Write(page)
 	}), ReadHeaderTimeout: 10 * time.Second}}
+	h.srv.ConnState = func(_ net.Conn, st http.ConnState) {
+		if st == http.StateNew {
+			h.conns.Add(1)
+		}
+	}
 	for range n {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
@@ -50,12 +56,14 @@ type sample struct {
 	cpu, wall     time.Duration
 	allocs, bytes uint64
 	pages         int
+	conns         int64 // connections the crawl opened: dialling is a cost of its own, outside the pacer
 }
 
 // crawl fetches cfg.pages pages spread over the hosts with a new collector, bare or paced, and
 // measures it: CPU from getrusage (the whole process, servers included), allocations from the
 // runtime's metrics. Garbage from the run before is collected first, outside the measurement.
-func crawl(ctx context.Context, cfg config, bases []string, paced bool) (sample, error) {
+func crawl(ctx context.Context, cfg config, hs *hosts, paced bool) (sample, error) {
+	bases := hs.bases
 	urls := make([]string, cfg.pages)
 	for i := range urls {
 		urls[i] = bases[i%len(bases)] + "/p/" + strconv.Itoa(i)
@@ -79,7 +87,7 @@ func crawl(ctx context.Context, cfg config, bases []string, paced bool) (sample,
 	c.OnError(func(_ *colly.Response, err error) { firstErr.CompareAndSwap(nil, &err) })
 
 	runtime.GC()
-	cpu0, wall0, mem0 := cpuTime(), time.Now(), allocs()
+	cpu0, wall0, mem0, conns0 := cpuTime(), time.Now(), allocs(), hs.conns.Load()
 	for _, u := range urls {
 		if err := c.Visit(u); err != nil {
 			return sample{}, err
@@ -88,7 +96,7 @@ func crawl(ctx context.Context, cfg config, bases []string, paced bool) (sample,
 	c.Wait()
 	mem1 := allocs()
 	s := sample{cpu: cpuTime() - cpu0, wall: time.Since(wall0), pages: int(pages.Load()),
-		allocs: mem1[0] - mem0[0], bytes: mem1[1] - mem0[1]}
+		allocs: mem1[0] - mem0[0], bytes: mem1[1] - mem0[1], conns: hs.conns.Load() - conns0}
 	if s.pages != cfg.pages {
 		if e := firstErr.Load(); e != nil {
 			return s, fmt.Errorf("%d of %d pages fetched: %w", s.pages, cfg.pages, *e)
@@ -120,6 +128,7 @@ type summary struct {
 	cpu, cpuMin, cpuMax time.Duration // per request
 	wall                time.Duration // per crawl
 	allocs, bytes       float64       // per request
+	conns               float64       // per crawl
 }
 
 func summarize(ss []sample) summary {
@@ -137,6 +146,11 @@ func summarize(ss []sample) summary {
 		wall[i] = float64(s.wall)
 	}
 	slices.Sort(wall)
+	conns := make([]float64, len(ss))
+	for i, s := range ss {
+		conns[i] = float64(s.conns)
+	}
+	slices.Sort(conns)
 	return summary{
 		runs:   len(ss),
 		cpu:    time.Duration(median(cpu)),
@@ -145,6 +159,7 @@ func summarize(ss []sample) summary {
 		wall:   time.Duration(median(wall)),
 		allocs: median(per(func(s sample) float64 { return float64(s.allocs) })),
 		bytes:  median(per(func(s sample) float64 { return float64(s.bytes) })),
+		conns:  median(conns),
 	}
 }
 

@@ -8,14 +8,14 @@ import (
 
 // writeTable prints the medians of both kinds as a Markdown table, and the pacer's own cost.
 func writeTable(out io.Writer, cfg config, bare, paced summary) {
-	_, _ = fmt.Fprintln(out, "| crawl | CPU per request (median) | min – max | allocations per request | bytes per request | wall per crawl |")
-	_, _ = fmt.Fprintln(out, "|---|---:|---:|---:|---:|---:|")
+	_, _ = fmt.Fprintln(out, "| crawl | CPU per request (median) | min – max | allocations per request | bytes per request | wall per crawl | connections per crawl |")
+	_, _ = fmt.Fprintln(out, "|---|---:|---:|---:|---:|---:|---:|")
 	for _, r := range []struct {
 		name string
 		s    summary
 	}{{"bare Colly", bare}, {"paced Colly", paced}} {
-		_, _ = fmt.Fprintf(out, "| %s | %s | %s – %s | %.1f | %.0f | %s |\n", r.name, us(r.s.cpu), us(r.s.cpuMin), us(r.s.cpuMax),
-			r.s.allocs, r.s.bytes, r.s.wall.Round(time.Millisecond))
+		_, _ = fmt.Fprintf(out, "| %s | %s | %s – %s | %.1f | %.0f | %s | %.0f |\n", r.name, us(r.s.cpu), us(r.s.cpuMin), us(r.s.cpuMax),
+			r.s.allocs, r.s.bytes, r.s.wall.Round(time.Millisecond), r.s.conns)
 	}
 	ratio := float64(paced.cpu) / float64(bare.cpu)
 	_, _ = fmt.Fprintf(out, "\npaced / bare CPU: %.3f× (target ≤ 1.03×); the pacer's own CPU: %s per request (target ≤ 3 µs); "+
