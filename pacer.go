@@ -33,6 +33,7 @@ type Pacer struct {
 	hostSerial   atomic.Uint32 // the last host state's serial
 	installed    sync.Map      // *colly.Collector → true: Install binds each collector once
 	dispatched   sync.Map      // header map identity (uintptr) → *atomic.Bool: a Queue's request, true once departed
+	dispatching  atomic.Int32  // entries in dispatched
 }
 
 // NewPacer builds a Pacer without installing it on a collector: for use with Install, or with

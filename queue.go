@@ -546,6 +546,7 @@ func (q *Queue) send(c *colly.Collector, d DeferredRequest) bool {
 	r.Ctx.Put(queueCtxKey, q)
 	id := headerID(*r.Headers)
 	departed := new(atomic.Bool)
+	q.p.dispatching.Add(1)
 	q.p.dispatched.Store(id, departed)
 	// Errors reach the collector's OnError, or are Colly's filters (visited, robots). A retry
 	// bypasses the revisit check: its URL was marked visited when it was first sent.
@@ -555,11 +556,15 @@ func (q *Queue) send(c *colly.Collector, d DeferredRequest) bool {
 		_ = r.Do()
 	}
 	q.p.dispatched.Delete(id)
+	q.p.dispatching.Add(-1)
 	return departed.Load()
 }
 
 // markDispatched notes that the Queue's request with this header map departed.
 func (p *Pacer) markDispatched(header http.Header) {
+	if p.dispatching.Load() == 0 { // no Queue is sending: most crawls
+		return
+	}
 	if v, ok := p.dispatched.Load(headerID(header)); ok {
 		v.(*atomic.Bool).Store(true)
 	}

@@ -109,12 +109,13 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		f.res.url = req.URL
 		f.res.robots = req.Context().Value(robotsFetchKey{}) != nil
 	}
-	start := p.now()
+	start := f.res.At // untraced, its admission stands for its wire instant, and its latency counts from it
 	if f.res.traced { // the next departure counts from the wire: trace it
+		start = p.now()
 		trace := &httptrace.ClientTrace{WroteHeaders: func() { f.wire(p, p.now(), true) }}
 		req = req.WithContext(httptrace.WithClientTrace(req.Context(), trace))
 	} else {
-		f.wire(p, start, true) // no interval counts from it: it leaves now
+		f.wire(p, start, true)
 	}
 	resp, err := t.inner.RoundTrip(req)
 	now := p.now()
@@ -175,6 +176,7 @@ type flightBody struct {
 	f          *flight
 	pending    Outcome // the clean outcome, while unobserved: its verdict is cleanVerdict
 	unobserved bool
+	endedAt    int64 // when reading the body ended (Unix ns), once it has: 8 bytes, not a time.Time's 24
 }
 
 // cleanVerdict is the verdict of a clean status.
@@ -185,11 +187,13 @@ func (b *flightBody) Read(p []byte) (int, error) {
 	if err != nil && b.unobserved {
 		o := b.pending
 		b.unobserved = false
+		now := b.t.p.now()
+		b.endedAt = now.UnixNano()
 		if err != io.EOF {
 			o.Status, o.Header, o.Err = 0, nil, err
-			b.t.observe(b.f, o, b.t.p.now()) // another outcome: a transport error
+			b.t.observe(b.f, o, now) // another outcome: a transport error
 		} else {
-			b.t.record(b.f, o, cleanVerdict, b.t.p.now())
+			b.t.record(b.f, o, cleanVerdict, now)
 		}
 	}
 	return n, err
@@ -197,7 +201,12 @@ func (b *flightBody) Read(p []byte) (int, error) {
 
 func (b *flightBody) Close() error {
 	err := b.ReadCloser.Close()
-	now := b.t.p.now()
+	var now time.Time
+	if b.endedAt != 0 { // read to its end just before (Colly reads it whole): one clock reading for both
+		now = time.Unix(0, b.endedAt)
+	} else {
+		now = b.t.p.now()
+	}
 	if b.unobserved {
 		b.t.record(b.f, b.pending, cleanVerdict, now)
 		b.unobserved = false
