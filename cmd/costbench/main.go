@@ -86,6 +86,6 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 			}
 		}
 	}
-	writeTable(out, cfg, summarize(bare), summarize(paced))
+	writeTable(out, cfg, summarize(bare), summarize(paced), pairedRatio(bare, paced))
 	return nil
 }

@@ -171,3 +171,14 @@ func median(v []float64) float64 {
 	}
 	return (v[n/2-1] + v[n/2]) / 2
 }
+
+// pairedRatio is the median over the rounds of paced / bare CPU per request within each round (the two
+// crawls of a round run back to back): a drift of the machine's speed across rounds cancels out.
+func pairedRatio(bare, paced []sample) float64 {
+	r := make([]float64, min(len(bare), len(paced)))
+	for i := range r {
+		r[i] = (float64(paced[i].cpu) / float64(paced[i].pages)) / (float64(bare[i].cpu) / float64(bare[i].pages))
+	}
+	slices.Sort(r)
+	return median(r)
+}

@@ -7,7 +7,7 @@ import (
 )
 
 // writeTable prints the medians of both kinds as a Markdown table, and the pacer's own cost.
-func writeTable(out io.Writer, cfg config, bare, paced summary) {
+func writeTable(out io.Writer, cfg config, bare, paced summary, paired float64) {
 	_, _ = fmt.Fprintln(out, "| crawl | CPU per request (median) | min – max | allocations per request | bytes per request | wall per crawl | connections per crawl |")
 	_, _ = fmt.Fprintln(out, "|---|---:|---:|---:|---:|---:|---:|")
 	for _, r := range []struct {
@@ -21,6 +21,7 @@ func writeTable(out io.Writer, cfg config, bare, paced summary) {
 	_, _ = fmt.Fprintf(out, "\npaced / bare CPU: %.3f× (target ≤ 1.03×); the pacer's own CPU: %s per request (target ≤ 3 µs); "+
 		"%+.1f allocations and %+.0f bytes per request\n",
 		ratio, us(paced.cpu-bare.cpu), paced.allocs-bare.allocs, paced.bytes-bare.bytes)
+	_, _ = fmt.Fprintf(out, "paired: median of each round's paced / bare CPU %.3f×\n", paired)
 }
 
 // us formats d in microseconds.
