@@ -16,11 +16,16 @@ import (
 	"github.com/rs/zerolog"
 )
 
-// parked reports whether h's breaker is open and cooling down (or parked until a later time) at now:
-// its requests are deferred without waiting.
+// parked reports whether h's breaker is open and cooling down (or parked until a later time) at now.
 func (h *host) parked(now time.Time, b BreakerPolicy) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	return h.parkedLocked(now, b)
+}
+
+// parkedLocked reports whether h's breaker is open and cooling down (or parked until a later time) at
+// now: its requests are deferred without waiting (waitDeparture returns ErrBreakerOpen itself).
+func (h *host) parkedLocked(now time.Time, b BreakerPolicy) bool {
 	return h.brk.state == audit.BreakerOpen && now.Before(h.brk.reopensAt(b.Cooldown))
 }
 

@@ -104,11 +104,8 @@ func (b *binding) onRequestHeaders(r *colly.Request) {
 		}
 		now = p.now() // reading robots.txt took time
 	}
-	if h.parked(now, p.cfg.breaker) {
-		b.deferRequest(r, h, ErrBreakerOpen)
-		return
-	}
-	f, err := p.depart(ctx, h, now, true, false)
+	f, err := p.depart(ctx, h, now, true, false) // a parked host's request is deferred at once
+
 	if errors.Is(err, ErrBreakerOpen) {
 		b.deferRequest(r, h, err)
 		return

@@ -263,6 +263,9 @@ func (p *Pacer) depart(ctx context.Context, h *host, start time.Time, traced, ho
 		}
 	}
 	res, err := p.waitDeparture(ctx, h, start, traced)
+	if err == ErrBreakerOpen { // the host was parked (not wrapped): deferred at once, not a wait abandoned
+		return nil, err
+	}
 	if err != nil {
 		p.auditAbandoned(h, err)
 		return nil, err
@@ -286,6 +289,10 @@ func (p *Pacer) depart(ctx context.Context, h *host, start time.Time, traced, ho
 func (p *Pacer) waitDeparture(ctx context.Context, h *host, start time.Time, traced bool) (Reservation, error) {
 	r := p.cfg.random()
 	h.mu.Lock()
+	if h.parkedLocked(start, p.cfg.breaker) { // deferred at once, without joining the line
+		h.mu.Unlock()
+		return Reservation{Host: h.key, h: h}, ErrBreakerOpen
+	}
 	if len(h.waiters) == 0 && h.brk.state == audit.BreakerClosed {
 		// The fast path: nobody waits, and the rule may let it go at once (no fleet to ask).
 		if at, res := h.earliestLocked(start, p.cfg.jitter, r); !at.After(start) && !p.fleetActive() && h.inFlight < h.capLocked() {
