@@ -136,7 +136,7 @@ func benchPacerRequestPath(b *testing.B, opts ...Option) {
 	inner := &cannedTransport{resp: http.Response{StatusCode: http.StatusOK, Header: http.Header{"Content-Type": {"text/html"}}}}
 	c := colly.NewCollector(colly.Async(true))
 	p := AdaptivePacing(c, append([]Option{WithBaseDelay(0), WithJitter(0), WithMaxInFlight(64), WithTransport(inner)}, opts...)...)
-	bd := &binding{p: p, c: c, flights: make(map[uint32]*flight)}
+	bd := newBinding(p, c)
 	reqs := make([]*http.Request, costHosts)
 	for i := range reqs {
 		u, _ := url.Parse("http://127.0.0.1:" + strconv.Itoa(20000+i) + "/p")

@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"reflect"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -35,7 +34,7 @@ func (p *Pacer) Install(c *colly.Collector) {
 	if _, dup := p.installed.LoadOrStore(c, true); dup {
 		return
 	}
-	b := &binding{p: p, c: c, flights: make(map[uint32]*flight)}
+	b := newBinding(p, c)
 	b.checkCallbackOrder()
 	c.OnRequest(b.onRequest)
 	c.OnRequestHeaders(b.onRequestHeaders)
@@ -47,9 +46,14 @@ func (p *Pacer) Install(c *colly.Collector) {
 type binding struct {
 	p       *Pacer
 	c       *colly.Collector
-	mu      sync.Mutex         // protects flights
-	flights map[uint32]*flight // by request ID, from departure to the request's callback
-	stacked atomic.Int32       // consecutive responses whose callbacks ran late, as after a LimitRule Delay
+	flights flightTable[uint32] // by request ID, from departure to the request's callback
+	stacked atomic.Int32        // consecutive responses whose callbacks ran late, as after a LimitRule Delay
+}
+
+func newBinding(p *Pacer, c *colly.Collector) *binding {
+	b := &binding{p: p, c: c}
+	b.flights.index = byRequestID
+	return b
 }
 
 // checkCallbackOrder reports OnError and OnResponse callbacks registered before the pacer's: they run
@@ -116,9 +120,7 @@ func (b *binding) onRequestHeaders(r *colly.Request) {
 	}
 	p.markDispatched(*r.Headers)
 	f.parent, f.reqURL, f.res.url = ctx, r.URL, r.URL
-	b.mu.Lock()
-	b.flights[r.ID] = f
-	b.mu.Unlock()
+	b.flights.store(r.ID, f)
 	p.rt.announce(r.URL, f)
 }
 
@@ -207,13 +209,8 @@ func (b *binding) settle(resp *colly.Response) *flight {
 	if resp.Request == nil {
 		return nil
 	}
-	b.mu.Lock()
-	f, ok := b.flights[resp.Request.ID]
-	if ok {
-		delete(b.flights, resp.Request.ID)
-	}
-	b.mu.Unlock()
-	if !ok {
+	f := b.flights.take(resp.Request.ID)
+	if f == nil {
 		return nil
 	}
 	p := b.p
@@ -258,7 +255,9 @@ func (b *binding) bypassed(f *flight, resp *colly.Response, now time.Time) {
 func (b *binding) checkStacked(h *host, status int, now time.Time) {
 	gap := now.Sub(time.Unix(0, h.lastBodyDone.Load()))
 	if gap < defaultStackedDelayAlarm {
-		b.stacked.Store(0)
+		if b.stacked.Load() != 0 { // written only when it changes: every response reads it, from any core
+			b.stacked.Store(0)
+		}
 		return
 	}
 	if b.stacked.Add(1) >= 2 && b.p.warn.first("limit_rule:"+h.key) {

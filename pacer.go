@@ -53,6 +53,7 @@ func NewPacer(opts ...Option) *Pacer {
 	p.hosts.Init()
 	p.robots.init()
 	p.rt = &transport{p: p, inner: cfg.transport}
+	p.rt.announced.index = byURL
 	p.fallback = newMemoryStore()
 	p.deferStore = cfg.store
 	if p.deferStore == nil {
@@ -84,8 +85,8 @@ func (p *Pacer) hostAt(key string, now time.Time) *host {
 			return h
 		})
 	}
-	if t := now.UnixNano(); t > h.lastUse.Load() {
-		h.lastUse.Store(t)
+	if t := now.UnixNano(); t-h.lastUse.Load() >= int64(p.cfg.idleEviction>>lastUseCoarseness) {
+		h.lastUse.Store(t) // not on every request: a write each time would pass the host's cache line between cores
 	}
 	if created {
 		p.restore(h)
@@ -98,6 +99,10 @@ func (p *Pacer) hostAt(key string, now time.Time) *host {
 	}
 	return h
 }
+
+// lastUseCoarseness makes a host's last use exact to idleEviction/64 (28 s by default): idle eviction
+// may come that much early.
+const lastUseCoarseness = 6
 
 // Wait blocks until a request to hostKey may depart: an in-flight slot is free and its departure slot
 // has come. The returned release function must be called when the response is done. hostKey is what the

@@ -22,9 +22,8 @@ import (
 type transport struct {
 	p         *Pacer
 	inner     http.RoundTripper
-	mu        sync.Mutex           // protects announced
-	announced map[*url.URL]*flight // a flight waiting for its first hop, by the URL the hop carries
-	failing   sync.Map             // URL identity (uintptr) → error: a request that must fail without leaving
+	announced flightTable[*url.URL] // a flight waiting for its first hop, by the URL the hop carries
+	failing   sync.Map              // URL identity (uintptr) → error: a request that must fail without leaving
 }
 
 // failWith makes the first hop carrying u fail with err, without leaving: OnError then sees err.
@@ -34,31 +33,19 @@ func (t *transport) failWith(u *url.URL, err error) {
 
 // announce registers a departed request whose first hop will carry u.
 func (t *transport) announce(u *url.URL, f *flight) {
-	t.mu.Lock()
-	if t.announced == nil {
-		t.announced = make(map[*url.URL]*flight)
-	}
-	t.announced[u] = f
-	t.mu.Unlock()
+	t.announced.store(u, f)
 }
 
 // unannounce forgets a request the transport never carried.
 func (t *transport) unannounce(u *url.URL) {
-	t.mu.Lock()
-	delete(t.announced, u)
-	t.mu.Unlock()
+	t.announced.take(u)
 }
 
 // claim takes the flight announced for the hop carrying u, nil when there is none (a redirect hop, a
 // robots.txt fetch, a request Colly did not announce).
 func (t *transport) claim(u *url.URL) *flight {
-	t.mu.Lock()
-	f, ok := t.announced[u]
-	if ok {
-		delete(t.announced, u)
-	}
-	t.mu.Unlock()
-	if ok {
+	f := t.announced.take(u)
+	if f != nil {
 		f.claimed.Store(true)
 	}
 	return f
