@@ -144,8 +144,13 @@ func (h *host) flyLocked(res *Reservation) {
 func (h *host) landed() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.inFlight = max(h.inFlight-1, 0)
+	h.landLocked()
 	h.wakeHeadLocked()
+}
+
+// landLocked ends a counted flight; the caller wakes the head.
+func (h *host) landLocked() {
+	h.inFlight = max(h.inFlight-1, 0)
 }
 
 // nextLocked is when a request asking at now could depart, jitter aside.
@@ -488,11 +493,18 @@ func (f *flight) wire(p *Pacer, at time.Time, sent bool) {
 // finish gives the in-flight slot back, once; a flight that never reached the wire stops holding back
 // the host's next departure.
 func (f *flight) finish(p *Pacer, now time.Time) {
-	if f.finished.CompareAndSwap(false, true) {
-		f.wire(p, now, false)
-		f.h.lastBodyDone.Store(now.UnixNano())
-		if f.res.inFlight > 0 {
-			f.h.landed()
-		}
+	if f.end(p, now) && f.res.inFlight > 0 {
+		f.h.landed()
 	}
+}
+
+// end is finish without giving the in-flight slot back, which the caller does: it reports whether
+// this call ended the flight.
+func (f *flight) end(p *Pacer, now time.Time) bool {
+	if !f.finished.CompareAndSwap(false, true) {
+		return false
+	}
+	f.wire(p, now, false)
+	f.h.lastBodyDone.Store(now.UnixNano())
+	return true
 }

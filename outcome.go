@@ -64,18 +64,19 @@ func (p *Pacer) Observe(res Reservation, o Outcome) Verdict {
 // ObserveAt records the outcome of a departure made under res, received at now: it honours Retry-After
 // and rate-limit fields, and moves the adaptive delay.
 func (p *Pacer) ObserveAt(res Reservation, o Outcome, now time.Time) Verdict {
-	return p.observe(res, o, classify(o), now)
+	return p.observe(res, o, classify(o), now, false)
 }
 
 // observe records an outcome already classified as v, and returns v: the signals are read from the
-// response with no lock held, applied to the host under its lock, then reported.
-func (p *Pacer) observe(res Reservation, o Outcome, v Verdict, now time.Time) Verdict {
+// response with no lock held, applied to the host under its lock, then reported. landing ends the
+// departure's in-flight count under the same lock (the flight ended with this outcome).
+func (p *Pacer) observe(res Reservation, o Outcome, v Verdict, now time.Time, landing bool) Verdict {
 	h := res.h
 	if h == nil {
 		h = p.host(res.Host)
 	}
 	sig := p.readSignals(o, v, now)
-	eff := p.applySignals(h, res, sig, now)
+	eff := p.applySignals(h, res, sig, now, landing)
 	p.reportOutcome(h, res, sig, eff, now)
 	return v
 }
@@ -149,9 +150,12 @@ type outcomeEffects struct {
 
 // applySignals applies s to h under its lock: the holds and the rate-limit interval, the adaptive
 // delay, the breaker.
-func (p *Pacer) applySignals(h *host, res Reservation, s outcomeSignals, now time.Time) outcomeEffects {
+func (p *Pacer) applySignals(h *host, res Reservation, s outcomeSignals, now time.Time, landing bool) outcomeEffects {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if landing {
+		h.landLocked()
+	}
 	before := h.stopMarkLocked(now)
 	events := h.applyLimitsLocked(s, now)
 	model := h.delay.model()

@@ -121,7 +121,7 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	v := classify(o)
 	f.body = flightBody{ReadCloser: resp.Body, t: t, f: f}
 	if v != cleanVerdict {
-		t.record(f, o, v, now)
+		t.record(f, o, v, now, false)
 	} else {
 		// A clean status is only clean once the body has arrived: a host that hangs or breaks the
 		// connection mid-body is failing, and must count as such.
@@ -137,18 +137,18 @@ func (t *transport) observe(f *flight, o Outcome, now time.Time) {
 	if o.Err != nil && f.parent != nil && f.parent.Err() != nil {
 		o.Err = context.Canceled
 	}
-	t.record(f, o, classify(o), now)
+	t.record(f, o, classify(o), now, false)
 }
 
 // record hands a flight's outcome and its verdict to the pacer, and keeps the verdict on the flight
-// for the binding.
-func (t *transport) record(f *flight, o Outcome, v Verdict, now time.Time) {
+// for the binding. landing gives the flight's in-flight slot back with it (one host lock for both).
+func (t *transport) record(f *flight, o Outcome, v Verdict, now time.Time, landing bool) {
 	fv := &cleanOK
 	if v != cleanOK.v || o.Status != cleanOK.status {
 		fv = &flightVerdict{v: v, status: o.Status}
 	}
 	f.verdict.Store(fv)
-	t.p.observe(f.res, o, v, now)
+	t.p.observe(f.res, o, v, now, landing)
 }
 
 // cleanOK is the verdict of most flights, shared (never written): a 200 whose body arrived.
@@ -163,7 +163,6 @@ type flightBody struct {
 	f          *flight
 	pending    Outcome // the clean outcome, while unobserved: its verdict is cleanVerdict
 	unobserved bool
-	endedAt    int64 // when reading the body ended (Unix ns), once it has: 8 bytes, not a time.Time's 24
 }
 
 // cleanVerdict is the verdict of a clean status.
@@ -175,12 +174,13 @@ func (b *flightBody) Read(p []byte) (int, error) {
 		o := b.pending
 		b.unobserved = false
 		now := b.t.p.now()
-		b.endedAt = now.UnixNano()
 		if err != io.EOF {
 			o.Status, o.Header, o.Err = 0, nil, err
 			b.t.observe(b.f, o, now) // another outcome: a transport error
 		} else {
-			b.t.record(b.f, o, cleanVerdict, now)
+			// Read to its end: the flight ends here, and lands with its outcome, under one host lock.
+			landing := b.f.end(b.t.p, now) && b.f.res.inFlight > 0
+			b.t.record(b.f, o, cleanVerdict, now, landing)
 		}
 	}
 	return n, err
@@ -188,14 +188,12 @@ func (b *flightBody) Read(p []byte) (int, error) {
 
 func (b *flightBody) Close() error {
 	err := b.ReadCloser.Close()
-	var now time.Time
-	if b.endedAt != 0 { // read to its end just before (Colly reads it whole): one clock reading for both
-		now = time.Unix(0, b.endedAt)
-	} else {
-		now = b.t.p.now()
+	if b.f.finished.Load() && !b.unobserved { // ended when read to its end (Colly reads it whole)
+		return err
 	}
+	now := b.t.p.now()
 	if b.unobserved {
-		b.t.record(b.f, b.pending, cleanVerdict, now)
+		b.t.record(b.f, b.pending, cleanVerdict, now, false)
 		b.unobserved = false
 	}
 	b.f.finish(b.t.p, now)
