@@ -41,6 +41,11 @@ type auditLog struct {
 	auditQuery bool // URLs keep their query (WithAuditQuery)
 }
 
+// off reports that nothing at level is written: an event need not even be built.
+func (a *auditLog) off(level zerolog.Level) bool {
+	return level < a.logger.GetLevel() || level < zerolog.GlobalLevel()
+}
+
 // emit writes e at the given level. A disabled level or a silent Logger costs a nil check.
 func (a *auditLog) emit(level zerolog.Level, e auditEvent) {
 	ev := a.logger.WithLevel(level)

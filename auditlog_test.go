@@ -1,6 +1,7 @@
 package ext
 
 import (
+	"io"
 	"net/url"
 	"testing"
 	"time"
@@ -55,5 +56,17 @@ func TestZeroLoggerSilentAndGlobalsUntouched(t *testing.T) {
 	p.ObserveAt(p.ReserveAt("h", t0), Outcome{Status: 503, Header: header("Retry-After", "garbage")}, t0)
 	if zerolog.GlobalLevel() != level || zerolog.TimestampFieldName != field {
 		t.Error("the pacer changed zerolog's globals")
+	}
+}
+
+// A departure's event is not even built when its level is not written: off says so for the
+// logger's level and a silent logger, and not otherwise.
+func TestAuditOffFollowsLevels(t *testing.T) {
+	warn := auditLog{logger: zerolog.New(io.Discard).Level(zerolog.WarnLevel)}
+	if !warn.off(zerolog.InfoLevel) || warn.off(zerolog.WarnLevel) {
+		t.Errorf("a Warn logger: Info off %v, Warn off %v; want true, false", warn.off(zerolog.InfoLevel), warn.off(zerolog.WarnLevel))
+	}
+	if nop := (auditLog{logger: zerolog.Nop()}); !nop.off(zerolog.ErrorLevel) {
+		t.Error("a silent logger is not off")
 	}
 }

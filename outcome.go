@@ -287,6 +287,9 @@ func (p *Pacer) auditDeparture(f *flight, at time.Time) {
 	if !res.compliant {
 		level = zerolog.WarnLevel
 	}
+	if p.audit.off(level) { // every request departs: not even the event is built
+		return
+	}
 	p.audit.emit(level, auditEvent{
 		at: at, host: f.h.key, event: audit.EventDelayApplied, trigger: res.Trigger, url: res.url,
 		base: f.h.policy.BaseDelay, computed: res.Wait, jitter: res.Jitter, compliant: res.compliant,
