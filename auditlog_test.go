@@ -16,7 +16,7 @@ func TestAuditSchema(t *testing.T) {
 	p := NewPacer(WithBaseDelay(time.Second), WithLogger(zerolog.New(&buf)), WithPipelineID("nightly"))
 	res := p.ReserveAt("shop.example:8443", t0)
 	res.url = &url.URL{Scheme: "https", Host: "shop.example:8443", Path: "/x"}
-	p.auditDeparture(&flight{h: p.host("shop.example:8443"), res: res}, t0)
+	p.auditDeparture(&flight{res: res}, t0)
 	p.ObserveAt(res, Outcome{Status: 429, Header: header("Retry-After", "7")}, t0)
 	evs := events(t, &buf)
 	if len(evs) < 3 {

@@ -119,7 +119,7 @@ func (b *binding) onRequestHeaders(r *colly.Request) {
 		return
 	}
 	p.markDispatched(*r.Headers)
-	f.parent, f.reqURL, f.res.url = ctx, r.URL, r.URL
+	f.parent, f.res.url = ctx, r.URL
 	b.flights.store(r.ID, f)
 	p.rt.announce(r.URL, f)
 }
@@ -179,7 +179,7 @@ func (b *binding) retryRefused(f *flight, resp *colly.Response, err error) {
 // when it is that response (the transport observed it, or settle did for a bypassed transport), else
 // resp classified here: a redirect hop's outcome, or a request that never left.
 func (b *binding) verdict(f *flight, resp *colly.Response, err error) Verdict {
-	if fv := f.verdict.Load(); fv != nil && fv.status == resp.StatusCode && resp.Request.URL == f.reqURL {
+	if fv := f.verdict.Load(); fv != nil && fv.status == resp.StatusCode && resp.Request.URL == f.res.url {
 		return fv.v
 	}
 	return classify(Outcome{Status: resp.StatusCode, Header: responseHeader(resp), Err: transportErr(resp, err)})
@@ -216,9 +216,9 @@ func (b *binding) settle(resp *colly.Response) *flight {
 	p := b.p
 	now := p.now()
 	if !f.claimed.Load() {
-		p.rt.unannounce(f.reqURL)
+		p.rt.unannounce(f.res.url)
 		if f.res.probe && resp.StatusCode == 0 {
-			f.h.abandonProbe() // aborted before it left: the next request is the probe
+			f.res.h.abandonProbe() // aborted before it left: the next request is the probe
 		}
 		if resp.StatusCode != 0 {
 			// The response came back without passing the pacer's transport.
@@ -229,7 +229,7 @@ func (b *binding) settle(resp *colly.Response) *flight {
 		return f
 	}
 	f.finish(p, now)
-	b.checkStacked(f.h, resp.StatusCode, now)
+	b.checkStacked(f.res.h, resp.StatusCode, now)
 	return f
 }
 
@@ -243,9 +243,9 @@ func (b *binding) bypassed(f *flight, resp *colly.Response, now time.Time) {
 	if p.warn.first("bypass") {
 		detail := "the collector's transport was replaced after AdaptivePacing (SetProxy, SetProxyFunc, SetClient or WithTransport): " +
 			"redirect hops and robots.txt are no longer paced; pass your transport with ext.WithTransport instead"
-		p.audit.emit(zerolog.ErrorLevel, auditEvent{at: now, host: f.h.key, event: audit.EventPacingBypassed, trigger: audit.TriggerTransport,
-			base: f.h.policy.BaseDelay, status: resp.StatusCode, compliant: true, detail: detail})
-		p.alert(Alert{At: now, Host: f.h.key, Event: audit.EventPacingBypassed, Detail: detail})
+		p.audit.emit(zerolog.ErrorLevel, auditEvent{at: now, host: f.res.h.key, event: audit.EventPacingBypassed, trigger: audit.TriggerTransport,
+			base: f.res.h.policy.BaseDelay, status: resp.StatusCode, compliant: true, detail: detail})
+		p.alert(Alert{At: now, Host: f.res.h.key, Event: audit.EventPacingBypassed, Detail: detail})
 	}
 }
 

@@ -276,7 +276,7 @@ func (p *Pacer) depart(ctx context.Context, h *host, start time.Time, traced, ho
 		return nil, err
 	}
 	p.cfg.observer.Departed(h.key, res.Wait)
-	f := &flight{h: h, res: res}
+	f := &flight{res: res}
 	if traced {
 		f.wirePending.Store(true)
 	} else {
@@ -448,10 +448,8 @@ func (h *host) abandonProbe() {
 
 // flight is one departure between its admission and the end of its response.
 type flight struct {
-	h           *host
-	res         Reservation
+	res         Reservation     // its host is res.h
 	parent      context.Context // the collector's context, for a departure Colly announced
-	reqURL      *url.URL        // the announced request's URL, its key in transport.announced
 	claimed     atomic.Bool     // the pacing transport carried it
 	wirePending atomic.Bool     // carried by the transport: its wire instant is not known yet
 	finished    atomic.Bool
@@ -477,13 +475,13 @@ func (f *flight) wire(p *Pacer, at time.Time, sent bool) {
 		return
 	}
 	if f.res.traced {
-		f.h.wired(at, sent)
+		f.res.h.wired(at, sent)
 	}
 	if f.res.fleet { // the store holds the fleet's next departure until it knows the wire instant
 		if !sent {
 			at = f.res.At
 		}
-		p.fleetWired(f.h, f.res.At, at)
+		p.fleetWired(f.res.h, f.res.At, at)
 	}
 	if sent {
 		p.auditDeparture(f, at)
@@ -494,7 +492,7 @@ func (f *flight) wire(p *Pacer, at time.Time, sent bool) {
 // the host's next departure.
 func (f *flight) finish(p *Pacer, now time.Time) {
 	if f.end(p, now) && f.res.inFlight > 0 {
-		f.h.landed()
+		f.res.h.landed()
 	}
 }
 
@@ -505,6 +503,6 @@ func (f *flight) end(p *Pacer, now time.Time) bool {
 		return false
 	}
 	f.wire(p, now, false)
-	f.h.lastBodyDone.Store(now.UnixNano())
+	f.res.h.lastBodyDone.Store(now.UnixNano())
 	return true
 }
