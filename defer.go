@@ -142,7 +142,7 @@ func (p *Pacer) Drain(ctx context.Context, c *colly.Collector, hosts ...string) 
 					keep = append(keep, d)
 					continue
 				}
-				if err := resend(c, d); err != nil {
+				if err := p.resend(c, d); err != nil {
 					p.audit.emit(zerolog.WarnLevel, auditEvent{at: now, host: d.Host, event: audit.EventDeferredDrained, trigger: audit.TriggerBreaker,
 						compliant: true, detail: fmt.Sprintf("could not resend %s: %v (kept)", p.auditRawURL(d.URL), err)})
 					keep = append(keep, d)
@@ -252,8 +252,8 @@ func captureRequest(r *colly.Request, key string, sent bool) (DeferredRequest, e
 }
 
 // resend issues a deferred request on c, bypassing the revisit check (Request.Retry).
-func resend(c *colly.Collector, d DeferredRequest) error {
-	r, err := buildRequest(c, d)
+func (p *Pacer) resend(c *colly.Collector, d DeferredRequest) error {
+	r, err := p.buildRequest(c, d)
 	if err != nil {
 		return err
 	}
@@ -262,9 +262,17 @@ func resend(c *colly.Collector, d DeferredRequest) error {
 
 // buildRequest makes a Colly request of d through Colly's own serialized form, so its depth, headers,
 // body and context come back. Its Headers map is never nil: it is the map its OnRequestHeaders sees.
-func buildRequest(c *colly.Collector, d DeferredRequest) (*colly.Request, error) {
+// The retry count d carries is registered for that map, not put in the request's Context.
+func (p *Pacer) buildRequest(c *colly.Collector, d DeferredRequest) (*colly.Request, error) {
+	retries := -1
 	ctx := make(map[string]any, len(d.Ctx))
 	for k, v := range d.Ctx {
+		if k == retriesCtxKey {
+			if n, err := strconv.Atoi(v); err == nil && n >= 0 {
+				retries = n
+			}
+			continue
+		}
 		ctx[k] = v
 	}
 	if d.Header == nil {
@@ -274,7 +282,11 @@ func buildRequest(c *colly.Collector, d DeferredRequest) (*colly.Request, error)
 	if err != nil {
 		return nil, err
 	}
-	return c.UnmarshalRequest(raw)
+	r, err := c.UnmarshalRequest(raw)
+	if err == nil && retries >= 0 && r.Headers != nil {
+		p.tries.adopt(*r.Headers, retries, p.now())
+	}
+	return r, err
 }
 
 // stringValues returns the string values of a colly.Context.

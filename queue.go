@@ -537,7 +537,7 @@ func (q *Queue) send(c *colly.Collector, d DeferredRequest) bool {
 		d.Ctx = maps.Clone(d.Ctx)
 		delete(d.Ctx, queueRetryKey)
 	}
-	r, err := buildRequest(c, d)
+	r, err := q.p.buildRequest(c, d)
 	if err != nil {
 		q.p.audit.emit(zerolog.ErrorLevel, auditEvent{at: q.p.now(), host: d.Host, event: audit.EventRetriesExhausted, trigger: audit.TriggerDeparture,
 			compliant: true, detail: fmt.Sprintf("queued request %s could not be built: %v", q.p.auditRawURL(d.URL), err)})

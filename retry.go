@@ -3,7 +3,6 @@ package ext
 import (
 	"fmt"
 	"net/http"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -30,9 +29,10 @@ import (
 // Every attempt that goes counts once towards the request's 1 + MaxRetries, whoever sent it; the pacer
 // never retries past that bound, and a user's retry after it gave up is the user's to bound.
 
-// retriesCtxKey carries a request's retry count through a capture (deferral, the Queue): a request
-// rebuilt from a capture has a Context and a header map of its own, so the count is adopted from its
-// Context when it reaches OnRequest, then cleared there before any child can share it.
+// retriesCtxKey carries a request's retry count through a capture (deferral, the Queue), in its
+// stored Context values: a request rebuilt from a capture has a header map of its own, so buildRequest
+// takes the count out of the values (it never reaches a live Context, nor the request's children) and
+// registers it for that map (tries.adopt).
 const retriesCtxKey = "_collypace_retries"
 
 // tryFate is what became of one attempt (one header map) of a request.
@@ -103,23 +103,33 @@ func (t *tries) entry(h http.Header, target string, now time.Time) *tryEntry {
 	return e
 }
 
+// adopt registers the retry count of a request rebuilt from a capture, whose header map is h: its
+// attempts go on counting from there. Its method and URL are taken when it reaches OnRequest (Colly
+// normalizes the URL on the way).
+func (t *tries) adopt(h http.Header, retries int, now time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.m == nil {
+		t.m = make(map[uintptr]*tryEntry)
+	}
+	t.m[headerID(h)] = &tryEntry{header: h, req: &tryRequest{retries: retries}, fate: trySent, at: now}
+	t.size.Store(int32(len(t.m)))
+}
+
 // claim decides, in OnRequest, whether a request with header h may go. It returns false for a
 // duplicate: a copy of an attempt the pacer retries itself, or of one deferred. A copy of an attempt
 // the pacer gave up on is the user's retry: it goes, counted as one more attempt of that request.
-// retries is the count a rebuilt request carries in its Context (-1: none).
-func (t *tries) claim(r *colly.Request, retries int, now time.Time) bool {
+func (t *tries) claim(r *colly.Request, now time.Time) bool {
 	h := headerOf(r)
-	if h == nil || (retries < 0 && t.size.Load() == 0) {
+	if h == nil || t.size.Load() == 0 {
 		return true
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if retries >= 0 {
-		e := t.entry(h, target(r), now)
-		e.req.retries, e.fate, e.at = retries, trySent, now
-		return true
-	}
 	e, ok := t.m[headerID(h)]
+	if ok && e.target == "" { // adopted: this is the rebuilt request
+		e.target = target(r)
+	}
 	if !ok || e.target != target(r) {
 		return true
 	}
@@ -224,18 +234,11 @@ func headerOf(r *colly.Request) http.Header {
 // Retry on every failure cannot loop on the copies dropped here.
 func (b *binding) onRequest(r *colly.Request) {
 	p := b.p
-	retries := -1
-	if r.Ctx != nil {
-		if s, ok := r.Ctx.GetAny(retriesCtxKey).(string); ok && s != "" {
-			retries, _ = strconv.Atoi(s)
-			r.Ctx.Put(retriesCtxKey, "") // adopted: the request's children must not inherit it
-		}
-	}
-	if retries < 0 && p.tries.size.Load() == 0 {
-		return // nothing refused or deferred: not a copy of anything (claim would say so, after a clock read)
+	if p.tries.size.Load() == 0 {
+		return // nothing refused, deferred or rebuilt: not a copy of anything (claim would say so, after a clock read)
 	}
 	now := p.now()
-	if p.tries.claim(r, retries, now) {
+	if p.tries.claim(r, now) {
 		return
 	}
 	if p.warn.first("retry_duplicate") {

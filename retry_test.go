@@ -269,7 +269,7 @@ func TestTriesDecideAndClaim(t *testing.T) {
 	}
 	var tr tries
 	first := req(http.Header{}, u)
-	if !tr.claim(first, -1, now) {
+	if !tr.claim(first, now) {
 		t.Fatal("a new request was refused")
 	}
 	r1, n, ok := tr.decide(first, 2, now)
@@ -278,13 +278,13 @@ func TestTriesDecideAndClaim(t *testing.T) {
 	}
 	own := req(http.Header{}, u)
 	tr.follow(*own.Headers, target(own), r1, now)
-	if tr.claim(req(*first.Headers, u), -1, now) {
+	if tr.claim(req(*first.Headers, u), now) {
 		t.Error("a copy of an attempt the pacer retries was let go")
 	}
-	if !tr.claim(req(*first.Headers, other), -1, now) {
+	if !tr.claim(req(*first.Headers, other), now) {
 		t.Error("a new request to another URL sharing the header map was dropped")
 	}
-	if !tr.claim(own, -1, now) {
+	if !tr.claim(own, now) {
 		t.Error("the pacer's own copy was refused")
 	}
 	if _, n, ok := tr.decide(own, 2, now); !ok || n != 2 {
@@ -295,14 +295,15 @@ func TestTriesDecideAndClaim(t *testing.T) {
 	if _, n, ok := tr.decide(third, 2, now); ok || n != 2 {
 		t.Errorf("decide at the bound = %d, %v; want no retry after 2", n, ok)
 	}
-	if !tr.claim(third, -1, now) {
+	if !tr.claim(third, now) {
 		t.Error("the user's retry after the pacer gave up was dropped")
 	}
 	if got := tr.retriesOf(*third.Headers); got != 3 {
 		t.Errorf("retries after the user's retry = %d, want 3", got)
 	}
 	rebuilt := req(http.Header{}, u)
-	if !tr.claim(rebuilt, 2, now) || tr.retriesOf(*rebuilt.Headers) != 2 {
+	tr.adopt(*rebuilt.Headers, 2, now)
+	if !tr.claim(rebuilt, now) || tr.retriesOf(*rebuilt.Headers) != 2 {
 		t.Errorf("a rebuilt request's carried count was not adopted: %d", tr.retriesOf(*rebuilt.Headers))
 	}
 	tr.forget(*rebuilt.Headers)
@@ -331,4 +332,30 @@ func TestSharedHeaderMapIsNotARetry(t *testing.T) {
 			}
 		}
 	})
+}
+
+// A request rebuilt from a capture (a deferral, the Queue) goes on counting its attempts: the count it
+// carries is adopted for its new header map before it is sent, never put in its Context, and the
+// method and URL Colly gives it in OnRequest become its own.
+func TestRebuiltRequestKeepsItsRetryCount(t *testing.T) {
+	p := NewPacer(WithMaxRetries(2))
+	c := colly.NewCollector()
+	d := DeferredRequest{Host: "a.test", Method: "GET", URL: "http://a.test", Ctx: map[string]string{retriesCtxKey: "2", "k": "v"}}
+	r, err := p.buildRequest(c, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := r.Ctx.Get(retriesCtxKey); got != "" {
+		t.Errorf("the retry count reached the request's Context: %q", got)
+	}
+	if r.Ctx.Get("k") != "v" {
+		t.Error("the request's own Context values were not kept")
+	}
+	sent, _ := url.Parse("http://a.test/") // as Colly normalizes it
+	if !p.tries.claim(&colly.Request{Method: "GET", URL: sent, Headers: r.Headers}, t0) {
+		t.Fatal("the rebuilt request was dropped")
+	}
+	if _, n, ok := p.tries.decide(&colly.Request{Method: "GET", URL: sent, Headers: r.Headers}, 2, t0); ok || n != 2 {
+		t.Errorf("decide after a refusal = retry %d, %v; want no retry: 2 were sent before the capture", n, ok)
+	}
 }
