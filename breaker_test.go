@@ -172,6 +172,18 @@ func TestBreakerTripsOnRetryAfterAboveCap(t *testing.T) {
 	}
 }
 
+// Wait on a parked host fails at once with ErrBreakerOpen: it does not join the host's line first.
+func TestWaitOnParkedHostFailsAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := NewPacer(WithMaxRetryAfter(time.Minute))
+		start := time.Now()
+		p.ObserveAt(p.ReserveAt("h", start), Outcome{Status: 429, Header: header("Retry-After", "3600")}, start)
+		if _, _, err := p.Wait(t.Context(), "h"); err != ErrBreakerOpen || time.Since(start) != 0 {
+			t.Errorf("Wait on a parked host: %v after %v, want ErrBreakerOpen at once", err, time.Since(start))
+		}
+	})
+}
+
 // A Crawl-delay above the cap parks the host until robots.txt asks for less.
 func TestBreakerParksHostOverCrawlDelayCap(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {

@@ -109,6 +109,7 @@ const lastUseCoarseness = 6
 // pacer's host key function returns for the request's URL (DefaultHostKey(u) by default); this method,
 // AdmitAt, ReserveAt and HostAt normalize it as DefaultHostKey does a host (case, trailing dot, punycode),
 // but take its port as given: "example.com", not "example.com:443", for https://example.com/.
+// While the host is parked by its breaker, Wait returns ErrBreakerOpen at once.
 func (p *Pacer) Wait(ctx context.Context, hostKey string) (Reservation, func(), error) {
 	now := p.now()
 	f, err := p.depart(ctx, p.hostAt(normalizeKey(hostKey), now), now, false, false)
