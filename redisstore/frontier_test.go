@@ -28,14 +28,6 @@ func frontierReqs(host string, paths ...string) ([]ext.DeferredRequest, []string
 	return reqs, keys
 }
 
-func requestURLs(reqs []ext.DeferredRequest) []string {
-	var out []string
-	for _, r := range reqs {
-		out = append(out, r.URL)
-	}
-	return out
-}
-
 // Two processes adding the same URL queue it once; a retry (force) queues it again; the count says so.
 func TestFrontierAddDeduplicates(t *testing.T) {
 	srv := redistest.Start(t)
@@ -112,7 +104,7 @@ func TestFrontierOneOwnerPerHostUnderContention(t *testing.T) {
 							ids = append(ids, r.ID)
 						}
 						mu.Lock()
-						taken = append(taken, requestURLs(reqs)...)
+						taken = append(taken, urlsOf(reqs)...)
 						mu.Unlock()
 						if err := st.FrontierDone(ctx, host, ids); err != nil {
 							t.Error(err)
@@ -164,8 +156,8 @@ func TestFrontierLeaseExpiryAndTakeover(t *testing.T) {
 		t.Fatalf("lease = %v, %v", got, err)
 	}
 	first, held, err := dead.FrontierTake(ctx, "dead", "a.test", 2)
-	if err != nil || !held || !slices.Equal(requestURLs(first), keys[:2]) {
-		t.Fatalf("take = %v, %v, %v; want /0 and /1", requestURLs(first), held, err)
+	if err != nil || !held || !slices.Equal(urlsOf(first), keys[:2]) {
+		t.Fatalf("take = %v, %v, %v; want /0 and /1", urlsOf(first), held, err)
 	}
 	if err := dead.FrontierDone(ctx, "a.test", []int64{first[0].ID}); err != nil { // /0 was sent; /1 was in flight
 		t.Fatal(err)
@@ -193,8 +185,8 @@ func TestFrontierLeaseExpiryAndTakeover(t *testing.T) {
 		t.Errorf("renewal by the dead owner after the takeover = lost %v, %v; want a.test lost", lost, err)
 	}
 	rest, held, err := next.FrontierTake(ctx, "next", "a.test", 10)
-	if err != nil || !held || !slices.Equal(requestURLs(rest), keys[1:]) {
-		t.Fatalf("take by the next owner = %v, %v, %v; want /1 (again), /2, /3", requestURLs(rest), held, err)
+	if err != nil || !held || !slices.Equal(urlsOf(rest), keys[1:]) {
+		t.Fatalf("take by the next owner = %v, %v, %v; want /1 (again), /2, /3", urlsOf(rest), held, err)
 	}
 	if rest[0].Reason != "redelivered" || rest[1].Reason != "" {
 		t.Errorf("reasons %q, %q: want the request handed out again marked redelivered, the others not", rest[0].Reason, rest[1].Reason)

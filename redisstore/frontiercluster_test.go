@@ -2,7 +2,6 @@ package redisstore_test
 
 import (
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -35,22 +34,10 @@ func TestFrontierOnARedisCluster(t *testing.T) {
 				t.Error(err)
 			}
 		})
-		for h := range hosts {
-			if err := q.AddURL(fmt.Sprintf("http://h%d.test/p/0", h)); err != nil {
-				t.Fatal(err)
-			}
-		}
+		seedHosts(t, q, hosts)
 		members = append(members, &frontierMember{st: st, c: c, p: p, q: q})
 	}
-	var wg sync.WaitGroup
-	for _, m := range members {
-		wg.Go(func() {
-			if err := m.q.Run(m.c); err != nil {
-				t.Error(err)
-			}
-		})
-	}
-	wg.Wait()
+	runMembers(t, members)
 	site.check(t, hosts, interval, nil)
 	c := cl.Client(t)
 	nodes := map[string]bool{}

@@ -106,6 +106,29 @@ type frontierMember struct {
 	q  *ext.Queue
 }
 
+// seedHosts adds the first page of each of hosts to q.
+func seedHosts(t *testing.T, q *ext.Queue, hosts int) {
+	t.Helper()
+	for h := range hosts {
+		if err := q.AddURL(fmt.Sprintf("http://h%d.test/p/0", h)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// runMembers runs every member's Queue together, until each has nothing left.
+func runMembers(t *testing.T, members []*frontierMember) {
+	var wg sync.WaitGroup
+	for _, m := range members {
+		wg.Go(func() {
+			if err := m.q.Run(m.c); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+}
+
 func newFrontierMember(t *testing.T, srv *redistest.Server, site *frontierSite, prefix string, workers int, interval time.Duration, opts ...redisstore.Option) *frontierMember {
 	t.Helper()
 	st, err := redisstore.Open(srv.Addr(), append([]redisstore.Option{redisstore.WithPrefix(prefix)}, opts...)...)
@@ -138,22 +161,10 @@ func TestFleetQueueFetchesEachURLOnce(t *testing.T) {
 	var members []*frontierMember
 	for range 3 {
 		m := newFrontierMember(t, srv, site, prefix, 2, interval)
-		for h := range hosts {
-			if err := m.q.AddURL(fmt.Sprintf("http://h%d.test/p/0", h)); err != nil {
-				t.Fatal(err)
-			}
-		}
+		seedHosts(t, m.q, hosts)
 		members = append(members, m)
 	}
-	var wg sync.WaitGroup
-	for _, m := range members {
-		wg.Go(func() {
-			if err := m.q.Run(m.c); err != nil {
-				t.Error(err)
-			}
-		})
-	}
-	wg.Wait()
+	runMembers(t, members)
 	site.check(t, hosts, interval, nil)
 	if n := members[0].q.Size(); n != 0 {
 		t.Errorf("Size after the crawl = %d, want 0", n)
@@ -168,11 +179,7 @@ func TestFleetQueueResumesAfterRestart(t *testing.T) {
 	site := newFrontierSite(t, pages)
 	prefix := newPrefix()
 	first := newFrontierMember(t, srv, site, prefix, 2, interval)
-	for h := range hosts {
-		if err := first.q.AddURL(fmt.Sprintf("http://h%d.test/p/0", h)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	seedHosts(t, first.q, hosts)
 	var done atomic.Int32
 	first.c.OnScraped(func(*colly.Response) {
 		if done.Add(1) == 8 {
@@ -194,15 +201,7 @@ func TestFleetQueueResumesAfterRestart(t *testing.T) {
 	if n := resumed[0].q.Size(); n != left {
 		t.Errorf("the restarted fleet's Size = %d, want the %d the stopped one left", n, left)
 	}
-	var wg sync.WaitGroup
-	for _, m := range resumed {
-		wg.Go(func() {
-			if err := m.q.Run(m.c); err != nil {
-				t.Error(err)
-			}
-		})
-	}
-	wg.Wait()
+	runMembers(t, resumed)
 	site.check(t, hosts, interval, nil)
 }
 

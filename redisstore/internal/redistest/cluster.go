@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -26,13 +25,7 @@ type Cluster struct {
 // (fails it when CI is set).
 func StartCluster(tb testing.TB, n int) *Cluster {
 	tb.Helper()
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			tb.Fatalf("redis-server not found, and CI is set: %v", err)
-		}
-		tb.Skip("redis-server not found: apt-get install redis-server")
-	}
+	bin := serverBinary(tb)
 	cl := &Cluster{}
 	var clients []*redis.Client
 	var buses []int

@@ -35,16 +35,11 @@ type Server struct {
 // redis-server is not installed, or fails it when the environment variable CI is set.
 func Start(tb testing.TB) *Server {
 	tb.Helper()
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			tb.Fatalf("redis-server not found, and CI is set: the Redis tests must run in CI (apt-get install redis-server): %v", err)
-		}
-		tb.Skip("redis-server not found: apt-get install redis-server")
-	}
+	bin := serverBinary(tb)
 	dir := tb.TempDir()
 	// A unix socket path must fit in sun_path (108 bytes on Linux).
 	if len(dir) > 90 {
+		var err error
 		if dir, err = os.MkdirTemp("/tmp", "redis"); err != nil {
 			tb.Fatal(err)
 		}
@@ -141,4 +136,18 @@ func (s *Server) start() {
 			s.tb.Fatalf("redistest: redis-server did not answer within %v: %s", startTimeout, redisproc.LogTail(logfile))
 		}
 	}
+}
+
+// serverBinary is redis-server's path. Without it, tb is skipped, or failed when the environment
+// variable CI is set (the Redis tests must run in CI).
+func serverBinary(tb testing.TB) string {
+	tb.Helper()
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			tb.Fatalf("redis-server not found, and CI is set: the Redis tests must run in CI (apt-get install redis-server): %v", err)
+		}
+		tb.Skip("redis-server not found: apt-get install redis-server")
+	}
+	return bin
 }
