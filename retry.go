@@ -107,13 +107,7 @@ func (t *tries) entry(h http.Header, target string, now time.Time) *tryEntry {
 // attempts go on counting from there. Its method and URL are taken when it reaches OnRequest (Colly
 // normalizes the URL on the way).
 func (t *tries) adopt(h http.Header, retries int, now time.Time) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.m == nil {
-		t.m = make(map[uintptr]*tryEntry)
-	}
-	t.m[headerID(h)] = &tryEntry{header: h, req: &tryRequest{retries: retries}, fate: trySent, at: now}
-	t.size.Store(int32(len(t.m)))
+	t.follow(h, "", &tryRequest{retries: retries}, now)
 }
 
 // claim decides, in OnRequest, whether a request with header h may go. It returns false for a
@@ -165,7 +159,7 @@ func (t *tries) decide(r *colly.Request, maxRetries int, now time.Time) (*tryReq
 }
 
 // follow registers the header map of the pacer's own copy of a retried attempt as the next attempt
-// of the same request.
+// of the same request (target "": taken from the request that reaches OnRequest with it).
 func (t *tries) follow(h http.Header, target string, req *tryRequest, now time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
