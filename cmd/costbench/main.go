@@ -27,10 +27,14 @@ func main() {
 	flag.IntVar(&cfg.hosts, "hosts", cfg.hosts, "local hosts they are spread over (one listener each)")
 	flag.IntVar(&cfg.runs, "runs", cfg.runs, "crawls of each kind, in alternation (after one warm-up of each)")
 	flag.DurationVar(&cfg.bound, "bound", cfg.bound, "longest one crawl may take")
+	flag.DurationVar(&cfg.baseDelay, "base-delay", 0, "the paced crawl's WithBaseDelay: above 0, every hop is traced for its wire instant "+
+		"and requests to a host wait their turn (the bare crawl has no delay)")
 	short := flag.Bool("short", false, "a quick version: 2 000 pages over 20 hosts, 2 runs of each")
 	flag.Parse()
 	if *short {
+		base := cfg.baseDelay
 		cfg = shortConfig()
+		cfg.baseDelay = base
 	}
 	if err := run(context.Background(), cfg, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "costbench:", err)
@@ -42,6 +46,7 @@ func main() {
 type config struct {
 	pages, hosts, runs int
 	bound              time.Duration
+	baseDelay          time.Duration // the paced crawl's base delay
 }
 
 func defaultConfig() config {
@@ -63,8 +68,8 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 		return err
 	}
 	defer hosts.close()
-	_, _ = fmt.Fprintf(out, "%d pages over %d local hosts, %d runs of each (after a warm-up), %s %s/%s, GOMAXPROCS=%d\n\n",
-		cfg.pages, cfg.hosts, cfg.runs, runtime.Version(), runtime.GOOS, runtime.GOARCH, runtime.GOMAXPROCS(0))
+	_, _ = fmt.Fprintf(out, "%d pages over %d local hosts, %d runs of each (after a warm-up), paced with a base delay of %v, %s %s/%s, GOMAXPROCS=%d\n\n",
+		cfg.pages, cfg.hosts, cfg.runs, cfg.baseDelay, runtime.Version(), runtime.GOOS, runtime.GOARCH, runtime.GOMAXPROCS(0))
 	var bare, paced []sample
 	for i := -1; i < cfg.runs; i++ {
 		order := []bool{false, true}

@@ -74,7 +74,7 @@ func crawl(ctx context.Context, cfg config, hs *hosts, paced bool) (sample, erro
 	defer cancel()
 	c := colly.NewCollector(colly.Async(true), colly.StdlibContext(ctx))
 	if paced {
-		ext.AdaptivePacing(c, ext.WithBaseDelay(0), ext.WithoutRobots(), ext.WithJitter(0), ext.WithMaxInFlight(64), ext.WithTransport(tr))
+		ext.AdaptivePacing(c, ext.WithBaseDelay(cfg.baseDelay), ext.WithoutRobots(), ext.WithJitter(0), ext.WithMaxInFlight(64), ext.WithTransport(tr))
 	} else {
 		c.WithTransport(tr)
 	}
