@@ -150,6 +150,7 @@ func checkRun(t *testing.T, sc *Scenario, run *Run, adaptive bool) {
 		}
 		if in, _ := insideWindows(pages, h.Windows, testGrace); in > 0 {
 			t.Errorf("%s %s %s: %d requests inside %d Retry-After windows", sc.Name, mode, h.Config.Name, in, len(h.Windows))
+			logInsideWindows(t, pages, h.Windows)
 		}
 		if ok := scenario.PagesOK(pages); ok != h.Config.Pages {
 			t.Errorf("%s %s %s: %d of %d pages lost", sc.Name, mode, h.Config.Name, h.Config.Pages-ok, h.Config.Pages)
@@ -157,5 +158,18 @@ func checkRun(t *testing.T, sc *Scenario, run *Run, adaptive bool) {
 	}
 	if adaptive && len(run.Samples) == 0 {
 		t.Errorf("%s: the adaptive pacer was never sampled", sc.Name)
+	}
+}
+
+// logInsideWindows logs, for a failure, each arrival inside a window with its send stamp and the
+// window's instants, relative to the window's issue.
+func logInsideWindows(t *testing.T, pages []scenario.Arrival, windows []scenario.Window) {
+	for _, a := range pages {
+		for _, w := range windows {
+			if a.At.After(w.Issued) && a.At.Before(w.Until) {
+				t.Logf("%s arrived +%v into the window of %s (answered +%v, until +%v), sent +%v",
+					a.Path, a.At.Sub(w.Issued), w.Path, w.Answered.Sub(w.Issued), w.Until.Sub(w.Issued), a.Sent.Sub(w.Issued))
+			}
+		}
 	}
 }
