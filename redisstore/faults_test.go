@@ -249,19 +249,35 @@ func smallestGap(log []siteArrival) time.Duration {
 
 // trailHas reports whether any worker's audit trail has event with detail containing part.
 func (r *fleetRun) trailHas(event audit.Event, part string) bool {
-	files, _ := filepath.Glob(filepath.Join(r.dir, "audit*.jsonl"))
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			continue
-		}
-		for line := range strings.SplitSeq(string(b), "\n") {
+	for _, trail := range r.trails() {
+		for line := range strings.SplitSeq(trail, "\n") {
 			if strings.Contains(line, `"event":"`+string(event)+`"`) && strings.Contains(line, part) {
 				return true
 			}
 		}
 	}
 	return false
+}
+
+// trailCount counts event in every worker's audit trail.
+func (r *fleetRun) trailCount(event audit.Event) int {
+	n := 0
+	for _, trail := range r.trails() {
+		n += strings.Count(trail, `"event":"`+string(event)+`"`)
+	}
+	return n
+}
+
+// trails returns every worker's audit trail.
+func (r *fleetRun) trails() []string {
+	files, _ := filepath.Glob(filepath.Join(r.dir, "audit*.jsonl"))
+	var out []string
+	for _, f := range files {
+		if b, err := os.ReadFile(f); err == nil {
+			out = append(out, string(b))
+		}
+	}
+	return out
 }
 
 // redis-server stopped for 3 s mid-crawl: nothing departs meanwhile (no member paces alone), the
@@ -343,13 +359,18 @@ func TestFleetFaultMemberKilled(t *testing.T) {
 // store until their wire instant, so no other member's request reaches the host within an interval
 // of one of its own.
 func TestFleetFaultSlowDial(t *testing.T) {
-	r := newFleetRun(t, 3, 5, 200*time.Millisecond)
+	r := newFleetRun(t, 3, 8, 200*time.Millisecond)
 	r.specs[0].DialDelay = 300 * time.Millisecond
+	// The slow member sends 3 pages, the others 8: they are still waiting their turn whenever the slow
+	// member departs, so some of them find its departure on its way to the wire. With as many pages as
+	// the others, its departures could all come last, with nobody left to wait.
+	r.specs[0].URLs = r.specs[0].URLs[:3]
 	for w := range r.specs {
 		r.start(w)
 	}
 	r.wait(60 * time.Second)
 	r.check()
+	t.Logf("wire waits: %d", r.trailCount(audit.EventFleetWireWait))
 	if !r.trailHas(audit.EventFleetWireWait, "to reach the wire") {
 		t.Error("the trails do not name the waits for the slow member's departures (fleet_wire_wait)")
 	}
