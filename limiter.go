@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net/url"
 	"sync"
 	"sync/atomic"
@@ -44,6 +45,7 @@ type host struct {
 	ready        chan struct{} // closed once the stored state is restored
 	dirty        atomic.Bool   // changed since the last write-behind flush
 	crawlClamped bool          // robots.txt asked for more than we honour (under mu; here, it packs beside dirty)
+	rateRefused  bool          // the host has refused for rate (under mu): see capLocked
 	lastUse      atomic.Int64  // unix nanos of the last lookup, for idle eviction
 
 	mu            sync.Mutex // protects the fields below
@@ -108,10 +110,14 @@ func (h *host) intervalLocked(now time.Time) (time.Duration, audit.Trigger) {
 }
 
 // earliestLocked is the admission rule: a request whose jitter draw is r may depart at
-// max(last departure + interval now + its jitter, hold end), and not while an earlier departure is still
+// max(last departure + interval now + its jitter, hold end), with no jitter while the capacity model
+// probes below its good interval (jitter would lengthen the gaps it tests), and not while an earlier departure is still
 // on its way to the wire (bounded by maxWireWait). It returns that instant and the departure it would be.
 func (h *host) earliestLocked(now time.Time, jitterFraction, r float64) (time.Time, Reservation) {
 	iv, why := h.intervalLocked(now)
+	if why == audit.TriggerAdaptive && h.delay.probingFaster() {
+		jitterFraction = 0 // a probe's gaps are its interval: accepted, they prove that interval
+	}
 	jit := jitter(iv, jitterFraction, r)
 	at := h.lastDeparture.Add(iv).Add(jit)
 	if h.pendingWire > 0 {
@@ -129,9 +135,44 @@ func (h *host) earliestLocked(now time.Time, jitterFraction, r float64) (time.Ti
 	return at, res
 }
 
-// capLocked is the in-flight cap the queueing signal allows now: the policy's MaxInFlight at most.
-func (h *host) capLocked() int32 {
-	return int32(h.delay.queue.capFor(h.policy.MaxInFlight))
+// capLocked is the in-flight cap at now: what the queueing signal allows, the policy's MaxInFlight at
+// most, and on a host that has refused for rate no more than its interval needs (see outcomeFirst)
+// until the returned instant (zero when that part does not bind).
+func (h *host) capLocked(now time.Time) (int32, time.Time) {
+	c := h.delay.queue.capFor(h.policy.MaxInFlight)
+	if !h.rateRefused || c <= 1 {
+		return int32(c), time.Time{}
+	}
+	iv := max(h.policy.BaseDelay, h.crawlDelay, h.delay.delay)
+	if need := outcomeFirst(h.delay.typicalLatency(), iv); need < c {
+		if until := h.lastDeparture.Add(iv + outcomeGrace); now.Before(until) {
+			return int32(need), until
+		}
+	}
+	return int32(c), time.Time{}
+}
+
+// capAt is capLocked's cap alone.
+func (h *host) capAt(now time.Time) int32 {
+	c, _ := h.capLocked(now)
+	return c
+}
+
+// outcomeGrace bounds how long past its interval a departure waits for the previous one's outcome
+// (see outcomeFirst): a request that hangs (a timeout) holds the host back this long at most.
+const outcomeGrace = time.Second
+
+// outcomeFirst is the in-flight cap of a host that has refused for rate, whose responses typically
+// take lat and whose interval is iv: the requests one interval keeps in flight, so one while a
+// response comes back within an interval. The next departure then waits until the previous one's
+// outcome is read (outcomeGrace at most): a refusal read late, by a loaded crawler, still stops it,
+// and no request reaches the host inside the window that refusal announced. When the round trip is
+// shorter than the interval this costs nothing.
+func outcomeFirst(lat, iv time.Duration) int {
+	if iv <= 0 {
+		return math.MaxInt32
+	}
+	return int(min(1+lat/iv, math.MaxInt32))
 }
 
 // flyLocked counts a departure of the blocking path in flight until its flight finishes.
@@ -300,7 +341,7 @@ func (p *Pacer) waitDeparture(ctx context.Context, h *host, start time.Time, tra
 	}
 	if len(h.waiters) == 0 && h.brk.state == audit.BreakerClosed {
 		// The fast path: nobody waits, and the rule may let it go at once (no fleet to ask).
-		if at, res := h.earliestLocked(start, p.cfg.jitter, r); !at.After(start) && !p.fleetActive() && h.inFlight < h.capLocked() {
+		if at, res := h.earliestLocked(start, p.cfg.jitter, r); !at.After(start) && !p.fleetActive() && h.inFlight < h.capAt(start) {
 			h.departLocked(&res, start, traced)
 			h.flyLocked(&res)
 			h.mu.Unlock()
@@ -365,10 +406,14 @@ func (p *Pacer) waitInLine(ctx context.Context, h *host, start time.Time, traced
 		}
 		h.mu.Lock()
 		at, res := h.earliestLocked(now, p.cfg.jitter, w.r)
-		capped := h.inFlight >= h.capLocked()
+		limit, until := h.capLocked(now)
+		capped := h.inFlight >= limit
 		h.mu.Unlock()
 		if capped && !at.After(now) {
 			at = now.Add(maxWireWait) // a flight that lands wakes the head
+			if !until.IsZero() {
+				at = until // or the previous outcome's grace ends
+			}
 		} else if !at.After(now) {
 			res.fleet = p.fleetActive()
 			wait, ok, pending := p.fleetAdmit(ctx, h, res.Interval+res.Jitter, now)

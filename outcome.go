@@ -218,6 +218,7 @@ func (h *host) applyVerdictLocked(res Reservation, s outcomeSignals, now time.Ti
 	switch {
 	case s.v.Refused:
 		h.refusals++
+		h.rateRefused = h.rateRefused || refusalKindOf(s) != refusedOutage
 		return h.delay.refuse(res.gen, refusalKindOf(s), res.Jitter, floor, ceiling, now), audit.EventDelayIncreased, s.v.Trigger
 	case s.v.Trigger == audit.TriggerClean:
 		if !res.fleet { // a fleet member sees only its share of what the host sustains

@@ -291,17 +291,17 @@ func TestFleetModelIsOneModel(t *testing.T) {
 	if m, v := model(); m != (capacityModel{400 * time.Millisecond, 400 * time.Millisecond, 250 * time.Millisecond}) || v != 7 {
 		t.Fatalf("after an admission: model %+v version %d; want the fleet's 400/400/250ms, version 7", m, v)
 	}
-	// This process learns: a refusal of a departure under the fleet's model goes back to good... it is
-	// at good: the host refused an interval it accepted, and the delay doubles. Written through, newer.
+	// This process learns: a refusal of a departure under the fleet's model, at its good interval, is
+	// the edge: good moves one step slower, as in one process. Written through, newer.
 	res.gen = h.delay.gen
 	p.ObserveAt(res, Outcome{Status: 429}, time.Now())
 	m, v := model()
-	if m.delay != 800*time.Millisecond || v <= 7 {
-		t.Fatalf("after a refusal: model %+v version %d; want the delay doubled to 800ms, a newer version", m, v)
+	if m.delay != 404*time.Millisecond || m.good != 404*time.Millisecond || v <= 7 {
+		t.Fatalf("after a refusal: model %+v version %d; want one step slower, 404ms, a newer version", m, v)
 	}
 	st, ok, _ := store.LoadHost(t.Context(), "fleet.test")
-	if !ok || st.AdaptiveDelay != 800*time.Millisecond || st.ModelVersion != v {
-		t.Errorf("stored model %v (version %d), want this process's change written through: 800ms, version %d", st.AdaptiveDelay, st.ModelVersion, v)
+	if !ok || st.AdaptiveDelay != 404*time.Millisecond || st.ModelVersion != v {
+		t.Errorf("stored model %v (version %d), want this process's change written through: 404ms, version %d", st.AdaptiveDelay, st.ModelVersion, v)
 	}
 	// An older stored model is not adopted; a newer one is, even when it is faster.
 	if _, release, err = p.Wait(t.Context(), "fleet.test"); err != nil {

@@ -603,7 +603,7 @@ func (p *Pacer) readyAt(h *host, now time.Time) (time.Time, bool, time.Duration)
 		}
 		return now, false, iv
 	}
-	if h.inFlight >= h.capLocked() {
+	if h.inFlight >= h.capAt(now) {
 		return now.Add(queuePoll), false, iv
 	}
 	return later(now, h.nextLocked(now)), false, iv

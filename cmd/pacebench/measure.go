@@ -132,6 +132,7 @@ func measure(sc *Scenario, g int, run *Run) *Metrics {
 	var ok []scenario.Arrival // pages served 200, pooled
 	var first time.Time       // the group's first page request
 	var minGapSeen time.Duration
+	reads := readsOf(run.Audit)
 	for _, h := range run.Hosts {
 		if h.Group != g {
 			continue
@@ -141,7 +142,7 @@ func measure(sc *Scenario, g int, run *Run) *Metrics {
 		pages := scenario.PageRequests(h.Arrivals)
 		m.Requests += len(pages)
 		m.Refused += scenario.Refused(pages)
-		in, flight := insideWindows(pages, h.Windows, windowGrace)
+		in, flight := insideWindows(pages, reads.windows(h.Key, h.Windows), windowGrace)
 		m.InWindow += in
 		m.InFlight += flight
 		m.Windows += len(h.Windows)
