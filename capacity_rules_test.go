@@ -212,3 +212,61 @@ func TestNoiseModeEndsWhenRefusalsRise(t *testing.T) {
 		}
 	}
 }
+
+// A fleet shares one model (adopting the newest, as every admission returns it): three members taking
+// turns on one limiter without burst keep what one process keeps, at least 90% of the capacity from
+// 30 s on, and refuse no more often.
+func TestFleetModelKeepsWhatItLearnt(t *testing.T) {
+	const d, rate = 5 * time.Minute, 4
+	for seed := range uint64(3) {
+		one := newModelRun(100*ms, time.Second, seed)
+		one.run(d, 0, (&limiterHost{rate: rate}).refuses)
+
+		members := []*modelRun{newModelRun(100*ms, time.Second, seed), newModelRun(100*ms, time.Second, seed+10), newModelRun(100*ms, time.Second, seed+20)}
+		var shared capacityModel
+		var version int64
+		lim := &limiterHost{rate: rate}
+		var accepted, refusals []time.Time
+		last, hold := t0, t0
+		for i := 0; ; i++ {
+			m := members[i%len(members)]
+			if version > m.a.version {
+				m.a.adopt(shared.delay, shared.good, shared.bad, version, m.floor, m.ceiling)
+			}
+			fraction := DefaultJitter
+			if m.a.probingFaster() {
+				fraction = 0
+			}
+			iv := max(m.a.delay, m.floor)
+			jit := jitter(iv, fraction, m.rnd.Float64())
+			dep := later(last.Add(iv+jit), hold)
+			if dep.Sub(t0) >= d {
+				break
+			}
+			last = dep
+			arrival := dep.Add(time.Duration(m.rnd.Int64N(int64(time.Millisecond))))
+			now := dep.Add(time.Millisecond)
+			before := m.a.model()
+			if lim.refuses(arrival) {
+				refusals = append(refusals, arrival)
+				m.a.refuse(m.a.gen, refusedRate, jit, m.floor, m.ceiling, now)
+				hold = now.Add(1100 * time.Millisecond)
+			} else {
+				accepted = append(accepted, arrival)
+				m.a.succeed(m.a.gen, m.floor, m.ceiling, now)
+			}
+			if m.a.model() != before {
+				version = max(version+1, now.UnixNano())
+				m.a.version, shared = version, m.a.model()
+			}
+		}
+		fleet := &modelRun{accepted: accepted, refusals: refusals}
+		steadyOne, steadyFleet := one.share(30*time.Second, d, rate), fleet.share(30*time.Second, d, rate)
+		t.Logf("seed %d: one process %.1f%%, %d refusals; a fleet of 3 %.1f%%, %d refusals", seed,
+			100*steadyOne, one.refusedIn(30*time.Second, d), 100*steadyFleet, fleet.refusedIn(30*time.Second, d))
+		if steadyFleet < 0.90 || fleet.refusedIn(30*time.Second, d) > 3*max(one.refusedIn(30*time.Second, d), 2) {
+			t.Errorf("seed %d: a fleet of 3 keeps %.1f%% with %d refusals after 30 s; one process %.1f%% with %d", seed,
+				100*steadyFleet, fleet.refusedIn(30*time.Second, d), 100*steadyOne, one.refusedIn(30*time.Second, d))
+		}
+	}
+}

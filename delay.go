@@ -341,7 +341,9 @@ func (a *adaptive) model() capacityModel { return capacityModel{a.delay, a.good,
 // adopt takes the fleet's newer model (a shared store's, another process's change): one model for the
 // fleet. The outcomes in flight were sent under the old one: a new generation. A good interval the
 // fleet holds counts as held a while here: a refusal at it is the edge, as in the process that learnt
-// it, not a drop.
+// it, not a drop. A model that moved up (a refusal elsewhere) restarts the probe wait from its version
+// (the unix nanoseconds of the change), a cruise probe refused elsewhere counts as refused here, and a
+// cruise probe started elsewhere is one here: the fleet probes as one crawler, not once per member.
 func (a *adaptive) adopt(delay, good, bad time.Duration, version int64, floor, ceiling time.Duration) {
 	a.version = version
 	if (capacityModel{delay, good, bad}) == a.model() {
@@ -350,6 +352,14 @@ func (a *adaptive) adopt(delay, good, bad time.Duration, version int64, floor, c
 	if good != a.good {
 		a.held = dropRun
 	}
+	if delay > a.delay || bad > a.bad { // a refusal elsewhere: the probe wait counts from it
+		a.refused = max(a.refused, version)
+		if a.probing && good == a.good && delay == good {
+			a.misses = min(a.misses+1, 8) // the cruise probe was refused elsewhere
+		}
+	}
+	// A cruise probe (at or below the refused bound it set) started elsewhere is probing here too.
+	a.probing = delay < good && bad > 0 && delay <= bad
 	a.good, a.bad = min(max(good, 0), ceiling), min(max(bad, 0), ceiling)
 	a.increase(delay, floor, ceiling)
 }
