@@ -24,6 +24,7 @@ type auditEvent struct {
 	detail    string
 
 	url          *url.URL      // the request, redacted only when the event is written (redactURL)
+	admitted     time.Time     // departures: when the pacer let it go (at is when it reached the wire)
 	wait         time.Duration // departures: time spent waiting in the pacer
 	interval     time.Duration // departures: the interval in force
 	crawlDelay   time.Duration // departures: the Crawl-delay in force
@@ -70,7 +71,8 @@ func (a *auditLog) emit(level zerolog.Level, e auditEvent) {
 		ev.Str(audit.FieldURL, redactURL(e.url, a.auditQuery))
 	}
 	if e.departure {
-		ev.Int64(audit.FieldWaitMS, e.wait.Milliseconds()).
+		ev.Str(audit.FieldAdmitted, e.admitted.UTC().Format(time.RFC3339Nano)).
+			Int64(audit.FieldWaitMS, e.wait.Milliseconds()).
 			Int64(audit.FieldIntervalMS, e.interval.Milliseconds()).
 			Int64(audit.FieldCrawlDelayMS, e.crawlDelay.Milliseconds()).
 			Int64(audit.FieldRateIntervalMS, e.rateInterval.Milliseconds())

@@ -294,7 +294,7 @@ func (p *Pacer) auditDeparture(f *flight, at time.Time) {
 	p.audit.emit(level, auditEvent{
 		at: at, host: f.res.h.key, event: audit.EventDelayApplied, trigger: res.Trigger, url: res.url,
 		base: f.res.h.policy.BaseDelay, computed: res.Wait, jitter: res.Jitter, compliant: res.compliant,
-		departure: true, wait: res.Wait, interval: res.Interval, crawlDelay: res.crawlDelay, rateInterval: res.rateInterval,
+		departure: true, admitted: res.At, wait: res.Wait, interval: res.Interval, crawlDelay: res.crawlDelay, rateInterval: res.rateInterval,
 	})
 }
 

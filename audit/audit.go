@@ -119,6 +119,7 @@ const (
 	FieldWindowStart    = "window_start"           // holds: when the window was learned, RFC 3339
 	FieldWindowEnd      = "window_end"             // holds: no departure before this instant, RFC 3339
 	FieldUntil          = "until"                  // rate_limit_applied setting an interval: when that interval ends (the quota's reset), RFC 3339
+	FieldAdmitted       = "admitted"               // departures: when the pacer let the request go, RFC 3339 (the event's timestamp is when it reached the wire)
 )
 
 // BreakerState is the state of a host's circuit breaker (ext's HostSnapshot.Breaker, its Observer's

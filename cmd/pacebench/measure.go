@@ -142,7 +142,7 @@ func measure(sc *Scenario, g int, run *Run) *Metrics {
 		pages := scenario.PageRequests(h.Arrivals)
 		m.Requests += len(pages)
 		m.Refused += scenario.Refused(pages)
-		in, flight := insideWindows(pages, reads.windows(h.Key, h.Windows), windowGrace)
+		in, flight := insideWindows(reads.arrivals(h.Key, pages), reads.windows(h.Key, h.Windows), windowGrace)
 		m.InWindow += in
 		m.InFlight += flight
 		m.Windows += len(h.Windows)

@@ -14,6 +14,8 @@ func TestWindowsJudgedFromTheClientsRead(t *testing.T) {
 	trail := []byte(`{"event":"delay_applied","target_domain":"h:1","url":"http://h:1/p/1"}
 {"event":"retry_after_honoured","target_domain":"h:1","url":"http://h:1/p/1","window_start":"2026-12-04T03:00:00.150Z"}
 {"event":"retry_after_honoured","target_domain":"h:1","url":"http://h:1/p/1","window_start":"2026-12-04T03:00:05.020Z"}
+{"event":"delay_applied","target_domain":"h:1","url":"http://h:1/p/3","admitted":"2026-12-04T03:00:00.140Z"}
+{"event":"delay_applied","target_domain":"h:1","url":"http://h:1/p/3","admitted":"2026-12-04T03:00:09Z"}
 not json
 `)
 	ws := []scenario.Window{
@@ -34,5 +36,14 @@ not json
 	}
 	if in, _ := insideWindows(arrivals, ws[:1], 0); in != 1 {
 		t.Errorf("judged from the server's answer: inside %d, want 1", in)
+	}
+	// Stamped after the client read the refusal, but admitted before it (the latest admission of its
+	// path before its stamp): on its way too. Without an admission in the trail, the stamp judges.
+	late := []scenario.Arrival{{At: t0.Add(300 * time.Millisecond), Path: "/p/3", Sent: t0.Add(160 * time.Millisecond)}}
+	if in, flight := insideWindows(readsOf(trail).arrivals("h:1", late), got[:1], 0); in != 0 || flight != 1 {
+		t.Errorf("admitted before the read: inside %d, in flight %d; want 0, 1", in, flight)
+	}
+	if in, _ := insideWindows(readsOf(trail).arrivals("h:2", late), got[:1], 0); in != 1 {
+		t.Errorf("no admission in the trail: inside %d, want 1 (judged by its stamp)", in)
 	}
 }

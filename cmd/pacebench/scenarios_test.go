@@ -148,12 +148,13 @@ func checkRun(t *testing.T, sc *Scenario, run *Run, adaptive bool) {
 		if !adaptive {
 			continue
 		}
-		// A request is inside a window only if it was sent after the pacer read the refusal: one sent
-		// before was on its way, and nothing the client knew could have held it (reads.go).
-		windows := readsOf(run.Audit).windows(h.Key, h.Windows)
-		if in, _ := insideWindows(pages, windows, testGrace); in > 0 {
+		// A request is inside a window only if the pacer admitted it after it read the refusal: one
+		// admitted before was on its way, and nothing the client knew could have held it (reads.go).
+		trail := readsOf(run.Audit)
+		windows, admitted := trail.windows(h.Key, h.Windows), trail.arrivals(h.Key, pages)
+		if in, _ := insideWindows(admitted, windows, testGrace); in > 0 {
 			t.Errorf("%s %s %s: %d requests inside %d Retry-After windows", sc.Name, mode, h.Config.Name, in, len(h.Windows))
-			logInsideWindows(t, pages, windows)
+			logInsideWindows(t, admitted, windows)
 		}
 		if ok := scenario.PagesOK(pages); ok != h.Config.Pages {
 			t.Errorf("%s %s %s: %d of %d pages lost", sc.Name, mode, h.Config.Name, h.Config.Pages-ok, h.Config.Pages)
@@ -170,7 +171,7 @@ func logInsideWindows(t *testing.T, pages []scenario.Arrival, windows []scenario
 	for _, a := range pages {
 		for _, w := range windows {
 			if a.At.After(w.Issued) && a.At.Before(w.Until) {
-				t.Logf("%s arrived +%v into the window of %s (read by the client +%v, until +%v), sent +%v",
+				t.Logf("%s arrived +%v into the window of %s (read by the client +%v, until +%v), admitted +%v",
 					a.Path, a.At.Sub(w.Issued), w.Path, w.Answered.Sub(w.Issued), w.Until.Sub(w.Issued), a.Sent.Sub(w.Issued))
 			}
 		}
