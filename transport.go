@@ -148,7 +148,7 @@ func (t *transport) record(f *flight, o Outcome, v Verdict, now time.Time, landi
 		fv = &flightVerdict{v: v, status: o.Status}
 	}
 	f.verdict.Store(fv)
-	t.p.observe(f.res, o, v, now, landing)
+	t.p.observe(f.res, o, v, now, landing, true)
 }
 
 // cleanOK is the verdict of most flights, shared (never written): a 200 whose body arrived.

@@ -116,7 +116,7 @@ const (
 	FieldIntervalMS     = "interval_ms"            // departures: the interval in force, jitter excluded
 	FieldCrawlDelayMS   = "crawl_delay_ms"         // departures: the robots.txt Crawl-delay in force (0: none)
 	FieldRateIntervalMS = "rate_limit_interval_ms" // departures: the interval the rate-limit headers imply (0: none)
-	FieldWindowStart    = "window_start"           // holds: when the window was learned, RFC 3339
+	FieldWindowStart    = "window_start"           // holds: when the window was learned (took effect in the pacer), RFC 3339
 	FieldWindowEnd      = "window_end"             // holds: no departure before this instant, RFC 3339
 	FieldUntil          = "until"                  // rate_limit_applied setting an interval: when that interval ends (the quota's reset), RFC 3339
 	FieldAdmitted       = "admitted"               // departures: when the pacer let the request go, RFC 3339 (the event's timestamp is when it reached the wire)
