@@ -143,7 +143,13 @@ func checkRun(t *testing.T, sc *Scenario, run *Run, adaptive bool) {
 			t.Errorf("%s %s %s: gap %d is %v: two requests sent together (floor %v)", sc.Name, mode, h.Config.Name, i, g, floor)
 		}
 		if span, least := scenario.Span(pages), time.Duration(len(gaps)-1)*floor; span < least {
-			t.Errorf("%s %s %s: %d gaps span %v, less than %d × the floor %v", sc.Name, mode, h.Config.Name, len(gaps), span, len(gaps)-1, floor)
+			// As for one gap: the server reads each arrival when its handler starts, which a loaded
+			// machine delays; the span the clients sent them over tells a late read from a burst.
+			if sent := sentSpan(pages); sent >= least {
+				t.Logf("%s %s %s: %d gaps span %v at the server, %v as sent", sc.Name, mode, h.Config.Name, len(gaps), span, sent)
+			} else {
+				t.Errorf("%s %s %s: %d gaps span %v (%v as sent), less than %d × the floor %v", sc.Name, mode, h.Config.Name, len(gaps), span, sent, len(gaps)-1, floor)
+			}
 		}
 		if !adaptive {
 			continue
@@ -176,4 +182,33 @@ func logInsideWindows(t *testing.T, pages []scenario.Arrival, windows []scenario
 			}
 		}
 	}
+}
+
+// sentSpan is the span of the pages' send stamps (first to last), 0 when any is missing.
+func sentSpan(pages []scenario.Arrival) time.Duration {
+	if len(pages) == 0 {
+		return 0
+	}
+	first, last := pages[0].Sent, pages[0].Sent
+	for _, a := range pages {
+		if a.Sent.IsZero() {
+			return 0
+		}
+		first, last = minTime(first, a.Sent), maxTime(last, a.Sent)
+	}
+	return last.Sub(first)
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
