@@ -200,8 +200,9 @@ func (a *adaptive) refuse(gen uint64, kind refusalKind, jit, floor, ceiling time
 //     through): the good before it;
 //   - the good interval, refused after dropRun clean responses at it: one edgeStep slower;
 //   - refused at good within dropRun clean responses of its confirmation or of the last refusal
-//     (the host accepts measurably less: its capacity dropped), or nothing known: twice the refused interval, or on a host known to be bursty the interval it
-//     sustained since its last refusal (drain) when that lies between them.
+//     (the host accepts measurably less: its capacity dropped), or nothing known: twice the refused
+//     interval, or on a host known to be bursty the interval it sustained since its last refusal
+//     (drain) when that lies between them.
 func (a *adaptive) learnRefusal(interval, jit, floor time.Duration, bursty bool, now time.Time) time.Duration {
 	refused := interval + jit // the gap the host refused was at least this
 	if a.good > 0 && interval < a.good {
@@ -307,9 +308,8 @@ func (a *adaptive) apart(floor time.Duration) bool {
 
 // next picks the interval to try at good: the midpoint towards bad (or the floor) while they are
 // apart, the floor when it is close and nothing was refused, and after a cruise (or right after an
-// accepted probe) a step of gain below good.
-// A bursty host (confirm raised) confirms each step with more responses, so a bucket's burst does
-// not pass for its rate.
+// accepted probe) a step of gain below good. A bursty host (confirm raised) confirms each step with
+// more responses, so a bucket's burst does not pass for its rate.
 func (a *adaptive) next(floor, ceiling time.Duration, now time.Time) int {
 	switch {
 	case a.good <= floor:
@@ -452,6 +452,8 @@ type noise struct {
 // counts is a number of outcomes and how many of them were refusals.
 type counts struct{ n, refused uint8 }
 
+func (c counts) halved() counts { return counts{c.n / 2, c.refused / 2} }
+
 func (c counts) share() float64 {
 	if c.n == 0 {
 		return 0
@@ -483,10 +485,11 @@ func (n *noise) observe(gen uint64, refused, noisy bool) (rate bool) {
 	if refused {
 		c.refused++
 	}
-	for _, c := range []*counts{&n.before, &n.after} {
-		if c.n >= 2*noiseWindow && (c == &n.before || !noisy) { // the older outcomes weigh half
-			*c = counts{c.n / 2, c.refused / 2}
-		}
+	if n.before.n >= 2*noiseWindow { // the older outcomes weigh half
+		n.before = n.before.halved()
+	}
+	if n.after.n >= 2*noiseWindow { // in noise mode, after is a window of noiseWindow: never this long
+		n.after = n.after.halved()
 	}
 	if !noisy || n.after.n < noiseWindow {
 		return false
