@@ -66,8 +66,9 @@ func (m *modelRun) run(d, warmUp time.Duration, refused func(at time.Time) bool)
 		gen := m.a.gen
 		if refused(arrival) {
 			m.refusals = append(m.refusals, arrival)
-			m.a.refuse(gen, refusedRate, jit, m.floor, m.ceiling, now)
 			hold = now.Add(m.retryAfter + m.retryAfter/10)
+			m.a.spaceProbes(hold.Sub(now)) // as applyVerdictLocked
+			m.a.refuse(gen, refusedRate, jit, m.floor, m.ceiling, now)
 		} else {
 			m.accepted = append(m.accepted, arrival)
 			m.a.drain.accepted()

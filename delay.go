@@ -22,9 +22,13 @@ const (
 	confirmRun    = 3
 	maxConfirmRun = 48
 	// bisectUntil stops bisecting between the slowest refused and the fastest good interval once they
-	// are this close (good/refused): the pacer then cruises at the good interval. 3%: the cruise is
-	// what the crawl gets for minutes, and each step costs at most one refusal, once.
-	bisectUntil = 1.01
+	// are this close (good/refused); creepStep then moves good towards the refused bound in steps of
+	// this share of it, each confirmed before the next, until the next step would reach the bound: the
+	// pacer then cruises at good. A refused step costs a Retry-After hold and an accepted one nothing,
+	// so the last eighth is crept, not halved: one refusal ends it, and the cruise is within 2% of the
+	// host's limit for the rest of the crawl.
+	bisectUntil = 1.125
+	creepStep   = 0.02
 	// cruiseBeforeProbe and cruiseMinTime are how many clean responses at the good interval, and how
 	// long after the last refusal, come before the next probe for more capacity (BBR's probe cycle),
 	// once the bisection is done; probeGain is how much faster that probe goes. An accepted probe is
@@ -33,9 +37,11 @@ const (
 	// cruiseMaxTime, so a host whose capacity holds sees at most one probe a minute. Gains in percent.
 	cruiseBeforeProbe = 30
 	cruiseMinTime     = 15 * time.Second
-	cruiseMaxTime     = 2 * time.Minute
-	probeGain         = 8
-	maxProbeGain      = 50
+	cruiseMaxTime     = 90 * time.Second
+	// probeCostShare is the share of the crawl's time that refused probes may cost (see spaceProbes).
+	probeCostShare = 0.05
+	probeGain      = 8
+	maxProbeGain   = 50
 	// edgeStep is how much slower, in percent, a refusal at the good interval moves it: the model
 	// cruises at the edge of what the host accepts, where a fraction of a millisecond of timing noise
 	// decides (nginx keeps its rate per millisecond). That refusal says "at the edge", not "capacity
@@ -155,6 +161,7 @@ func (a *adaptive) refuse(gen uint64, kind refusalKind, jit, floor, ceiling time
 	a.undo = false
 	snapshot := *a // the model before this refusal, kept should it prove to be noise
 	var next time.Duration
+	backoff := true // the delay backs off (rather than going back to good, or one edge step)
 	switch {
 	case kind == refusedOutage:
 		next = min(satMul(max(a.delay, floor, minBackoff), refusalFactor), max(a.delay, outageProbe(floor, ceiling)))
@@ -172,10 +179,10 @@ func (a *adaptive) refuse(gen uint64, kind refusalKind, jit, floor, ceiling time
 		if kind == refusedUnclear {
 			a.undoGood, a.undoBad, a.undo = a.good, a.bad, true
 		}
-		next = a.learnRefusal(a.delay, jit, floor, bursty, now)
+		next, backoff = a.learnRefusal(a.delay, jit, floor, bursty, now)
 		a.drain.refused(now)
 	}
-	if backoff := next > a.delay+a.delay/4; backoff && a.noise.slowedInVain() {
+	if backoff && a.noise.slowedInVain() {
 		// Refused as often since the last backoff as before it: slowing down did not help. Undo what
 		// this refusal taught, stop backing off, and let the delay decay to the floor.
 		*a = snapshot
@@ -203,7 +210,7 @@ func (a *adaptive) refuse(gen uint64, kind refusalKind, jit, floor, ceiling time
 //     (the host accepts measurably less: its capacity dropped), or nothing known: twice the refused
 //     interval, or on a host known to be bursty the interval it sustained since its last refusal
 //     (drain) when that lies between them.
-func (a *adaptive) learnRefusal(interval, jit, floor time.Duration, bursty bool, now time.Time) time.Duration {
+func (a *adaptive) learnRefusal(interval, jit, floor time.Duration, bursty bool, now time.Time) (next time.Duration, backoff bool) {
 	refused := interval + jit // the gap the host refused was at least this
 	if a.good > 0 && interval < a.good {
 		a.bad = min(max(a.bad, refused), a.good)
@@ -211,27 +218,27 @@ func (a *adaptive) learnRefusal(interval, jit, floor time.Duration, bursty bool,
 			// A cruise probe refused: the capacity did not rise. Cruise again (no bisection: the
 			// bounds were close before the probe), and wait longer before the next probe.
 			a.misses = min(a.misses+1, 8)
-			a.bad = max(a.bad, time.Duration(math.Ceil(float64(a.good)/bisectUntil)))
+			a.bad = max(a.bad, a.creep())
 		}
-		return a.good
+		return a.good, false
 	}
 	if a.good > 0 && interval == a.good && a.prevGood > a.good && int(a.held) < 4*a.confirmRun() {
 		a.bad, a.good, a.prevGood = min(refused, a.prevGood), a.prevGood, 0
 		a.confirm = uint8(min(2*a.confirmRun(), maxConfirmRun))
-		return a.good
+		return a.good, false
 	}
 	if a.good > 0 && interval >= a.good && a.held >= dropRun {
 		a.bad = min(refused, a.good)
 		a.good = satAdd(max(a.good, interval), max(a.good, interval)*edgeStep/100)
 		a.held = 0
-		return a.good
+		return a.good, false
 	}
 	a.good, a.bad, a.prevGood = 0, interval, 0
-	next := satMul(max(interval, floor, minBackoff), refusalFactor)
+	next = satMul(max(interval, floor, minBackoff), refusalFactor)
 	if est := a.drain.sustained(now); bursty && est > interval && est < next {
 		next = est
 	}
-	return next
+	return next, true
 }
 
 // succeed counts a clean response of generation gen. A probe (the delay below good, or nothing good
@@ -239,7 +246,9 @@ func (a *adaptive) learnRefusal(interval, jit, floor time.Duration, bursty bool,
 // a cruise probes a step faster; above good (after an outage, a slow spell or noise) it comes back,
 // halving the distance per response. It reports how the delay moved (see set).
 func (a *adaptive) succeed(gen uint64, floor, ceiling time.Duration, now time.Time) int {
-	a.noise.observe(gen, false, a.noisy)
+	if a.noise.observe(gen, false, a.noisy) {
+		a.noisy = false
+	}
 	if gen != a.gen {
 		return 0
 	}
@@ -271,6 +280,15 @@ func (a *adaptive) succeed(gen uint64, floor, ceiling time.Duration, now time.Ti
 	return 0
 }
 
+// spaceProbes spaces cruise probes by the cost of a refusal: a refused probe holds the host for hold
+// (its Retry-After), so the wait before the next is at least probeCostShare⁻¹ × hold, and probing
+// costs the crawl at most about probeCostShare of its time whatever the host's Retry-After.
+func (a *adaptive) spaceProbes(hold time.Duration) {
+	for a.misses < 8 && cruiseMinTime<<a.misses < time.Duration(float64(hold)/probeCostShare) && cruiseMinTime<<a.misses < cruiseMaxTime {
+		a.misses++
+	}
+}
+
 // cruised reports whether the model has cruised at good long enough to probe: cruiseBeforeProbe
 // clean responses, and the probe wait since the last refusal (cruiseMinTime, doubled by each refused
 // probe in a row, up to cruiseMaxTime).
@@ -295,6 +313,11 @@ func satInc(n uint8) uint8 {
 	return n + 1
 }
 
+// creep is the next step of the creep towards the refused bound: creepStep below good.
+func (a *adaptive) creep() time.Duration {
+	return a.good - time.Duration(float64(a.good)*creepStep)
+}
+
 // confirmRun is how many clean responses confirm a probe on this host.
 func (a *adaptive) confirmRun() int {
 	return max(int(a.confirm), confirmRun)
@@ -307,8 +330,8 @@ func (a *adaptive) apart(floor time.Duration) bool {
 }
 
 // next picks the interval to try at good: the midpoint towards bad (or the floor) while they are
-// apart, the floor when it is close and nothing was refused, and after a cruise (or right after an
-// accepted probe) a step of gain below good. A bursty host (confirm raised) confirms each step with
+// apart, the floor when it is close and nothing was refused, a creepStep below good while that stays
+// above bad, and after a cruise (or right after an accepted probe) a step of gain below good. A bursty host (confirm raised) confirms each step with
 // more responses, so a bucket's burst does not pass for its rate.
 func (a *adaptive) next(floor, ceiling time.Duration, now time.Time) int {
 	switch {
@@ -319,6 +342,8 @@ func (a *adaptive) next(floor, ceiling time.Duration, now time.Time) int {
 		return a.increase(bad+(a.good-bad)/2, floor, ceiling)
 	case a.bad == 0:
 		return a.increase(floor, floor, ceiling)
+	case a.creep() > max(a.bad, floor):
+		return a.increase(a.creep(), floor, ceiling)
 	case a.gain <= probeGain && !a.cruised(now): // not climbing (the last probe accepted), nor cruised
 		return 0
 	}

@@ -238,25 +238,27 @@ func TestCapacityDropDoubles(t *testing.T) {
 	}
 }
 
-// Rule 3: between the slowest refused and the fastest good interval the model bisects, and stops
-// within bisectUntil; after cruiseBeforeProbe clean responses and cruiseMinTime it probes a step faster.
+// Rule 3: between the slowest refused and the fastest good interval the model bisects until they are
+// within bisectUntil, then creeps towards the refused bound in creepStep steps, each confirmed, until
+// the next would reach it; after cruiseBeforeProbe clean responses and the probe wait it probes a
+// step faster.
 func TestBisectsThenProbesInSteps(t *testing.T) {
 	a := newAdaptive(100 * ms)
 	a.good, a.bad = 400*ms, 200*ms
 	a.set(400*ms, 100*ms, time.Minute)
 	var tried []time.Duration
-	for range 3 {
+	for range 4 {
 		confirm(&a, 100*ms)
 		tried = append(tried, a.delay)
 	}
-	if want := []time.Duration{300 * ms, 250 * ms, 225 * ms}; fmt.Sprint(tried) != fmt.Sprint(want) {
-		t.Fatalf("intervals tried %v, want %v", tried, want)
+	if want := []time.Duration{300 * ms, 250 * ms, 225 * ms, 220500 * time.Microsecond}; fmt.Sprint(tried) != fmt.Sprint(want) {
+		t.Fatalf("intervals tried %v, want %v (bisection, then a creep of 2%%)", tried, want)
 	}
-	for i := 0; i < 20 && a.apart(100*ms); i++ {
+	for i := 0; i < 20 && a.delay < a.good || a.creep() > a.bad; i++ {
 		confirm(&a, 100*ms)
 	}
-	if a.apart(100*ms) || a.delay != a.good || float64(a.good) > 200*float64(ms)*bisectUntil {
-		t.Fatalf("after the bisection: delay %v, good %v, bad %v; want a cruise within %v of 200ms", a.delay, a.good, a.bad, bisectUntil)
+	if a.delay != a.good || a.good <= 200*ms || a.creep() > 200*ms {
+		t.Fatalf("after the creep: delay %v, good %v, bad %v; want a cruise at good, within one step of 200ms", a.delay, a.good, a.bad)
 	}
 	cruise := a.delay
 	for i := 0; i < cruiseBeforeProbe && a.delay == cruise; i++ {

@@ -227,6 +227,9 @@ func (h *host) applyVerdictLocked(res Reservation, s outcomeSignals, now time.Ti
 	case s.v.Refused:
 		h.refusals++
 		h.rateRefused = h.rateRefused || refusalKindOf(s) != refusedOutage
+		if !s.hold.IsZero() {
+			h.delay.spaceProbes(s.hold.Sub(now))
+		}
 		return h.delay.refuse(res.gen, refusalKindOf(s), res.Jitter, floor, ceiling, now), audit.EventDelayIncreased, s.v.Trigger
 	case s.v.Trigger == audit.TriggerClean:
 		if !res.fleet { // a fleet member sees only its share of what the host sustains
