@@ -180,6 +180,9 @@ func (p *Pacer) robotsFailed(e, prev *robotsEntry, h *host) {
 		e.retryAt = later(e.retryAt, h.holdUntil) // a Retry-After on robots.txt itself is obeyed
 		if e.retryAt.After(h.holdUntil) {
 			h.holdUntil, h.holdTrigger = e.retryAt, audit.TriggerRobots
+			if e.unreachable {
+				h.holdTrigger = audit.TriggerUnreachable // not stored: a restart asks again at once
+			}
 			h.wakeHeadLocked()
 		}
 	}

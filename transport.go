@@ -114,7 +114,15 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		o.Status, o.Header = resp.StatusCode, resp.Header
 	}
 	if err != nil {
-		t.observe(f, o, now)
+		if f.res.robots && !f.res.probe && unreachable(err) {
+			// Nothing reached the host, nothing was learned of it: its schedule, its delay and its
+			// breaker stay as they were, and robotsFailed makes its requests fail at once. (A probe's
+			// failure still reopens the breaker.)
+			f.res.h.unsent(f.res)
+			t.record(f, o, Verdict{Trigger: audit.TriggerTransportError}, now, false)
+		} else {
+			t.observe(f, o, now)
+		}
 		f.finish(p, now)
 		return nil, err
 	}

@@ -58,6 +58,10 @@ const (
 	TriggerRateLimit  Trigger = "rate_limit"  // the rate-limit headers (an interval, or a hold when exhausted)
 	TriggerAdaptive   Trigger = "adaptive"    // the adaptive delay
 	TriggerRetryAfter Trigger = "retry_after" // a Retry-After window
+	// TriggerUnreachable holds a host whose robots.txt read found it cannot be reached at all (no such
+	// name, connection refused, no route) until that read is due again; its requests fail at once
+	// meanwhile. Nothing was learned of the host, so the hold is this process's alone: it is not stored.
+	TriggerUnreachable Trigger = "unreachable"
 )
 
 // What caused an event, beside the interval triggers.
