@@ -39,6 +39,7 @@ func TestExitStatus(t *testing.T) {
 		{[]string{clean}, 0, "No violation", ""},
 		{[]string{"-html", page, clean, other}, 1, "1 violation(s)", "shop.example at 2026-12-02T12:00:03.000Z: https://shop.example/early: inside the retry_after_honoured window"},
 		{[]string{}, 2, "", "usage"},
+		{[]string{"-h"}, 0, "", "usage: pacereport"},
 		{[]string{filepath.Join(t.TempDir(), "missing.jsonl")}, 2, "", "no such file"},
 	} {
 		var stdout, stderr bytes.Buffer
