@@ -3,8 +3,10 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"flag"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -158,5 +160,22 @@ func TestMetricsFlag(t *testing.T) {
 	body, _ := io.ReadAll(resp.Body)
 	if !strings.Contains(string(body), `collypace_departures_total{host="metrics.test"} 1`) {
 		t.Errorf("/metrics lacks the departure:\n%s", body)
+	}
+}
+
+// A crawl that fetched nothing (a refused port, a name that does not resolve) is an error naming why,
+// not a success: its own report says it proves nothing, and main exits 1.
+func TestNothingCrawledIsAnError(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	seed := "http://" + l.Addr().String() + "/"
+	l.Close() // nothing listens: the connection is refused
+	o := testOptions(t, "-url", seed, "-duration", "20s")
+	var out bytes.Buffer
+	err = run(context.Background(), o, &out)
+	if !errors.Is(err, errNothingCrawled) || !strings.Contains(err.Error(), "connection refused") {
+		t.Errorf("run = %v, want errNothingCrawled naming the refused connection\n%s", err, out.String())
 	}
 }
