@@ -277,8 +277,9 @@ func (h *host) leaveLocked(w *waiter) {
 // depart waits for the departure of a request to h asking at start (now), and
 // returns its flight. traced says the pacer's transport will carry the request and report its wire
 // instant. A first request waits until it departs or ctx ends; a redirect hop (hop) gives up
-// deadlineMargin before ctx's deadline with errWaitBeyondDeadline.
-func (p *Pacer) depart(ctx context.Context, h *host, start time.Time, traced, hop bool) (*flight, error) {
+// deadlineMargin before ctx's deadline with errWaitBeyondDeadline. u is the request's URL (nil when
+// unknown), for the audit trail.
+func (p *Pacer) depart(ctx context.Context, h *host, u *url.URL, start time.Time, traced, hop bool) (*flight, error) {
 	if hop {
 		if deadline, ok := ctx.Deadline(); ok {
 			var cancel context.CancelFunc
@@ -296,11 +297,12 @@ func (p *Pacer) depart(ctx context.Context, h *host, start time.Time, traced, ho
 		return nil, err
 	}
 	if err != nil {
-		p.auditAbandoned(h, err)
+		p.auditAbandoned(h, u, err)
 		return nil, err
 	}
 	p.cfg.observer.Departed(h.key, res.Wait)
 	f := &flight{res: res}
+	f.res.url = u
 	if traced {
 		f.wirePending.Store(true)
 	} else {

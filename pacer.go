@@ -112,7 +112,7 @@ const lastUseCoarseness = 6
 // While the host is parked by its breaker, Wait returns ErrBreakerOpen at once.
 func (p *Pacer) Wait(ctx context.Context, hostKey string) (Reservation, func(), error) {
 	now := p.now()
-	f, err := p.depart(ctx, p.hostAt(normalizeKey(hostKey), now), now, false, false)
+	f, err := p.depart(ctx, p.hostAt(normalizeKey(hostKey), now), nil, now, false, false)
 	if err != nil {
 		return Reservation{}, nil, err
 	}

@@ -90,10 +90,9 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		var err error
 		now := p.now()
-		if f, err = p.depart(req.Context(), p.hostAt(key, now), now, true, true); err != nil {
+		if f, err = p.depart(req.Context(), p.hostAt(key, now), req.URL, now, true, true); err != nil {
 			return nil, err
 		}
-		f.res.url = req.URL
 		f.res.robots = req.Context().Value(robotsFetchKey{}) != nil
 	}
 	start := f.res.At // untraced, its admission stands for its wire instant, and its latency counts from it

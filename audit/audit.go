@@ -115,7 +115,7 @@ const (
 // not know.
 const (
 	FieldSchema         = "schema"                 // the schema version, Schema
-	FieldURL            = "url"                    // departures, refusals, retries, deferrals: the request, without userinfo (query only with ext.WithAuditQuery)
+	FieldURL            = "url"                    // departures, refusals, retries, deferrals, abandoned waits: the request, without userinfo (query only with ext.WithAuditQuery)
 	FieldWaitMS         = "wait_ms"                // departures: how long this request waited in the pacer
 	FieldIntervalMS     = "interval_ms"            // departures: the interval in force, jitter excluded
 	FieldCrawlDelayMS   = "crawl_delay_ms"         // departures: the robots.txt Crawl-delay in force (0: none)
