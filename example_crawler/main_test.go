@@ -119,7 +119,8 @@ func TestFmtDuration(t *testing.T) {
 	}
 }
 
-// TestSeedDisallowed reports a seed robots.txt forbids instead of crawling nothing silently.
+// TestSeedDisallowed reports a seed robots.txt forbids instead of crawling nothing silently: the run
+// fails, naming robots.txt.
 func TestSeedDisallowed(t *testing.T) {
 	h, err := scenario.Start(scenario.HostConfig{Robots: "User-agent: *\nDisallow: /\n"})
 	if err != nil {
@@ -127,8 +128,9 @@ func TestSeedDisallowed(t *testing.T) {
 	}
 	defer h.Close()
 	var out bytes.Buffer
-	if err := run(context.Background(), testOptions(t, "-url", h.URL()+"/", "-duration", "10s"), &out); err != nil {
-		t.Fatal(err)
+	err = run(context.Background(), testOptions(t, "-url", h.URL()+"/", "-duration", "10s"), &out)
+	if !errors.Is(err, errNothingCrawled) || !strings.Contains(err.Error(), "robots.txt") {
+		t.Errorf("run = %v, want errNothingCrawled naming robots.txt", err)
 	}
 	if !strings.Contains(out.String(), "not crawled") || len(scenario.PageRequests(h.Arrivals())) != 0 {
 		t.Errorf("output:\n%s", out.String())
