@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -100,9 +101,10 @@ type config struct {
 	alert            func(Alert)
 	idleEviction     time.Duration
 	observer         Observer
-	auditQuery       bool    // audit events keep URL queries
-	storeCredentials bool    // deferred and spilled requests keep their credentials in the store
-	invalid          []error // option values set aside (see Option)
+	auditQuery       bool      // audit events keep URL queries
+	storeCredentials bool      // deferred and spilled requests keep their credentials in the store
+	auditWriter      io.Writer // WithAuditWriter: the trail's writer, watched for failures (nil: the logger alone)
+	invalid          []error   // option values set aside (see Option)
 	// given is, for each option given a valid value, that value as written: it applies in place of a
 	// later invalid one, which says so.
 	given map[string]string
@@ -302,9 +304,11 @@ func WithRobotsAgent(token string) Option {
 
 // WithLogger sets the audit logger. The zero Logger and zerolog.Nop() are silent (the default).
 // Events are written from many goroutines: the writer must be safe for concurrent use (an *os.File
-// is; wrap others in zerolog.SyncWriter).
+// is; wrap others in zerolog.SyncWriter). The pacer cannot see this Logger's write failures: for a
+// trail that must be complete, give its writer with WithAuditWriter, which raises an alert when a write
+// fails. The last of WithLogger and WithAuditWriter wins.
 func WithLogger(l zerolog.Logger) Option {
-	return func(c *config) { c.logger = l }
+	return func(c *config) { c.logger, c.auditWriter = l, nil }
 }
 
 // WithPipelineID sets the pipeline_id field of every audit event.

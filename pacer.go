@@ -28,6 +28,7 @@ type Pacer struct {
 	persist    *persistence // nil without a store
 	deferStore Store        // where deferred and spilled requests go: the store, or memory
 	fallback   *memoryStore // where they go when the store fails (never lose a URL)
+	auditOut   *auditWriter // the watched audit writer (WithAuditWriter); nil without one
 
 	hostsCreated atomic.Uint64 // paces idle-eviction sweeps
 	hostSerial   atomic.Uint32 // the last host state's serial
@@ -50,6 +51,7 @@ func NewPacer(opts ...Option) *Pacer {
 		audit: auditLog{logger: cfg.logger, pipelineID: cfg.pipelineID, auditQuery: cfg.auditQuery},
 		now:   time.Now,
 	}
+	p.watchAudit()
 	p.hosts.Init()
 	p.robots.init()
 	p.rt = &transport{p: p, inner: cfg.transport}

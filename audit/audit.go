@@ -45,6 +45,9 @@ const (
 	EventFleetWireWait        Event = "fleet_wire_wait"        // a departure waited for another process's departure to reach the wire (a slow dial)
 	EventStoreRecovered       Event = "store_recovered"        // the store answers again
 	EventOptionInvalid        Event = "option_invalid"         // an option value was set aside at construction: the default is used
+	// EventAuditWriteFailed names, in an alert (never in the trail it could not write), a failed write
+	// of the audit trail (ext.WithAuditWriter): events are being lost.
+	EventAuditWriteFailed Event = "audit_write_failed"
 )
 
 // Trigger is the value of an event's "trigger" field: what set a host's interval (or held it), or

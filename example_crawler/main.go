@@ -82,7 +82,7 @@ func run(ctx context.Context, o options, out io.Writer) error {
 	inner := http.DefaultTransport.(*http.Transport).Clone()
 	defer inner.CloseIdleConnections()
 	rec := newRecorder(inner)
-	opts := append(o.pacingOptions(), ext.WithLogger(audit.logger()), ext.WithTransport(rec))
+	opts := append(o.pacingOptions(), ext.WithAuditWriter(audit), ext.WithTransport(rec))
 	pacer := ext.AdaptivePacing(c, append(append(opts, stateOpts...), metricsOpts...)...)
 	metrics.watch(pacer)
 	defer pacer.Close() // writes the state not yet written (before the store closes: defers run last-in first-out)
@@ -112,7 +112,7 @@ func run(ctx context.Context, o options, out io.Writer) error {
 	views := tr.snapshot()
 	writeSummary(out, views, rec, time.Since(start), outcome, audit, o.audit)
 	writeReport(out, o.audit, targets)
-	return nothingCrawled(views, seedErrs)
+	return errors.Join(pacer.AuditErr(), nothingCrawled(views, seedErrs)) // a trail with a hole proves less
 }
 
 // errNothingCrawled is run's error when no page was fetched: the summary and the report prove nothing.
