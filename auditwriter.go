@@ -13,8 +13,8 @@ import (
 // watches every write: an audit trail that silently stops is worse than none for a compliance review.
 // When a write fails (an error, or fewer bytes written than given: a file opened read-only, a full
 // disk, a closed pipe), the pacer raises an alert (WithAlert, Event audit.EventAuditWriteFailed) at the
-// first failure of a run of them, and Pacer.AuditErr reports it from then on, with the count of events
-// lost. zerolog still prints its own "could not write event" line to stderr. A Logger given with
+// first failure of a run of them, and Pacer.Close returns it, with the count of events lost (even after
+// a later write succeeded: the trail has a hole either way). zerolog still prints its own "could not write event" line to stderr. A Logger given with
 // WithLogger cannot be watched (zerolog reports its write errors only to a process-wide handler, which
 // a library must not set): give the writer here instead. The last of WithAuditWriter and WithLogger
 // wins. w must be safe for concurrent use (an *os.File is) and must not be nil.
@@ -27,16 +27,6 @@ func WithAuditWriter(w io.Writer) Option {
 		c.auditWriter, c.logger = w, zerolog.Nop()
 		c.accept("WithAuditWriter", fmt.Sprintf("%T", w))
 	}
-}
-
-// AuditErr reports whether writing the audit trail failed (see WithAuditWriter): nil while every write
-// succeeded, otherwise an error counting the events lost and wrapping the last write's error. It stays
-// set after a later write succeeds: the trail has a hole either way.
-func (p *Pacer) AuditErr() error {
-	if p.auditOut == nil {
-		return nil
-	}
-	return p.auditOut.failure()
 }
 
 // watchAudit puts an auditWriter before the WithAuditWriter writer, if one was given.
@@ -79,12 +69,17 @@ func (a *auditWriter) Write(b []byte) (int, error) {
 	if first {
 		now := a.p.now()
 		a.p.alert(Alert{At: now, Event: audit.EventAuditWriteFailed,
-			Detail: fmt.Sprintf("the audit trail could not be written (%v): %d event(s) lost so far; see Pacer.AuditErr", err, lost)})
+			Detail: fmt.Sprintf("the audit trail could not be written (%v): %d event(s) lost so far (Pacer.Close returns the count)", err, lost)})
 	}
 	return n, err
 }
 
+// failure is nil while every write succeeded, otherwise an error counting the events lost and wrapping
+// the last write's error. A nil auditWriter (no WithAuditWriter) has none.
 func (a *auditWriter) failure() error {
+	if a == nil {
+		return nil
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.err == nil {

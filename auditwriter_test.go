@@ -13,7 +13,7 @@ import (
 )
 
 // A failing audit writer (a file opened read-only) does not go unnoticed: its first failed write raises
-// an alert, the next ones of the run do not, and AuditErr counts the events lost and keeps the cause. A
+// an alert, the next ones of the run do not, and Close returns the count of events lost and the cause. A
 // writer that works raises nothing.
 func TestFailingAuditWriterRaisesAnAlert(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "audit.jsonl")
@@ -42,16 +42,16 @@ func TestFailingAuditWriterRaisesAnAlert(t *testing.T) {
 			for range 2 { // two refusals: two delay_increased events
 				p.ObserveAt(p.ReserveAt("h.test", t0), Outcome{Status: 503}, t0)
 			}
-			err := p.AuditErr()
+			err := p.Close()
 			var pathErr *fs.PathError
 			switch {
 			case !tc.failed && (err != nil || len(alerts) != 0 || good.Len() == 0):
-				t.Errorf("AuditErr %v, alerts %v, %d bytes written; want nil, none, the events", err, alerts, good.Len())
+				t.Errorf("Close %v, alerts %v, %d bytes written; want nil, none, the events", err, alerts, good.Len())
 			case !tc.failed:
 			case len(alerts) != 1 || alerts[0].Event != audit.EventAuditWriteFailed || !alerts[0].At.Equal(t0):
 				t.Errorf("alerts %+v, want one audit_write_failed at %v", alerts, t0)
 			case !errors.As(err, &pathErr) || !bytes.Contains([]byte(err.Error()), []byte("2 event(s) not written")):
-				t.Errorf("AuditErr = %v, want the 2 events lost and the file's error", err)
+				t.Errorf("Close = %v, want the 2 events lost and the file's error", err)
 			}
 		})
 	}

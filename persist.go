@@ -72,17 +72,19 @@ func (p *Pacer) flushLoop() {
 
 // Close writes the state not yet written behind and stops the write-behind loop. It returns the error
 // of that final write (the state it could not write is lost), and the same error if called again. It
-// does not close the store, which belongs to the caller. Without a store it does nothing.
+// does not close the store, which belongs to the caller. Without a store it writes nothing. It also
+// returns the failure of the audit writer, if any write failed (see WithAuditWriter).
 func (p *Pacer) Close() error {
+	auditErr := p.auditOut.failure()
 	if p.persist == nil {
-		return nil
+		return auditErr
 	}
 	p.persist.once.Do(func() { close(p.persist.stop) })
 	<-p.persist.stopped
 	if err := p.persist.closeErr; err != nil {
-		return fmt.Errorf("ext: close: writing the pending state: %w", err)
+		return errors.Join(fmt.Errorf("ext: close: writing the pending state: %w", err), auditErr)
 	}
-	return nil
+	return auditErr
 }
 
 // markDirty queues h for the next write-behind flush.

@@ -112,7 +112,8 @@ func run(ctx context.Context, o options, out io.Writer) error {
 	views := tr.snapshot()
 	writeSummary(out, views, rec, time.Since(start), outcome, audit, o.audit)
 	writeReport(out, o.audit, targets)
-	return errors.Join(pacer.AuditErr(), nothingCrawled(views, seedErrs)) // a trail with a hole proves less
+	// Close names a hole in the trail (a failed audit write) and a state it could not write.
+	return errors.Join(pacer.Close(), nothingCrawled(views, seedErrs))
 }
 
 // errNothingCrawled is run's error when no page was fetched: the summary and the report prove nothing.
