@@ -360,7 +360,9 @@ func WithAuditQuery() Option {
 }
 
 // WithTransport sets the RoundTripper the pacer wraps (default http.DefaultTransport). Use it instead of
-// Collector.WithTransport, which would replace the pacer's transport. It must not be nil.
+// Collector.WithTransport, which would replace the pacer's transport. It must not be nil. Whatever its
+// type, robots.txt's 10 s timeout counts each hop's network time from its departure, never its wait in
+// the pacer.
 func WithTransport(rt http.RoundTripper) Option {
 	return func(c *config) {
 		if rt == nil {

@@ -65,6 +65,8 @@ func headerID(h http.Header) uintptr {
 	return reflect.ValueOf(h).Pointer()
 }
 
+// robotsFetchKey marks the context of the pacer's own robots.txt fetch; its value is the fetch's
+// *robotsClock.
 type robotsFetchKey struct{}
 
 // RoundTrip paces the request unless it was announced, sends it, and observes the outcome.
@@ -93,7 +95,10 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if f, err = p.depart(req.Context(), p.hostAt(key, now), req.URL, now, true, true); err != nil {
 			return nil, err
 		}
-		f.res.robots = req.Context().Value(robotsFetchKey{}) != nil
+		if clock, ok := req.Context().Value(robotsFetchKey{}).(*robotsClock); ok {
+			f.res.robots = true
+			clock.arm() // the hop departed: its network time counts from here
+		}
 	}
 	start := f.res.At // untraced, its admission stands for its wire instant, and its latency counts from it
 	if f.res.traced { // the next departure counts from the wire: trace it
