@@ -542,13 +542,7 @@ func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { retu
 func TestRobotsTimeoutCountsFromDepartureWithAnyTransport(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		n := newFakeNet(t)
-		h, base := n.host("held.test", func(w http.ResponseWriter, r *http.Request) {
-			if r.URL.Path == "/robots.txt" {
-				fmt.Fprint(w, "User-agent: *\nCrawl-delay: 2\n")
-				return
-			}
-			fmt.Fprint(w, "ok")
-		})
+		h, base := n.host("held.test", robotsSite(http.StatusOK, "User-agent: *\nCrawl-delay: 2\n", nil))
 		for _, tr := range []http.RoundTripper{n.tr, roundTripFunc(n.tr.RoundTrip)} {
 			t0 := time.Now()
 			store := newMemoryStore()
