@@ -19,12 +19,12 @@ import (
 // that has not departed holds no slot on the schedule, so any change (an interval up or down, a hold, a
 // departure reaching the wire late) applies to every waiting request at once.
 
-// errWaitBeyondDeadline is returned when a redirect hop's wait reaches its request's deadline (less
-// deadlineMargin, left for the request itself): http.Client's timeout covers every hop, and a hop that
-// cannot leave in time is retried rather than sent without time to answer. First requests wait in
-// OnRequestHeaders, before that timeout starts, and never fail this way: they wait until they depart
-// or their context ends.
-var errWaitBeyondDeadline = errors.New("ext: redirect hop reached its request deadline before it could depart")
+// errWaitBeyondDeadline is returned when the wait of a hop the transport paces itself (a redirect hop,
+// a robots.txt read) reaches its request's deadline (less deadlineMargin, left for the request itself):
+// http.Client's timeout covers every hop, and a hop that cannot leave in time is retried rather than
+// sent without time to answer. First requests wait in OnRequestHeaders, before that timeout starts, and
+// never fail this way: they wait until they depart or their context ends. The error names the hop.
+var errWaitBeyondDeadline = errors.New("ext: request deadline reached before it could depart")
 
 // deadlineMargin is the time a redirect hop must leave before its request's deadline.
 const deadlineMargin = time.Second
@@ -94,6 +94,7 @@ type Reservation struct {
 	inFlight  int           // requests in flight to the host when it departed, itself included (0: not counted)
 	robots    bool          // a robots.txt fetch: its latency says nothing about the host's pages
 	traced    bool          // the transport reports when it reaches the wire, and the next departure waits for it
+	before    int64         // the host's last departure before this one (unix nanoseconds, 0: none), for unsent
 
 	crawlDelay   time.Duration // the Crawl-delay in force at departure
 	rateInterval time.Duration // the rate-limit interval in force at departure
@@ -207,6 +208,9 @@ func (h *host) nextLocked(now time.Time) time.Time {
 // a request copy and a context, about 2 µs a request.
 func (h *host) departLocked(res *Reservation, now time.Time, traced bool) {
 	res.At = now
+	if !h.lastDeparture.IsZero() {
+		res.before = h.lastDeparture.UnixNano()
+	}
 	h.lastDeparture = later(h.lastDeparture, now)
 	h.departures++
 	res.traced = traced && (res.Interval > 0 || res.fleet)
@@ -228,6 +232,22 @@ func (h *host) wired(at time.Time, sent bool) {
 	}
 	if sent {
 		h.lastDeparture = later(h.lastDeparture, at)
+	}
+	h.wakeHeadLocked()
+}
+
+// unsent takes back the departure res, which never reached the host (its name does not resolve, its
+// connection was refused): the host's schedule counts from the departure before, unless another
+// departed since.
+func (h *host) unsent(res Reservation) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.lastDeparture.Equal(res.At) {
+		return
+	}
+	h.lastDeparture = time.Time{}
+	if res.before != 0 {
+		h.lastDeparture = time.Unix(0, res.before)
 	}
 	h.wakeHeadLocked()
 }
@@ -298,13 +318,18 @@ func (h *host) leaveLocked(w *waiter) {
 // depart waits for the departure of a request to h asking at start (now), and
 // returns its flight. traced says the pacer's transport will carry the request and report its wire
 // instant. A first request waits until it departs or ctx ends; a redirect hop (hop) gives up
-// deadlineMargin before ctx's deadline with errWaitBeyondDeadline.
-func (p *Pacer) depart(ctx context.Context, h *host, start time.Time, traced, hop bool) (*flight, error) {
+// deadlineMargin before ctx's deadline with errWaitBeyondDeadline. u is the request's URL (nil when
+// unknown), for the audit trail.
+func (p *Pacer) depart(ctx context.Context, h *host, u *url.URL, start time.Time, traced, hop bool) (*flight, error) {
 	if hop {
 		if deadline, ok := ctx.Deadline(); ok {
 			var cancel context.CancelFunc
+			what := "redirect hop to"
+			if ctx.Value(robotsFetchKey{}) != nil {
+				what = "robots.txt read of"
+			}
 			ctx, cancel = context.WithDeadlineCause(ctx, deadline.Add(-deadlineMargin),
-				fmt.Errorf("%w: %s", errWaitBeyondDeadline, h.key))
+				fmt.Errorf("%w: %s %s", errWaitBeyondDeadline, what, h.key))
 			defer cancel()
 		}
 	}
@@ -313,11 +338,12 @@ func (p *Pacer) depart(ctx context.Context, h *host, start time.Time, traced, ho
 		return nil, err
 	}
 	if err != nil {
-		p.auditAbandoned(h, err)
+		p.auditAbandoned(h, u, err)
 		return nil, err
 	}
 	p.cfg.observer.Departed(h.key, res.Wait)
 	f := &flight{res: res}
+	f.res.url = u
 	if traced {
 		f.wirePending.Store(true)
 	} else {

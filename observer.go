@@ -1,6 +1,7 @@
 package ext
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/collypace/ext/audit"
@@ -24,10 +25,11 @@ type Observer interface {
 func WithObserver(o Observer) Option {
 	return func(c *config) {
 		if o == nil {
-			c.reject("WithObserver", "nil", "no Observer")
+			c.reject("WithObserver", "nil", "no Observer", "")
 			return
 		}
 		c.observer = o
+		c.accept("WithObserver", fmt.Sprintf("%T", o))
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"time"
 
 	"github.com/collypace/ext/audit"
@@ -309,14 +310,14 @@ func (p *Pacer) auditDeparture(f *flight, at time.Time) {
 	})
 }
 
-// auditAbandoned records a wait that ended without a departure.
-func (p *Pacer) auditAbandoned(h *host, err error) {
+// auditAbandoned records a wait for u (nil: unknown) that ended without a departure.
+func (p *Pacer) auditAbandoned(h *host, u *url.URL, err error) {
 	event := audit.EventDepartureAbandoned
 	if errors.Is(err, errWaitBeyondDeadline) {
 		event = audit.EventRedirectHopTimedOut
 	}
 	p.audit.emit(zerolog.InfoLevel, auditEvent{
-		at: p.now(), host: h.key, event: event, trigger: audit.TriggerCancel,
+		at: p.now(), host: h.key, event: event, trigger: audit.TriggerCancel, url: u,
 		base: h.policy.BaseDelay, compliant: true, detail: fmt.Sprint(err),
 	})
 }

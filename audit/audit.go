@@ -45,6 +45,9 @@ const (
 	EventFleetWireWait        Event = "fleet_wire_wait"        // a departure waited for another process's departure to reach the wire (a slow dial)
 	EventStoreRecovered       Event = "store_recovered"        // the store answers again
 	EventOptionInvalid        Event = "option_invalid"         // an option value was set aside at construction: the default is used
+	// EventAuditWriteFailed names, in an alert (never in the trail it could not write), a failed write
+	// of the audit trail (ext.WithAuditWriter): events are being lost.
+	EventAuditWriteFailed Event = "audit_write_failed"
 )
 
 // Trigger is the value of an event's "trigger" field: what set a host's interval (or held it), or
@@ -58,6 +61,10 @@ const (
 	TriggerRateLimit  Trigger = "rate_limit"  // the rate-limit headers (an interval, or a hold when exhausted)
 	TriggerAdaptive   Trigger = "adaptive"    // the adaptive delay
 	TriggerRetryAfter Trigger = "retry_after" // a Retry-After window
+	// TriggerUnreachable holds a host whose robots.txt read found it cannot be reached at all (no such
+	// name, connection refused, no route) until that read is due again; its requests fail at once
+	// meanwhile. Nothing was learned of the host, so the hold is this process's alone: it is not stored.
+	TriggerUnreachable Trigger = "unreachable"
 )
 
 // What caused an event, beside the interval triggers.
@@ -111,7 +118,7 @@ const (
 // not know.
 const (
 	FieldSchema         = "schema"                 // the schema version, Schema
-	FieldURL            = "url"                    // departures, refusals, retries, deferrals: the request, without userinfo (query only with ext.WithAuditQuery)
+	FieldURL            = "url"                    // departures, refusals, retries, deferrals, abandoned waits: the request, without userinfo (query only with ext.WithAuditQuery)
 	FieldWaitMS         = "wait_ms"                // departures: how long this request waited in the pacer
 	FieldIntervalMS     = "interval_ms"            // departures: the interval in force, jitter excluded
 	FieldCrawlDelayMS   = "crawl_delay_ms"         // departures: the robots.txt Crawl-delay in force (0: none)

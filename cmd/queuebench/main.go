@@ -25,6 +25,10 @@ func main() {
 	if isFleetWorker(os.Args) {
 		os.Exit(fleetWorkerMain(os.Stdin, os.Stdout, os.Stderr))
 	}
+	flag.Usage = func() { // names the command, not go run's temporary build path (os.Args[0])
+		fmt.Fprintf(flag.CommandLine.Output(), "usage: queuebench [flags]  (in a clone: go run ./cmd/queuebench [flags])\n")
+		flag.PrintDefaults()
+	}
 	cfg := defaultConfig()
 	flag.IntVar(&cfg.hosts, "hosts", cfg.hosts, "hosts in the crawl")
 	flag.IntVar(&cfg.slow, "slow", cfg.slow, "hosts among them whose robots.txt asks for -crawl-delay")
