@@ -114,8 +114,9 @@ func NewErr(client redis.UniversalClient, opts ...Option) (*Store, error) {
 // openTimeout bounds Open's PING.
 const openTimeout = 5 * time.Second
 
-// Open connects to the Redis server at addr and PINGs it once. addr is "host:port", "unix:///path/to.sock"
-// or a redis:// or rediss:// URL (with a password, a database number or client options such as
+// Open connects to the Redis server at addr and PINGs it once. addr is what go-redis takes:
+// "host:port", a unix socket's path ("/path/to.sock", or "unix:///path/to.sock"), or a redis://,
+// rediss:// or unix:// URL (with a password, a database number or client options such as
 // dial_timeout). The Store owns the client: Close closes it.
 //
 // The client fails fast, so that a pacer knows at once that Redis is gone (its departures then wait for
@@ -174,8 +175,11 @@ func Open(addr string, opts ...Option) (*Store, error) {
 // reached is reported without go-redis's pool printing its failed dials.
 func reach(ctx context.Context, o *redis.Options) error {
 	network := o.Network
-	if network == "" {
+	if network == "" { // as go-redis decides: a path is a unix socket
 		network = "tcp"
+		if strings.HasPrefix(o.Addr, "/") {
+			network = "unix"
+		}
 	}
 	if o.Dialer != nil {
 		return nil // the program dials its own way
