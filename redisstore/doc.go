@@ -33,6 +33,9 @@
 // server comes back empty (a restart without persistence, a FLUSHDB), the epoch is gone or another, the
 // Store reports the loss (CheckLost, Admission.Lost: the pacer writes back every state it knows) and
 // admits nothing until 1 s after the new epoch began, time for every process to write its holds back.
+// The Store that finds the loss marks the epoch lost (":lost" appended): a Store joining within that
+// second, or one that created the epoch without knowing of the loss, keeps the rest of the grace once
+// it sees the mark. A fleet starting together on a store that lost nothing sends at once.
 //
 // # Keys
 //

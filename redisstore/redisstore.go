@@ -343,13 +343,25 @@ func (s *Store) admit(ctx context.Context, host string, gap time.Duration) (ext.
 		return a, now, nil
 	}
 	lost, err := s.lookAtEpoch(ctx)
-	if err != nil || !lost {
+	if err != nil {
 		return a, now, err
+	}
+	wait := lostGrace
+	if !lost { // the same epoch, perhaps just marked lost by another Store: in its grace?
+		nb := s.notBefore.Load()
+		if nb == nil {
+			return a, now, nil
+		}
+		end, err := parseInt(*nb, 64)
+		if err != nil || end <= now.UnixNano() {
+			return a, now, nil
+		}
+		wait = time.Duration(end - now.UnixNano())
 	}
 	if a.OK { // admitted on a store that forgot the holds: not a departure, and not pending
 		_ = s.Departed(ctx, host, 0)
 	}
-	a.OK, a.Lost, a.Wait = false, true, lostGrace
+	a.OK, a.Lost, a.Wait = false, lost, wait
 	return a, now, nil
 }
 
@@ -406,10 +418,16 @@ func (s *Store) CheckLost(ctx context.Context) (bool, error) {
 }
 
 // lookAtEpoch reads the epoch, creating it when missing, and reports whether it differs from the one
-// this Store knew. A Store that knew none and finds one that another Store created less than
-// lostGrace ago (a process joining just after a loss) keeps the grace too.
+// this Store knew (the ":lost" mark aside: it is the same epoch). A loss starts the grace: the epoch
+// is marked lost (epochScript), and a Store that knew none and finds a lost epoch less than lostGrace
+// old (a process joining just after a loss) keeps the grace too. A Store joining a store that lost
+// nothing starts at once: the grace fires only after a loss.
 func (s *Store) lookAtEpoch(ctx context.Context) (bool, error) {
-	res, err := epochScript.Run(ctx, s.c, []string{s.epochKey()}, newToken()).Slice()
+	knew := ""
+	if k := s.epoch.Load(); k != nil {
+		knew = *k
+	}
+	res, err := epochScript.Run(ctx, s.c, []string{s.epochKey()}, newToken(), knew).Slice()
 	if err == nil && len(res) != 3 {
 		err = fmt.Errorf("script returned %v", res)
 	}
@@ -418,23 +436,30 @@ func (s *Store) lookAtEpoch(ctx context.Context) (bool, error) {
 	}
 	seen, _ := res[0].(string)
 	nowText, _ := res[1].(string)
-	created, _ := res[2].(int64)
-	known := s.epoch.Swap(&seen)
-	if known != nil && *known == seen {
+	s.epoch.Store(&seen)
+	lost := knew != "" && epochID(knew) != epochID(seen)
+	marked := strings.HasSuffix(seen, epochLostMark)
+	if !lost && !marked {
 		return false, nil
 	}
 	bornText, _, _ := strings.Cut(seen, ":")
 	born, berr := parseInt(bornText, 64)
 	now, nerr := parseInt(nowText, 64)
 	if berr != nil || nerr != nil {
-		return known != nil, nil
+		return lost, nil
 	}
-	if known != nil || (created == 0 && now-born < int64(lostGrace)) {
+	if lost || now-born < int64(lostGrace) {
 		nb := strconv.FormatInt(born+int64(lostGrace), 10)
 		s.notBefore.Store(&nb)
 	}
-	return known != nil, nil
+	return lost, nil
 }
+
+// epochLostMark ends the value of an epoch begun by a loss (epochScript).
+const epochLostMark = ":lost"
+
+// epochID is an epoch without its lost mark.
+func epochID(e string) string { return strings.TrimSuffix(e, epochLostMark) }
 
 // newToken returns a random hex string naming one take, or one epoch.
 func newToken() string {

@@ -238,14 +238,19 @@ return 1
 // epochScript returns the store's epoch (KEYS[1]), the server's now and 1 when it created the epoch,
 // which it does when it is missing: "<the server's now in unix nanoseconds>:<ARGV[1]>". A server
 // restarted empty, or flushed, has lost it: the Store that knew the old one finds another, or none.
+// ARGV[2] is the epoch the asking Store knew ("" for none): when it knew one and finds it gone or
+// another, the epoch it returns is marked lost (":lost" appended), so that a Store joining within the
+// grace that follows a loss keeps the grace too, and one joining a store that lost nothing does not.
 var epochScript = redis.NewScript(timeLua + nowLua + `
 local v = redis.call('GET', KEYS[1])
 local created = 0
+local function id(e) return (string.gsub(e, ':lost$', '')) end
 if not v then
   v = format(now_s, now_n) .. ':' .. ARGV[1]
-  redis.call('SET', KEYS[1], v)
   created = 1
 end
+if ARGV[2] ~= '' and id(v) ~= id(ARGV[2]) and not string.find(v, ':lost$') then v = v .. ':lost' end
+if created == 1 or v ~= redis.call('GET', KEYS[1]) then redis.call('SET', KEYS[1], v) end
 return {v, format(now_s, now_n), created}
 `)
 
