@@ -394,12 +394,9 @@ type task struct {
 func (q *Queue) next(ctx context.Context) (task, bool) {
 	q.mu.Lock()
 	t, ok := q.nextLocked(ctx)
-	notes := q.notes
-	q.notes = nil
+	errs, infos := q.takeNotesLocked()
 	q.mu.Unlock()
-	for _, e := range notes {
-		q.p.audit.emit(zerolog.ErrorLevel, e)
-	}
+	q.emitNotes(errs, infos)
 	return t, ok
 }
 

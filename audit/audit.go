@@ -45,6 +45,9 @@ const (
 	EventFleetWireWait        Event = "fleet_wire_wait"        // a departure waited for another process's departure to reach the wire (a slow dial)
 	EventStoreRecovered       Event = "store_recovered"        // the store answers again
 	EventOptionInvalid        Event = "option_invalid"         // an option value was set aside at construction: the default is used
+	EventFleetHostTakenOver   Event = "fleet_host_taken_over"  // a Queue leased a host whose previous lease ran out unrenewed (its member died)
+	EventFleetHostStolen      Event = "fleet_host_stolen"      // a Queue gave a host up at its heartbeat, holding more than its share, for a member under its share
+	EventFleetMember          Event = "fleet_member"           // a Queue's Run on a fleet's frontier ended: its figures (the fleet_* fields)
 )
 
 // Trigger is the value of an event's "trigger" field: what set a host's interval (or held it), or
@@ -75,6 +78,7 @@ const (
 	TriggerBreaker        Trigger = "breaker"
 	TriggerStore          Trigger = "store"
 	TriggerOption         Trigger = "option"
+	TriggerFleet          Trigger = "fleet" // the fleet's frontier: leases, shares, takeovers
 )
 
 // Trip is why a host's circuit breaker opened, in audit details and alerts.
@@ -119,6 +123,15 @@ const (
 	FieldWindowStart    = "window_start"           // holds: when the window was learned, RFC 3339
 	FieldWindowEnd      = "window_end"             // holds: no departure before this instant, RFC 3339
 	FieldUntil          = "until"                  // rate_limit_applied setting an interval: when that interval ends (the quota's reset), RFC 3339
+
+	// fleet_member: a fleet member's figures (ext.FleetStats), counted from its Queue's creation.
+	FieldFleetMember    = "fleet_member"     // the member's name in the frontier
+	FieldFleetHeld      = "fleet_held"       // hosts it leased when the event was written
+	FieldFleetShare     = "fleet_share"      // its share of the fleet's hosts with work, at its last heartbeat
+	FieldFleetLeased    = "fleet_leased"     // leases it won
+	FieldFleetStolen    = "fleet_stolen"     // hosts it gave up, holding more than its share
+	FieldFleetTakenOver = "fleet_taken_over" // hosts it took over from a member whose lease ran out
+	FieldFleetResent    = "fleet_resent"     // requests handed to it again after a lease ran out
 )
 
 // BreakerState is the state of a host's circuit breaker (ext's HostSnapshot.Breaker, its Observer's

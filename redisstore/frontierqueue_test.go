@@ -18,6 +18,7 @@ import (
 	"github.com/collypace/ext/redisstore"
 	"github.com/collypace/ext/redisstore/internal/redistest"
 	"github.com/gocolly/colly/v2"
+	"github.com/rs/zerolog"
 )
 
 // ext.Queue on the fleet's frontier, against a real redis-server: several crawler processes (each its
@@ -100,10 +101,11 @@ func (s *frontierSite) check(t *testing.T, hosts int, interval time.Duration, du
 
 // frontierMember is one crawler process of a test fleet.
 type frontierMember struct {
-	st *redisstore.Store
-	c  *colly.Collector
-	p  *ext.Pacer
-	q  *ext.Queue
+	st    *redisstore.Store
+	c     *colly.Collector
+	p     *ext.Pacer
+	q     *ext.Queue
+	trail *lockedTrail // its audit trail
 }
 
 // seedHosts adds the first page of each of hosts to q.
@@ -140,7 +142,9 @@ func newFrontierMember(t *testing.T, srv *redistest.Server, site *frontierSite, 
 	if err := c.SetStorage(st.CollyStorage()); err != nil {
 		t.Fatal(err)
 	}
-	p := ext.AdaptivePacing(c, ext.WithStore(st), ext.WithTransport(site.transport()), ext.WithBaseDelay(interval), ext.WithJitter(0), ext.WithoutRobots())
+	trail := &lockedTrail{}
+	p := ext.AdaptivePacing(c, ext.WithStore(st), ext.WithTransport(site.transport()), ext.WithBaseDelay(interval), ext.WithJitter(0), ext.WithoutRobots(),
+		ext.WithLogger(zerolog.New(trail).Level(zerolog.InfoLevel)))
 	t.Cleanup(func() { _ = p.Close() })
 	q := ext.NewQueue(p, workers)
 	c.OnHTML("a[href]", func(e *colly.HTMLElement) {
@@ -148,7 +152,7 @@ func newFrontierMember(t *testing.T, srv *redistest.Server, site *frontierSite, 
 			t.Error(err)
 		}
 	})
-	return &frontierMember{st: st, c: c, p: p, q: q}
+	return &frontierMember{st: st, c: c, p: p, q: q, trail: trail}
 }
 
 // Three processes seeded with the same URLs, discovering the same links: every page is fetched
@@ -223,7 +227,7 @@ func TestFleetQueueTakesOverFromDeadProcess(t *testing.T) {
 	}
 	// The dead process, by hand: it leased the host, took two requests and sent the first (its
 	// collector marked it visited), then died before marking it done.
-	if got, _, _, err := dead.st.FrontierLease(ctx, "dead", 1); err != nil || len(got) != 1 {
+	if got, _, _, err := leaseOf(dead.st, "dead", 1); err != nil || len(got) != 1 {
 		t.Fatalf("lease = %v, %v", got, err)
 	}
 	taken, _, err := dead.st.FrontierTake(ctx, "dead", "h0.test", 2)
