@@ -109,20 +109,21 @@ func frontierKey(d DeferredRequest) string {
 	return d.Method + " " + d.URL + " " + hex.EncodeToString(sum[:])
 }
 
-// fleetAdd queues d in the frontier; a retry (queueRetryKey) is queued even though its key was.
-func (q *Queue) fleetAdd(d DeferredRequest) error {
+// fleetAdd queues d in the frontier, and reports whether it was new there; a retry (queueRetryKey) is
+// queued even though its key was.
+func (q *Queue) fleetAdd(d DeferredRequest) (bool, error) {
 	force := d.Ctx[queueRetryKey] != ""
 	d.DeferredAt = q.p.now()
 	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
 	defer cancel()
-	_, err := q.fleet.f.FrontierAdd(ctx, d.Host, []DeferredRequest{q.p.storable(d)}, []string{frontierKey(d)}, force)
+	n, err := q.fleet.f.FrontierAdd(ctx, d.Host, []DeferredRequest{q.p.storable(d)}, []string{frontierKey(d)}, force)
 	if err == nil {
 		q.mu.Lock()
 		q.fleet.looked = false
 		q.signalLocked() // an idle worker may ask for the host
 		q.mu.Unlock()
 	}
-	return err
+	return n > 0, err
 }
 
 // fleetDoneLocked reports whether the fleet's frontier was found empty, with nothing held here, since

@@ -1,6 +1,8 @@
 package redisstore_test
 
 import (
+	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -79,5 +81,40 @@ func TestCreatorLearnsOfALossLater(t *testing.T) {
 	}
 	if a, err := creator.Admit(ctx, "f.test", time.Millisecond); err != nil || a.OK || a.Wait <= 0 {
 		t.Errorf("the creator's admission once the loss is known = %+v, %v; want a wait for the grace", a, err)
+	}
+}
+
+// Ready returns at once on a store that answers and lost nothing; on a server not up yet, it returns
+// once the server answers; after a loss, once the grace is over (an admission then goes at once).
+func TestReady(t *testing.T) {
+	srv := redistest.Start(t)
+	prefix := newPrefix()
+	st := redisstore.New(srv.Client(), redisstore.WithPrefix(prefix))
+	if err := st.Ready(ctx); err != nil {
+		t.Fatalf("Ready on a fresh store = %v", err)
+	}
+	if a, err := st.Admit(ctx, "r.test", time.Millisecond); err != nil || !a.OK {
+		t.Errorf("admission after Ready = %+v, %v; want OK", a, err)
+	}
+	srv.Stop()
+	done := make(chan error, 1)
+	go func() { done <- st.Ready(ctx) }()
+	select {
+	case err := <-done:
+		t.Fatalf("Ready returned %v while the server was down", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	srv.Restart() // empty: the store lost its state
+	if err := <-done; err != nil {
+		t.Fatalf("Ready after the restart = %v", err)
+	}
+	if a, err := st.Admit(ctx, "r2.test", time.Millisecond); err != nil || !a.OK {
+		t.Errorf("admission once Ready returned after a loss = %+v, %v; want OK (the grace is over)", a, err)
+	}
+	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	srv.Stop()
+	if err := st.Ready(short); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Ready on a server down, past its context = %v; want the deadline, wrapped", err)
 	}
 }
