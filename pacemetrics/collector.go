@@ -150,8 +150,10 @@ func (c *Collector) Watch(p HostSource) {
 	c.mu.Unlock()
 }
 
-// WatchQueue makes the Collector read q's depths at every scrape, for collypace_queue_depth. It
-// replaces any previous WatchQueue.
+// WatchQueue makes the Collector read q's depths at every scrape, for collypace_queue_depth, and, for a
+// member of a fleet's frontier (FleetSource), its figures: collypace_fleet_hosts_held, fleet_share,
+// fleet_leases_total, fleet_hosts_stolen_total, fleet_hosts_taken_over_total and
+// fleet_requests_resent_total, labelled by member. It replaces any previous WatchQueue.
 func (c *Collector) WatchQueue(q QueueDepths) {
 	c.mu.Lock()
 	c.queue = q
