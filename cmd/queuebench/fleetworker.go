@@ -45,6 +45,7 @@ type fleetResult struct {
 	Commands   int64
 	Sent       int64                // requests its collector sent
 	Wire       map[string]time.Time // URL → when its headers were written (the last time, if sent twice)
+	Fleet      ext.FleetStats       // its figures as a member of the fleet
 }
 
 // wireLog is the innermost RoundTripper of a fleet process: it notes when each request's headers
@@ -159,10 +160,11 @@ func crawlFrontier(spec fleetSpec) (fleetResult, error) {
 	p := ext.AdaptivePacing(c, opts...)
 	q := ext.NewQueue(p, spec.Workers)
 	runErr := q.Run(c)
+	figures, _ := q.FleetStats()
 	if err := p.Close(); err != nil && runErr == nil {
 		runErr = err
 	}
 	wire.mu.Lock()
 	defer wire.mu.Unlock()
-	return fleetResult{RoundTrips: rt.trips.Load(), Commands: rt.commands.Load(), Sent: sent.Load(), Wire: wire.at}, runErr
+	return fleetResult{RoundTrips: rt.trips.Load(), Commands: rt.commands.Load(), Sent: sent.Load(), Wire: wire.at, Fleet: figures}, runErr
 }
