@@ -390,10 +390,11 @@ func (q *Queue) dropUnrenewedLocked(now time.Time) {
 	}
 }
 
-// shedLocked gives up, locally, the hosts this Queue holds beyond its share, among those with nothing
-// being sent (a departure on its way stays with its sender): the ones with the fewest requests taken
-// first, so that little goes back. It returns them, and the acknowledgements their requests still
-// owe, for giveBack.
+// shedLocked gives up, locally, the hosts this Queue holds beyond its share, among those with requests
+// taken and nothing being sent (a departure on its way stays with its sender; a host whose taken
+// requests are all sent may have nothing left, and is about to end its lease by itself): the ones with
+// the fewest requests taken first, so that little goes back. It returns them, and the
+// acknowledgements their requests still owe, for giveBack.
 func (q *Queue) shedLocked(now time.Time) ([]*queueHost, map[string][]int64) {
 	f := q.fleet
 	excess := fleetExcess(len(f.leased), f.share)
@@ -402,7 +403,7 @@ func (q *Queue) shedLocked(now time.Time) ([]*queueHost, map[string][]int64) {
 	}
 	var idle []*queueHost
 	for key := range f.leased {
-		if qh := q.hosts[key]; qh != nil && qh.sending == 0 && !qh.busy {
+		if qh := q.hosts[key]; qh != nil && qh.sending == 0 && !qh.busy && len(qh.fifo) > 0 {
 			idle = append(idle, qh)
 		}
 	}
