@@ -21,10 +21,11 @@ type Frontier interface {
 	// for reqs[i]) was queued before, or force is set (a retry). It returns how many it queued.
 	FrontierAdd(ctx context.Context, host string, reqs []DeferredRequest, keys []string, force bool) (int, error)
 	// FrontierLease leases to owner up to n hosts that have requests queued, whose time has come and
-	// that no live lease holds, for FrontierTTL. It is also owner's heartbeat (see FrontierRenew):
-	// owner leases no more than its share of the hosts with work among the live members, held counting
-	// the hosts it holds already.
-	FrontierLease(ctx context.Context, owner string, n int, held []string) (FrontierLeased, error)
+	// that no live lease holds, for FrontierTTL; takenOver are those whose previous lease ran out
+	// unrenewed (their member died). It is also owner's heartbeat (see FrontierRenew): owner leases no
+	// more than its share of the hosts with work among the live members, held counting the hosts it
+	// holds already.
+	FrontierLease(ctx context.Context, owner string, n int, held []string) (hosts, takenOver []string, left int, next time.Duration, err error)
 	// FrontierRenew is owner's heartbeat: it extends owner's leases of hosts by FrontierTTL, and marks
 	// owner live for as long. It returns those hosts owner no longer holds (they ran out, and may be
 	// another's), and owner's share: the hosts with work over the live members, rounded up.
@@ -45,12 +46,4 @@ type Frontier interface {
 	FrontierSize(ctx context.Context) (int, error)
 	// FrontierTTL returns how long a lease lasts unrenewed.
 	FrontierTTL() time.Duration
-}
-
-// FrontierLeased is what a FrontierLease returns.
-type FrontierLeased struct {
-	Hosts     []string      // the hosts leased
-	TakenOver []string      // those of Hosts whose previous lease ran out unrenewed (its member died)
-	Left      int           // the fleet's requests queued or handed out and not done
-	Next      time.Duration // until the next host's time comes
 }

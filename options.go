@@ -350,7 +350,7 @@ func WithTransport(rt http.RoundTripper) Option {
 // or are shared by a fleet of crawlers (redisstore). Call Pacer.Close before exiting to write what is
 // still pending; the store itself stays open (it is yours to close). A nil s keeps state in memory.
 // A store that is a Frontier (redisstore) also makes every Queue of the pacer a member of the fleet's
-// shared frontier, unless NewQueue is given WithoutFrontier.
+// shared frontier; WithStore(struct{ SharedStore }{st}) shares the schedule without it (see NewQueue).
 func WithStore(s Store) Option {
 	return func(c *config) { c.store = s }
 }

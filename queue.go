@@ -43,7 +43,7 @@ var errAsyncCollector = errors.New("ext: Queue.Run needs a synchronous collector
 // its cool-down ends; refused requests come back to the queue for their retry instead of holding a
 // worker through the host's window.
 //
-// On a pacer whose store is a Frontier (redisstore), the Queue is the fleet's (unless WithoutFrontier):
+// On a pacer whose store is a Frontier (redisstore), the Queue is the fleet's (see NewQueue to opt out):
 // its requests go to the shared frontier, deduplicated there, and its workers crawl the hosts it
 // leases, its share of them among the live members (queuefleet.go).
 type Queue struct {
@@ -64,7 +64,6 @@ type Queue struct {
 	notes   []auditEvent // audit events to emit once the lock is released
 	invalid []error      // option values set aside, reported by NewQueue
 	fleet   *queueFleet  // the fleet's frontier (queuefleet.go); nil unless the pacer's store is a Frontier
-	local   bool         // WithoutFrontier: no fleet's frontier, whatever the store
 }
 
 // queueHost is one host's FIFO.
@@ -106,17 +105,11 @@ func WithQueueMemory(n int) QueueOption {
 	}
 }
 
-// WithoutFrontier keeps the Queue's requests in this process even when the pacer's store is a
-// Frontier (redisstore): the fleet still shares each host's schedule through the store, but this
-// Queue's URLs are its own, as on a store of one process (beyond the memory bound they spill to the
-// store). Without it, a Queue on a Frontier is a member of the fleet's shared frontier.
-func WithoutFrontier() QueueOption {
-	return func(q *Queue) { q.local = true }
-}
-
 // NewQueue returns a host-aware queue that dispatches by p's schedule with the given number of workers.
 // When p's store is a Frontier (redisstore.Store is), the Queue is a member of the fleet's shared
-// frontier (see Queue and the README's fleet section), unless WithoutFrontier says otherwise.
+// frontier (see Queue and the README's fleet section). To keep a Queue's URLs in its own process on
+// such a store (the fleet still sharing each host's schedule), give the pacer the store behind the
+// SharedStore interface alone: WithStore(struct{ SharedStore }{st}).
 // Invalid values (workers < 1, see the options) follow the pacer's rule (see Option): the default is
 // used (1 worker) and each is reported through p's audit log (option_invalid) and alert function.
 func NewQueue(p *Pacer, workers int, opts ...QueueOption) *Queue {
@@ -130,7 +123,7 @@ func NewQueue(p *Pacer, workers int, opts ...QueueOption) *Queue {
 		o(q)
 	}
 	p.reportInvalid(q.invalid)
-	if f, ok := p.cfg.store.(Frontier); ok && !q.local {
+	if f, ok := p.cfg.store.(Frontier); ok {
 		q.fleet = newQueueFleet(f)
 	}
 	q.resumeSpills()

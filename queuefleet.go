@@ -56,33 +56,35 @@ type queueFleet struct {
 	looked bool                     // the last ask started after the last local change
 	cost   map[string]time.Duration // hosts held → a request's time, smoothed
 	share  int                      // this member's share of the hosts, at the last heartbeat (0: none yet)
-	stats  FleetStats               // what this member leased, gave up, took over and sent again
+	stats  audit.FleetStats         // what this member leased, gave up, took over and was handed again
 	notes  []auditEvent             // fleet events to emit at info level once the lock is released
 }
 
-// FleetStats are a Queue's figures as a member of a fleet (Queue.FleetStats): what it holds, and what
-// changed hands. The counts are since the Queue was made.
-type FleetStats struct {
-	Member    string // the member's name in the frontier (random, one per Queue)
-	Held      int    // hosts it leases now
-	Share     int    // its share of the fleet's hosts with work, at its last heartbeat (0: none yet)
-	Leased    int64  // leases it won
-	Stolen    int64  // hosts it gave up at a heartbeat because it held more than its share
-	TakenOver int64  // hosts it leased whose previous lease ran out unrenewed (a member died)
-	Resent    int64  // requests it was handed again after a lease ran out (perhaps sent by the dead member)
+// fleetObserver is an Observer that is also told a fleet member's figures (pacemetrics' Collector is):
+// at each heartbeat of the member's Queue, and when its Run ends.
+type fleetObserver interface {
+	FleetChanged(audit.FleetStats)
 }
 
-// FleetStats returns the Queue's figures as a member of a fleet; ok is false for a Queue that is not
+// fleetStats returns the Queue's figures as a member of a fleet; ok is false for a Queue that is not
 // on a fleet's frontier.
-func (q *Queue) FleetStats() (st FleetStats, ok bool) {
+func (q *Queue) fleetStats() (st audit.FleetStats, ok bool) {
 	if q.fleet == nil {
-		return FleetStats{}, false
+		return audit.FleetStats{}, false
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	st = q.fleet.stats
 	st.Member, st.Held, st.Share = q.fleet.owner, len(q.fleet.leased), q.fleet.share
 	return st, true
+}
+
+// reportFleet tells the pacer's Observer the member's figures, when it listens (fleetObserver).
+func (q *Queue) reportFleet() {
+	if o, ok := q.p.cfg.observer.(fleetObserver); ok {
+		st, _ := q.fleetStats()
+		o.FleetChanged(st)
+	}
 }
 
 // fleetFallbackTTL is the lease length a Queue assumes of a Frontier whose FrontierTTL is not positive.
@@ -163,7 +165,7 @@ func (q *Queue) fleetAskLocked(now time.Time) {
 	}
 	q.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
-	got, err := f.f.FrontierLease(ctx, f.owner, want, held)
+	hosts, takenOver, left, next, err := f.f.FrontierLease(ctx, f.owner, want, held)
 	cancel()
 	q.mu.Lock()
 	f.asking = false
@@ -174,20 +176,20 @@ func (q *Queue) fleetAskLocked(now time.Time) {
 			detail: "queue: the fleet's frontier could not be asked for hosts: " + err.Error()})
 		return
 	}
-	f.left = got.Left
-	if len(got.Hosts) == 0 {
-		f.askAt = now.Add(min(max(got.Next, time.Millisecond), fleetAskPoll))
+	f.left = left
+	if len(hosts) == 0 {
+		f.askAt = now.Add(min(max(next, time.Millisecond), fleetAskPoll))
 	}
-	for _, key := range got.Hosts {
+	for _, key := range hosts {
 		f.leased[key] = now.Add(f.ttl)
 		qh := q.hostLocked(key)
 		qh.leased, qh.drained = true, false
 		qh.readyAt = time.Time{}
 		q.placeLocked(qh)
 	}
-	f.stats.Leased += int64(len(got.Hosts))
-	f.stats.TakenOver += int64(len(got.TakenOver))
-	for _, key := range got.TakenOver {
+	f.stats.Leased += int64(len(hosts))
+	f.stats.TakenOver += int64(len(takenOver))
+	for _, key := range takenOver {
 		f.notes = append(f.notes, auditEvent{at: now, host: key, event: audit.EventFleetHostTakenOver, trigger: audit.TriggerFleet, compliant: true,
 			detail: "queue: member " + f.owner + " took the host over: its previous lease ran out unrenewed (its member died or lost the store)"})
 	}
@@ -365,6 +367,7 @@ func (q *Queue) renewLeases(done <-chan struct{}) {
 		q.signalLocked()
 		q.mu.Unlock()
 		q.giveBack(shed, acks, now)
+		q.reportFleet()
 		t.Reset(wait)
 		select {
 		case <-done:
@@ -487,7 +490,8 @@ func (q *Queue) releaseLeases() {
 	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
 	defer cancel()
 	_ = f.f.FrontierLeave(ctx, f.owner)
-	st, _ := q.FleetStats()
+	q.reportFleet()
+	st, _ := q.fleetStats()
 	q.p.audit.emit(zerolog.InfoLevel, auditEvent{at: now, event: audit.EventFleetMember, trigger: audit.TriggerFleet, compliant: true, fleet: &st,
 		detail: fmt.Sprintf("queue: member %s leased %d hosts, gave up %d over its share, took over %d, was handed %d requests again", st.Member, st.Leased, st.Stolen, st.TakenOver, st.Resent)})
 }

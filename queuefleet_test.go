@@ -61,7 +61,7 @@ func (f *memFrontier) leftLocked() int {
 	return n
 }
 
-func (f *memFrontier) FrontierLease(_ context.Context, owner string, n int, held []string) (FrontierLeased, error) {
+func (f *memFrontier) FrontierLease(_ context.Context, owner string, n int, held []string) ([]string, []string, int, time.Duration, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.share > 0 {
@@ -74,7 +74,7 @@ func (f *memFrontier) FrontierLease(_ context.Context, owner string, n int, held
 			out = append(out, h)
 		}
 	}
-	return FrontierLeased{Hosts: out, Left: f.leftLocked()}, nil
+	return out, nil, f.leftLocked(), 0, nil
 }
 
 func (f *memFrontier) FrontierRenew(_ context.Context, owner string, hosts []string) ([]string, int, error) {
@@ -266,7 +266,7 @@ func TestFleetQueueGivesUpHostsOverItsShare(t *testing.T) {
 		if err := q.Run(c); err != nil {
 			t.Fatal(err)
 		}
-		st, ok := q.FleetStats()
+		st, ok := q.fleetStats()
 		if !ok || st.Stolen < 1 || st.Leased < 6+st.Stolen || st.Held != 0 || st.Share != 2 {
 			t.Errorf("FleetStats = %+v, %v; want hosts given up, leased again, none held at the end, share 2", st, ok)
 		}

@@ -134,6 +134,19 @@ const (
 	FieldFleetResent    = "fleet_resent"     // requests handed to it again after a lease ran out
 )
 
+// FleetStats are a fleet member's figures (an ext.Queue on a fleet's frontier), as the fleet_member
+// event's fleet_* fields and pacemetrics' collypace_fleet_* metrics give them. The counts are since the
+// Queue was made.
+type FleetStats struct {
+	Member    string // the member's name in the frontier (random, one per Queue): fleet_member
+	Held      int    // hosts it leases now: fleet_held
+	Share     int    // its share of the fleet's hosts with work, at its last heartbeat (0: none yet): fleet_share
+	Leased    int64  // leases it won: fleet_leased
+	Stolen    int64  // hosts it gave up at a heartbeat because it held more than its share: fleet_stolen
+	TakenOver int64  // hosts it leased whose previous lease ran out unrenewed (a member died): fleet_taken_over
+	Resent    int64  // requests handed to it again after a lease ran out (perhaps sent by the dead member): fleet_resent
+}
+
 // BreakerState is the state of a host's circuit breaker (ext's HostSnapshot.Breaker, its Observer's
 // BreakerChanged). Its values are stored: a new version adds, it never renumbers.
 type BreakerState int

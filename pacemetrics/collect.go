@@ -79,11 +79,10 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	if src != nil {
 		in.watched, in.statuses = true, src.Hosts()
 	}
-	var fleet []prometheus.Metric
 	if q != nil {
 		in.queued, in.depths = true, q.Depths()
-		fleet = fleetMetrics(q)
 	}
+	fleet := c.fleet.metrics()
 
 	c.mu.Lock()
 	ms := c.scrapeLocked(c.now(), in)

@@ -82,6 +82,7 @@ type Collector struct {
 	hosts    shardmap.Map[*hostStats]
 	other    hostStats // events of hosts without series of their own, at the time of the event
 	wait     prometheus.Histogram
+	fleet    fleetFigures // fleet members' figures (FleetChanged)
 
 	mu         sync.Mutex // protects the fields below and the scrape fields of every hostStats
 	source     HostSource
@@ -150,10 +151,8 @@ func (c *Collector) Watch(p HostSource) {
 	c.mu.Unlock()
 }
 
-// WatchQueue makes the Collector read q's depths at every scrape, for collypace_queue_depth, and, for a
-// member of a fleet's frontier (FleetSource), its figures: collypace_fleet_hosts_held, fleet_share,
-// fleet_leases_total, fleet_hosts_stolen_total, fleet_hosts_taken_over_total and
-// fleet_requests_resent_total, labelled by member. It replaces any previous WatchQueue.
+// WatchQueue makes the Collector read q's depths at every scrape, for collypace_queue_depth. It
+// replaces any previous WatchQueue.
 func (c *Collector) WatchQueue(q QueueDepths) {
 	c.mu.Lock()
 	c.queue = q

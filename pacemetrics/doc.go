@@ -30,8 +30,8 @@
 //	collypace_in_flight                       gauge      host           requests in flight
 //	collypace_hosts                           gauge      (none)         hosts whose pacing state is in memory
 //	collypace_queue_depth                     gauge      host           requests queued (WatchQueue)
-//	collypace_fleet_hosts_held                gauge      member         a fleet member's hosts leased now (WatchQueue of
-//	                                                                    a Queue on a fleet's frontier; ext.FleetStats)
+//	collypace_fleet_hosts_held                gauge      member         a fleet member's hosts leased now (told by its
+//	                                                                    Queue, through FleetChanged; audit.FleetStats)
 //	collypace_fleet_share                     gauge      member         its share of the fleet's hosts, at its last heartbeat
 //	collypace_fleet_leases_total              counter    member         leases it won
 //	collypace_fleet_hosts_stolen_total        counter    member         hosts it gave up, holding more than its share

@@ -1,18 +1,22 @@
 package pacemetrics
 
 import (
-	"github.com/collypace/ext"
+	"maps"
+	"slices"
+	"sync"
+
+	"github.com/collypace/ext/audit"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// FleetSource is what WatchQueue also reads at scrape time when the queue implements it: a fleet
-// member's figures. *ext.Queue implements it; ok is false for a Queue that is not on a fleet's
-// frontier, and then nothing is exported.
-type FleetSource interface {
-	FleetStats() (ext.FleetStats, bool)
-}
+// A Queue on a fleet's frontier tells the pacer's Observer its member's figures at each heartbeat and
+// when its Run ends (FleetChanged); the Collector keeps the latest of each member and exports them.
 
 const labelMember = "member"
+
+// maxFleetMembers bounds the members a Collector remembers: a process makes one Queue, or a few one
+// after the other; the oldest figures go first.
+const maxFleetMembers = 16
 
 var (
 	descFleetHeld = newDesc("fleet_hosts_held",
@@ -31,25 +35,48 @@ var (
 
 var fleetDescs = []*prometheus.Desc{descFleetHeld, descFleetShare, descFleetLeased, descFleetStolen, descFleetTakenOver, descFleetResent}
 
-// fleetMetrics are the member's figures as metrics, none when q is no fleet member.
-func fleetMetrics(q QueueDepths) []prometheus.Metric {
-	src, ok := q.(FleetSource)
-	if !ok {
-		return nil
+// fleetFigures are the latest figures of each member the Collector was told of.
+type fleetFigures struct {
+	mu      sync.Mutex // protects the fields below
+	members map[string]audit.FleetStats
+	order   []string // members by when first told, oldest first
+}
+
+// FleetChanged records a fleet member's figures, exported as collypace_fleet_*. ext.Queue calls it on
+// the pacer's Observer at each heartbeat of a member of a fleet's frontier, and when its Run ends.
+func (c *Collector) FleetChanged(st audit.FleetStats) {
+	f := &c.fleet
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.members == nil {
+		f.members = map[string]audit.FleetStats{}
 	}
-	st, ok := src.FleetStats()
-	if !ok {
-		return nil
+	if _, ok := f.members[st.Member]; !ok {
+		f.order = append(f.order, st.Member)
+		if len(f.order) > maxFleetMembers {
+			delete(f.members, f.order[0])
+			f.order = slices.Delete(f.order, 0, 1)
+		}
 	}
-	gauge := func(d *prometheus.Desc, v float64) prometheus.Metric {
-		return prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, st.Member)
+	f.members[st.Member] = st
+}
+
+// metrics are the members' figures as metrics.
+func (f *fleetFigures) metrics() []prometheus.Metric {
+	f.mu.Lock()
+	members := maps.Clone(f.members)
+	f.mu.Unlock()
+	var out []prometheus.Metric
+	for _, st := range members {
+		gauge := func(d *prometheus.Desc, v float64) prometheus.Metric {
+			return prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, st.Member)
+		}
+		counter := func(d *prometheus.Desc, v int64) prometheus.Metric {
+			return prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), st.Member)
+		}
+		out = append(out, gauge(descFleetHeld, float64(st.Held)), gauge(descFleetShare, float64(st.Share)),
+			counter(descFleetLeased, st.Leased), counter(descFleetStolen, st.Stolen),
+			counter(descFleetTakenOver, st.TakenOver), counter(descFleetResent, st.Resent))
 	}
-	counter := func(d *prometheus.Desc, v int64) prometheus.Metric {
-		return prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), st.Member)
-	}
-	return []prometheus.Metric{
-		gauge(descFleetHeld, float64(st.Held)), gauge(descFleetShare, float64(st.Share)),
-		counter(descFleetLeased, st.Leased), counter(descFleetStolen, st.Stolen),
-		counter(descFleetTakenOver, st.TakenOver), counter(descFleetResent, st.Resent),
-	}
+	return out
 }

@@ -1,28 +1,27 @@
 package pacemetrics_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
-	"github.com/collypace/ext"
+	"github.com/collypace/ext/audit"
 	"github.com/collypace/ext/pacemetrics"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
-// fleetQueue is a queue that is a member of a fleet's frontier.
-type fleetQueue struct {
-	fakeQueue
-	st ext.FleetStats
-	ok bool
-}
+var fleetNames = []string{"collypace_fleet_hosts_held", "collypace_fleet_share", "collypace_fleet_leases_total",
+	"collypace_fleet_hosts_stolen_total", "collypace_fleet_hosts_taken_over_total", "collypace_fleet_requests_resent_total"}
 
-func (f fleetQueue) FleetStats() (ext.FleetStats, bool) { return f.st, f.ok }
-
-// Issue 27, item 4: a fleet member's figures, labelled by member; none for a Queue that is no member.
+// Issue 27, item 4: a fleet member's figures, as its Queue tells them (the latest), labelled by
+// member; none before any member told.
 func TestFleetMemberFigures(t *testing.T) {
 	m := pacemetrics.New()
-	m.WatchQueue(fleetQueue{fakeQueue: fakeQueue{}, ok: true,
-		st: ext.FleetStats{Member: "m1", Held: 3, Share: 4, Leased: 9, Stolen: 2, TakenOver: 5, Resent: 1}})
+	if n := testutil.CollectAndCount(m, fleetNames...); n != 0 {
+		t.Errorf("%d fleet series before any member told its figures, want none", n)
+	}
+	m.FleetChanged(audit.FleetStats{Member: "m1", Held: 1, Leased: 1})
+	m.FleetChanged(audit.FleetStats{Member: "m1", Held: 3, Share: 4, Leased: 9, Stolen: 2, TakenOver: 5, Resent: 1})
 	want := `
 # HELP collypace_fleet_hosts_held Hosts the fleet member leases now.
 # TYPE collypace_fleet_hosts_held gauge
@@ -43,14 +42,13 @@ collypace_fleet_hosts_taken_over_total{member="m1"} 5
 # TYPE collypace_fleet_requests_resent_total counter
 collypace_fleet_requests_resent_total{member="m1"} 1
 `
-	names := []string{"collypace_fleet_hosts_held", "collypace_fleet_share", "collypace_fleet_leases_total", "collypace_fleet_hosts_stolen_total",
-		"collypace_fleet_hosts_taken_over_total", "collypace_fleet_requests_resent_total"}
-	if err := testutil.CollectAndCompare(m, strings.NewReader(want), names...); err != nil {
+	if err := testutil.CollectAndCompare(m, strings.NewReader(want), fleetNames...); err != nil {
 		t.Error(err)
 	}
-	alone := pacemetrics.New()
-	alone.WatchQueue(fleetQueue{fakeQueue: fakeQueue{"a.test": 1}})
-	if n := testutil.CollectAndCount(alone, names...); n != 0 {
-		t.Errorf("%d fleet series for a Queue that is no member, want none", n)
+	for i := range 40 { // Queues made one after the other: the Collector keeps the latest 16
+		m.FleetChanged(audit.FleetStats{Member: fmt.Sprintf("q%d", i)})
+	}
+	if n := testutil.CollectAndCount(m, "collypace_fleet_hosts_held"); n != 16 {
+		t.Errorf("%d members exported after 41 told, want the latest 16", n)
 	}
 }

@@ -10,17 +10,21 @@ import (
 )
 
 // Issue 27, item 4: AddNewURL says whether a URL was new to the fleet's frontier, whichever member
-// queued it first; a Queue WithoutFrontier keeps its URLs to itself and queues each one it is given.
+// queued it first; a Queue whose pacer sees the store as a SharedStore alone (the documented opt-out)
+// keeps its URLs to itself and queues each one it is given.
 func TestAddNewURLSaysWhetherTheFrontierHadIt(t *testing.T) {
 	srv := redistest.Start(t)
 	prefix := newPrefix()
-	queue := func(opts ...ext.QueueOption) *ext.Queue {
-		st := redisstore.New(srv.Client(), redisstore.WithPrefix(prefix))
+	queue := func(shared bool) *ext.Queue {
+		var st ext.Store = redisstore.New(srv.Client(), redisstore.WithPrefix(prefix))
+		if !shared {
+			st = struct{ ext.SharedStore }{st.(ext.SharedStore)}
+		}
 		p := ext.AdaptivePacing(colly.NewCollector(), ext.WithStore(st), ext.WithoutRobots())
 		t.Cleanup(func() { _ = p.Close() })
-		return ext.NewQueue(p, 1, opts...)
+		return ext.NewQueue(p, 1)
 	}
-	a, b := queue(), queue()
+	a, b := queue(true), queue(true)
 	for i, c := range []struct {
 		q    *ext.Queue
 		url  string
@@ -38,19 +42,13 @@ func TestAddNewURLSaysWhetherTheFrontierHadIt(t *testing.T) {
 	if _, err := a.AddNewURL("no host"); err == nil {
 		t.Error("AddNewURL of a URL without a host: no error")
 	}
-	if _, ok := a.FleetStats(); !ok {
-		t.Error("a Queue on a redisstore is not a member of the fleet's frontier")
-	}
-	local := queue(ext.WithoutFrontier())
+	local := queue(false)
 	for range 2 {
 		if added, err := local.AddNewURL("http://n.test/1"); err != nil || !added {
-			t.Errorf("AddNewURL on a Queue WithoutFrontier = %v, %v; want queued", added, err)
+			t.Errorf("AddNewURL on a Queue off the frontier = %v, %v; want queued", added, err)
 		}
 	}
 	if n := local.Size(); n != 2 {
-		t.Errorf("Size of the Queue WithoutFrontier = %d, want its 2 URLs (the frontier's are not its)", n)
-	}
-	if _, ok := local.FleetStats(); ok {
-		t.Error("a Queue WithoutFrontier reports fleet figures")
+		t.Errorf("Size of the Queue off the frontier = %d, want its 2 URLs (the frontier's are not its)", n)
 	}
 }

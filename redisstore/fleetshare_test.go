@@ -39,29 +39,29 @@ func TestFrontierLeasesAShareOfTheHosts(t *testing.T) {
 			t.Fatalf("heartbeat of %s = share %d, %v", m, share, err)
 		}
 	}
-	got, err := st.FrontierLease(ctx, "a", 100, nil)
-	if err != nil || len(got.Hosts) != 4 {
-		t.Fatalf("the first member asked for 100 hosts and leased %v, %v: want its share, 4", got.Hosts, err)
+	got, _, _, _, err := st.FrontierLease(ctx, "a", 100, nil)
+	if err != nil || len(got) != 4 {
+		t.Fatalf("the first member asked for 100 hosts and leased %v, %v: want its share, 4", got, err)
 	}
-	if more, err := st.FrontierLease(ctx, "a", 100, got.Hosts); err != nil || len(more.Hosts) != 0 {
-		t.Errorf("asking again while holding its share leased %v, %v: want none", more.Hosts, err)
+	if more, _, _, _, err := st.FrontierLease(ctx, "a", 100, got); err != nil || len(more) != 0 {
+		t.Errorf("asking again while holding its share leased %v, %v: want none", more, err)
 	}
-	b, err := st.FrontierLease(ctx, "b", 100, nil)
-	if err != nil || len(b.Hosts) != 4 || len(b.TakenOver) != 0 {
-		t.Errorf("the second member leased %v (taken over %v), %v: want 4, none taken over", b.Hosts, b.TakenOver, err)
+	b, over, _, _, err := st.FrontierLease(ctx, "b", 100, nil)
+	if err != nil || len(b) != 4 || len(over) != 0 {
+		t.Errorf("the second member leased %v (taken over %v), %v: want 4, none taken over", b, over, err)
 	}
-	if lost, share, err := st.FrontierRenew(ctx, "a", got.Hosts); err != nil || len(lost) != 0 || share != 4 {
+	if lost, share, err := st.FrontierRenew(ctx, "a", got); err != nil || len(lost) != 0 || share != 4 {
 		t.Errorf("a's heartbeat = lost %v, share %d, %v; want nothing lost, share 4", lost, share, err)
 	}
 	if err := st.FrontierLeave(ctx, "c"); err != nil {
 		t.Fatal(err)
 	}
-	if _, share, err := st.FrontierRenew(ctx, "a", got.Hosts); err != nil || share != 6 {
+	if _, share, err := st.FrontierRenew(ctx, "a", got); err != nil || share != 6 {
 		t.Errorf("a's share once c left = %d, %v; want 6 (12 hosts over 2)", share, err)
 	}
 	// b stops beating: once its heartbeat runs out (500 ms), a is alone, and its share is every host.
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		_, share, err := st.FrontierRenew(ctx, "a", got.Hosts)
+		_, share, err := st.FrontierRenew(ctx, "a", got)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -84,38 +84,38 @@ func TestFrontierReportsTakeovers(t *testing.T) {
 	if _, err := st.FrontierAdd(ctx, "a.test", reqs, keys, false); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := st.FrontierLease(ctx, "first", 1, nil); err != nil || len(got.Hosts) != 1 {
+	if got, _, _, _, err := st.FrontierLease(ctx, "first", 1, nil); err != nil || len(got) != 1 {
 		t.Fatalf("lease = %v, %v", got, err)
 	}
 	if err := st.FrontierRelease(ctx, "first", "a.test", 0); err != nil {
 		t.Fatal(err)
 	}
-	got, err := st.FrontierLease(ctx, "second", 1, nil)
-	if err != nil || len(got.Hosts) != 1 || len(got.TakenOver) != 0 {
-		t.Fatalf("lease after a release = %+v, %v; want the host, not taken over", got, err)
+	got, over, _, _, err := st.FrontierLease(ctx, "second", 1, nil)
+	if err != nil || len(got) != 1 || len(over) != 0 {
+		t.Fatalf("lease after a release = %v (taken over %v), %v; want the host, not taken over", got, over, err)
 	}
 	// second dies: its lease runs out unrenewed.
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		got, err = st.FrontierLease(ctx, "third", 1, nil)
+		got, over, _, _, err = st.FrontierLease(ctx, "third", 1, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(got.Hosts) > 0 {
+		if len(got) > 0 {
 			break
 		}
 		if time.Now().After(deadline) {
 			t.Fatal("the lease never ran out")
 		}
 	}
-	if !slices.Equal(got.TakenOver, []string{"a.test"}) {
-		t.Errorf("lease after a lease ran out = %+v; want a.test taken over", got)
+	if !slices.Equal(over, []string{"a.test"}) {
+		t.Errorf("lease after a lease ran out = %v, taken over %v; want a.test taken over", got, over)
 	}
 }
 
 // Issue 27, item 1: stealing from an overloaded member. A member alone leases every host; a second
 // joins; at its next heartbeat the first gives up the hosts over its share, the second leases them,
 // and the crawl ends with every page once, at the interval, whoever held the host. The figures reach
-// the audit trail (fleet_host_stolen, fleet_member with its fleet_* fields) and FleetStats.
+// the audit trail (fleet_host_stolen, fleet_member with its fleet_* fields) and the pacer's Observer.
 func TestFleetQueueStealsFromAnOverloadedMember(t *testing.T) {
 	srv := redistest.Start(t)
 	const hosts, pages, interval = 8, 12, 100 * time.Millisecond
@@ -127,7 +127,7 @@ func TestFleetQueueStealsFromAnOverloadedMember(t *testing.T) {
 	firstDone := make(chan error, 1)
 	go func() { firstDone <- first.q.Run(first.c) }()
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-		if st, _ := first.q.FleetStats(); st.Held == hosts {
+		if first.fig.get().Held == hosts {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -142,8 +142,7 @@ func TestFleetQueueStealsFromAnOverloadedMember(t *testing.T) {
 		t.Fatal(err)
 	}
 	site.check(t, hosts, interval, nil)
-	a, _ := first.q.FleetStats()
-	b, _ := second.q.FleetStats()
+	a, b := first.fig.get(), second.fig.get()
 	if a.Stolen < 1 || b.Leased < 1 || a.TakenOver != 0 || b.TakenOver != 0 {
 		t.Errorf("figures: first %+v, second %+v; want hosts stolen from the first and leased by the second, none taken over", a, b)
 	}

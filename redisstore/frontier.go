@@ -118,7 +118,7 @@ func (s *Store) FrontierAdd(ctx context.Context, host string, reqs []ext.Deferre
 // FrontierLease implements ext.Frontier: one script run a shard, all in one pipeline (one round trip
 // on a single server), each also the owner's heartbeat on its shard. With several shards, each is
 // asked for its share of n, at least one, and told how many of its hosts the owner holds.
-func (s *Store) FrontierLease(ctx context.Context, owner string, n int, held []string) (ext.FrontierLeased, error) {
+func (s *Store) FrontierLease(ctx context.Context, owner string, n int, held []string) (hosts, takenOver []string, left int, next time.Duration, err error) {
 	if n <= 0 {
 		n = 1
 	}
@@ -134,25 +134,23 @@ func (s *Store) FrontierLease(ctx context.Context, owner string, n int, held []s
 		return []string{sched, s.membersKey(i), count}, []any{owner, ttl, per, s.frontierBase(i), heldBy[i]}
 	})
 	if err != nil {
-		return ext.FrontierLeased{}, wrapErr(err, "frontier lease")
+		return nil, nil, 0, 0, wrapErr(err, "frontier lease")
 	}
-	var out ext.FrontierLeased
-	left, next := 0, time.Duration(-1)
+	next = -1
 	for _, c := range cmds {
 		res, err := c.Slice()
 		if err != nil || len(res) != 4 {
-			return ext.FrontierLeased{}, fmt.Errorf("redisstore: frontier lease: script returned %v (%v): %w", res, err, ext.ErrCorruptState)
+			return nil, nil, 0, 0, fmt.Errorf("redisstore: frontier lease: script returned %v (%v): %w", res, err, ext.ErrCorruptState)
 		}
-		out.Hosts = append(out.Hosts, stringsOf(res[0])...)
-		out.TakenOver = append(out.TakenOver, stringsOf(res[3])...)
+		hosts = append(hosts, stringsOf(res[0])...)
+		takenOver = append(takenOver, stringsOf(res[3])...)
 		n, _ := res[1].(int64)
 		left += int(n)
 		if ms, _ := res[2].(int64); ms >= 0 && (next < 0 || time.Duration(ms)*time.Millisecond < next) {
 			next = time.Duration(ms) * time.Millisecond
 		}
 	}
-	out.Left, out.Next = max(left, 0), max(next, 0)
-	return out, nil
+	return hosts, takenOver, max(left, 0), max(next, 0), nil
 }
 
 // stringsOf is the strings of a script's array reply.

@@ -276,6 +276,6 @@ func TestFrontierKeysShareTheirShardsSlot(t *testing.T) {
 
 // leaseOf is st.FrontierLease for owner holding nothing, as its four results.
 func leaseOf(st *redisstore.Store, owner string, n int) ([]string, int, time.Duration, error) {
-	got, err := st.FrontierLease(ctx, owner, n, nil)
-	return got.Hosts, got.Left, got.Next, err
+	got, _, left, next, err := st.FrontierLease(ctx, owner, n, nil)
+	return got, left, next, err
 }

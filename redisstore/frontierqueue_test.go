@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/collypace/ext"
+	"github.com/collypace/ext/audit"
 	"github.com/collypace/ext/redisstore"
 	"github.com/collypace/ext/redisstore/internal/redistest"
 	"github.com/gocolly/colly/v2"
@@ -106,6 +107,31 @@ type frontierMember struct {
 	p     *ext.Pacer
 	q     *ext.Queue
 	trail *lockedTrail // its audit trail
+	fig   *figures     // its figures as a fleet member, as its Queue tells them
+}
+
+// figures is an ext.Observer that keeps a fleet member's latest figures (those pacemetrics exports).
+type figures struct {
+	mu sync.Mutex
+	st audit.FleetStats
+}
+
+func (*figures) Departed(string, time.Duration)            {}
+func (*figures) Refused(string, audit.Trigger)             {}
+func (*figures) RetryAfter(string, time.Duration)          {}
+func (*figures) BreakerChanged(string, audit.BreakerState) {}
+
+// FleetChanged is what the Queue calls at each heartbeat and when its Run ends.
+func (f *figures) FleetChanged(st audit.FleetStats) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.st = st
+}
+
+func (f *figures) get() audit.FleetStats {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.st
 }
 
 // seedHosts adds the first page of each of hosts to q.
@@ -142,9 +168,9 @@ func newFrontierMember(t *testing.T, srv *redistest.Server, site *frontierSite, 
 	if err := c.SetStorage(st.CollyStorage()); err != nil {
 		t.Fatal(err)
 	}
-	trail := &lockedTrail{}
+	trail, fig := &lockedTrail{}, &figures{}
 	p := ext.AdaptivePacing(c, ext.WithStore(st), ext.WithTransport(site.transport()), ext.WithBaseDelay(interval), ext.WithJitter(0), ext.WithoutRobots(),
-		ext.WithLogger(zerolog.New(trail).Level(zerolog.InfoLevel)))
+		ext.WithLogger(zerolog.New(trail).Level(zerolog.InfoLevel)), ext.WithObserver(fig))
 	t.Cleanup(func() { _ = p.Close() })
 	q := ext.NewQueue(p, workers)
 	c.OnHTML("a[href]", func(e *colly.HTMLElement) {
@@ -152,7 +178,7 @@ func newFrontierMember(t *testing.T, srv *redistest.Server, site *frontierSite, 
 			t.Error(err)
 		}
 	})
-	return &frontierMember{st: st, c: c, p: p, q: q, trail: trail}
+	return &frontierMember{st: st, c: c, p: p, q: q, trail: trail, fig: fig}
 }
 
 // Three processes seeded with the same URLs, discovering the same links: every page is fetched

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/collypace/ext"
+	"github.com/collypace/ext/audit"
 	"github.com/collypace/ext/internal/redisproc"
 	"github.com/collypace/ext/redisstore"
 	"github.com/redis/go-redis/v9"
@@ -109,10 +110,10 @@ type fleetRun struct {
 	victimSent           int   // the killed process's requests before the kill
 	victimDuplicates     int   // duplicates whose first arrival was the killed process's, before the kill
 	boundedStop          bool
-	perProcess           []int            // pages each process sent, by arrivals
-	victimHosts          int              // hosts the killed process was crawling, with pages left at the kill
-	takeover             time.Duration    // from the kill to the first page of the last of those hosts sent by another process
-	members              []ext.FleetStats // the figures of the processes that reported
+	perProcess           []int              // pages each process sent, by arrivals
+	victimHosts          int                // hosts the killed process was crawling, with pages left at the kill
+	takeover             time.Duration      // from the kill to the first page of the last of those hosts sent by another process
+	members              []audit.FleetStats // the figures of the processes that reported
 }
 
 // runFleetBench runs the fleet crawl, then the kill crawl, and prints the table.
