@@ -23,16 +23,16 @@ type auditEvent struct {
 	status    int
 	detail    string
 
-	url          *url.URL          // the request, redacted only when the event is written (redactURL)
-	wait         time.Duration     // departures: time spent waiting in the pacer
-	interval     time.Duration     // departures: the interval in force
-	crawlDelay   time.Duration     // departures: the Crawl-delay in force
-	rateInterval time.Duration     // departures: the rate-limit interval in force
-	windowStart  time.Time         // holds: when the window was learned
-	windowEnd    time.Time         // holds: when it ends
-	until        time.Time         // a rate-limit interval: when it ends
-	departure    bool              // a departure event: the departure fields are written, even when 0
-	fleet        *audit.FleetStats // fleet_member: the member's figures
+	url          *url.URL      // the request, redacted only when the event is written (redactURL)
+	wait         time.Duration // departures: time spent waiting in the pacer
+	interval     time.Duration // departures: the interval in force
+	crawlDelay   time.Duration // departures: the Crawl-delay in force
+	rateInterval time.Duration // departures: the rate-limit interval in force
+	windowStart  time.Time     // holds: when the window was learned
+	windowEnd    time.Time     // holds: when it ends
+	until        time.Time     // a rate-limit interval: when it ends
+	departure    bool          // a departure event: the departure fields are written, even when 0
+	fleet        *fleetFigures // fleet_member: the member's figures
 }
 
 // auditLog writes audit events through a zerolog.Logger without touching zerolog's globals.

@@ -60,6 +60,9 @@ type queueFleet struct {
 	notes  []auditEvent             // fleet events to emit at info level once the lock is released
 }
 
+// fleetFigures is a member's figures, as the audit trail writes them.
+type fleetFigures = audit.FleetStats
+
 // fleetObserver is an Observer that is also told a fleet member's figures (pacemetrics' Collector is):
 // at each heartbeat of the member's Queue, and when its Run ends.
 type fleetObserver interface {
