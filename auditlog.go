@@ -33,6 +33,7 @@ type auditEvent struct {
 	windowEnd    time.Time     // holds: when it ends
 	until        time.Time     // a rate-limit interval: when it ends
 	departure    bool          // a departure event: the departure fields are written, even when 0
+	fleet        *fleetFigures // fleet_member: the member's figures
 }
 
 // auditLog writes audit events through a zerolog.Logger without touching zerolog's globals.
@@ -83,6 +84,11 @@ func (a *auditLog) emit(level zerolog.Level, e auditEvent) {
 	}
 	if !e.until.IsZero() {
 		ev.Str(audit.FieldUntil, e.until.UTC().Format(time.RFC3339Nano))
+	}
+	if f := e.fleet; f != nil {
+		ev.Str(audit.FieldFleetMember, f.Member).Int(audit.FieldFleetHeld, f.Held).Int(audit.FieldFleetShare, f.Share).
+			Int64(audit.FieldFleetLeased, f.Leased).Int64(audit.FieldFleetStolen, f.Stolen).
+			Int64(audit.FieldFleetTakenOver, f.TakenOver).Int64(audit.FieldFleetResent, f.Resent)
 	}
 	ev.Send()
 }

@@ -377,6 +377,8 @@ func WithTransport(rt http.RoundTripper) Option {
 // WithStore keeps per-host state and deferred requests in s, so they survive a restart (sqlitestore)
 // or are shared by a fleet of crawlers (redisstore). Call Pacer.Close before exiting to write what is
 // still pending; the store itself stays open (it is yours to close). A nil s keeps state in memory.
+// A store that is a Frontier (redisstore) also makes every Queue of the pacer a member of the fleet's
+// shared frontier; WithStore(struct{ SharedStore }{st}) shares the schedule without it (see NewQueue).
 func WithStore(s Store) Option {
 	return func(c *config) { c.store = s }
 }

@@ -47,7 +47,10 @@ const (
 	EventOptionInvalid        Event = "option_invalid"         // an option value was set aside at construction: the default is used
 	// EventAuditWriteFailed names, in an alert (never in the trail it could not write), a failed write
 	// of the audit trail (ext.WithAuditWriter): events are being lost.
-	EventAuditWriteFailed Event = "audit_write_failed"
+	EventAuditWriteFailed   Event = "audit_write_failed"
+	EventFleetHostTakenOver Event = "fleet_host_taken_over" // a Queue leased a host whose previous lease ran out unrenewed (its member died)
+	EventFleetHostStolen    Event = "fleet_host_stolen"     // a Queue gave a host up at its heartbeat, holding more than its share, for a member under its share
+	EventFleetMember        Event = "fleet_member"          // a Queue's Run on a fleet's frontier ended: its figures (the fleet_* fields)
 )
 
 // Trigger is the value of an event's "trigger" field: what set a host's interval (or held it), or
@@ -82,6 +85,7 @@ const (
 	TriggerBreaker        Trigger = "breaker"
 	TriggerStore          Trigger = "store"
 	TriggerOption         Trigger = "option"
+	TriggerFleet          Trigger = "fleet" // the fleet's frontier: leases, shares, takeovers
 )
 
 // Trip is why a host's circuit breaker opened, in audit details and alerts.
@@ -127,7 +131,29 @@ const (
 	FieldWindowEnd      = "window_end"             // holds: no departure before this instant, RFC 3339
 	FieldUntil          = "until"                  // rate_limit_applied setting an interval: when that interval ends (the quota's reset), RFC 3339
 	FieldAdmitted       = "admitted"               // departures: when the pacer let the request go, RFC 3339 (the event's timestamp is when it reached the wire)
+
+	// fleet_member: a fleet member's figures (ext.FleetStats), counted from its Queue's creation.
+	FieldFleetMember    = "fleet_member"     // the member's name in the frontier
+	FieldFleetHeld      = "fleet_held"       // hosts it leased when the event was written
+	FieldFleetShare     = "fleet_share"      // its share of the fleet's hosts with work, at its last heartbeat
+	FieldFleetLeased    = "fleet_leased"     // leases it won
+	FieldFleetStolen    = "fleet_stolen"     // hosts it gave up, holding more than its share
+	FieldFleetTakenOver = "fleet_taken_over" // hosts it took over from a member whose lease ran out
+	FieldFleetResent    = "fleet_resent"     // requests handed to it again after a lease ran out
 )
+
+// FleetStats are a fleet member's figures (an ext.Queue on a fleet's frontier), as the fleet_member
+// event's fleet_* fields and pacemetrics' collypace_fleet_* metrics give them. The counts are since the
+// Queue was made.
+type FleetStats struct {
+	Member    string // the member's name in the frontier (random, one per Queue): fleet_member
+	Held      int    // hosts it leases now: fleet_held
+	Share     int    // its share of the fleet's hosts with work, at its last heartbeat (0: none yet): fleet_share
+	Leased    int64  // leases it won: fleet_leased
+	Stolen    int64  // hosts it gave up at a heartbeat because it held more than its share: fleet_stolen
+	TakenOver int64  // hosts it leased whose previous lease ran out unrenewed (a member died): fleet_taken_over
+	Resent    int64  // requests handed to it again after a lease ran out (perhaps sent by the dead member): fleet_resent
+}
 
 // BreakerState is the state of a host's circuit breaker (ext's HostSnapshot.Breaker, its Observer's
 // BreakerChanged). Its values are stored: a new version adds, it never renumbers.
