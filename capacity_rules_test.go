@@ -271,3 +271,24 @@ func TestFleetModelKeepsWhatItLearnt(t *testing.T) {
 		}
 	}
 }
+
+// A refusal of the first departure after a Retry-After hold came a whole hold after the one before:
+// no limiter refuses that for speed, so it moves neither the delay nor the count of refusals in a row
+// (refusedSpaced); the pacer marks such a departure (afterHold).
+func TestRefusalAfterAHoldTeachesNothingAboutSpeed(t *testing.T) {
+	a := newAdaptive(100 * ms)
+	a.good, a.bad, a.held = 250*ms, 240*ms, dropRun
+	a.set(250*ms, 100*ms, time.Minute)
+	if a.refuse(a.gen, refusedSpaced, 0, 100*ms, time.Minute, t0) || a.delay != 250*ms || a.good != 250*ms || a.failures != 0 {
+		t.Errorf("a refusal after a hold moved the model: delay %v, good %v, %d failures", a.delay, a.good, a.failures)
+	}
+	h := newHost("h", HostPolicy{BaseDelay: 100 * ms, MaxDelay: time.Minute, MaxInFlight: 8})
+	h.lastDeparture, h.holdUntil = t0, t0.Add(2*time.Second)
+	if _, res := h.earliestLocked(t0.Add(time.Second), 0, 0); !res.afterHold {
+		t.Error("the first departure after a hold is not marked afterHold")
+	}
+	h.lastDeparture = t0.Add(3 * time.Second)
+	if _, res := h.earliestLocked(t0.Add(4*time.Second), 0, 0); res.afterHold {
+		t.Error("a departure after another since the hold is marked afterHold")
+	}
+}

@@ -92,6 +92,11 @@ const (
 	refusedUnclear
 	// refusedOutage: another 5xx or a broken connection: nothing about speed.
 	refusedOutage
+	// refusedSpaced: a rate refusal of the first departure after a Retry-After hold, spaced from the
+	// one before by the whole hold: no limiter refuses that for speed (nginx counts from the last
+	// accepted request, a bucket refilled, a window slid on), so it teaches nothing about speed either,
+	// only that the host refuses whatever the spacing (noise).
+	refusedSpaced
 )
 
 // adaptive is one host's capacity model: the adaptive delay and what it is learnt from. It is not safe
@@ -144,7 +149,7 @@ func (a *adaptive) refuse(gen uint64, kind refusalKind, jit, floor, ceiling time
 	if a.noise.observe(gen, true, a.noisy) {
 		a.noisy = false // refused clearly more often than the noise: a rate signal again
 	}
-	if gen != a.gen {
+	if gen != a.gen || kind == refusedSpaced {
 		return false
 	}
 	a.failures = satInc(a.failures)

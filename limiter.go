@@ -46,6 +46,7 @@ type host struct {
 	dirty        atomic.Bool   // changed since the last write-behind flush
 	crawlClamped bool          // robots.txt asked for more than we honour (under mu; here, it packs beside dirty)
 	rateRefused  bool          // the host has refused for rate (under mu): see capLocked
+	hung         uint8         // flights presumed hung (under mu): see capLocked
 	lastUse      atomic.Int64  // unix nanos of the last lookup, for idle eviction
 
 	mu            sync.Mutex // protects the fields below
@@ -94,6 +95,7 @@ type Reservation struct {
 	inFlight  int           // requests in flight to the host when it departed, itself included (0: not counted)
 	robots    bool          // a robots.txt fetch: its latency says nothing about the host's pages
 	traced    bool          // the transport reports when it reaches the wire, and the next departure waits for it
+	afterHold bool          // the first departure since a Retry-After or rate-limit hold ended: spaced by it
 	before    int64         // the host's last departure before this one (unix nanoseconds, 0: none), for unsent
 
 	crawlDelay   time.Duration // the Crawl-delay in force at departure
@@ -127,8 +129,9 @@ func (h *host) earliestLocked(now time.Time, jitterFraction, r float64) (time.Ti
 	if h.holdUntil.After(now) && !h.holdUntil.Before(at) {
 		why = h.holdTrigger
 	}
+	afterHold := h.lastDeparture.Before(h.holdUntil) // the first departure since a hold: it leaves at its end or later
 	at = later(at, h.holdUntil)
-	res := Reservation{Host: h.key, Interval: iv, Jitter: jit, Trigger: why, gen: h.delay.gen, compliant: !h.crawlClamped, h: h,
+	res := Reservation{Host: h.key, Interval: iv, Jitter: jit, Trigger: why, gen: h.delay.gen, compliant: !h.crawlClamped, h: h, afterHold: afterHold,
 		crawlDelay: h.crawlDelay}
 	if now.Before(h.rate.Until) {
 		res.rateInterval = h.rate.Interval
@@ -136,21 +139,27 @@ func (h *host) earliestLocked(now time.Time, jitterFraction, r float64) (time.Ti
 	return at, res
 }
 
-// capLocked is the in-flight cap at now: what the queueing signal allows, the policy's MaxInFlight at
-// most, and on a host that has refused for rate no more than its interval needs (see outcomeFirst)
-// until the returned instant (zero when that part does not bind).
-func (h *host) capLocked(now time.Time) (int32, time.Time) {
-	c := h.delay.queue.capFor(h.policy.MaxInFlight)
-	if !h.rateRefused || c <= 1 {
-		return int32(c), time.Time{}
-	}
+// capLocked is the in-flight cap at now: what the queueing signal allows, and on a host that has
+// refused for rate no more than its interval needs (see outcomeFirst), plus the flights presumed hung;
+// the policy's MaxInFlight at most. until is when a learnt cap that binds presumes one more flight hung
+// (zero when none binds): a request in flight past its interval and hangGrace (a timeout coming) no
+// longer holds the host back, and the next one may go.
+func (h *host) capLocked(now time.Time) (limit int32, until time.Time) {
+	ceiling := h.policy.MaxInFlight
+	c := h.delay.queue.capFor(ceiling)
 	iv := max(h.policy.BaseDelay, h.crawlDelay, h.delay.delay)
-	if need := outcomeFirst(h.delay.typicalLatency(), iv); need < c {
-		if until := h.lastDeparture.Add(iv + outcomeGrace); now.Before(until) {
-			return int32(need), until
-		}
+	typical := h.delay.typicalLatency()
+	if h.rateRefused && c > 1 {
+		c = min(c, outcomeFirst(typical, iv))
 	}
-	return int32(c), time.Time{}
+	if c >= ceiling {
+		return int32(ceiling), time.Time{}
+	}
+	until = h.lastDeparture.Add(iv + h.hangAfterLocked())
+	if h.inFlight-int32(h.hung) >= int32(c) && !now.Before(until) && int32(h.hung) < h.inFlight && h.hung < math.MaxUint8 {
+		h.hung++ // the oldest flight is presumed hung: it leaves the cap to the others
+	}
+	return int32(min(c+int(h.hung), ceiling)), until
 }
 
 // capAt is capLocked's cap alone.
@@ -159,14 +168,14 @@ func (h *host) capAt(now time.Time) int32 {
 	return c
 }
 
-// outcomeGrace bounds how long past its interval a departure waits for the previous one's outcome
-// (see outcomeFirst): a request that hangs (a timeout) holds the host back this long at most.
-const outcomeGrace = time.Second
+// hangGrace is how long past its interval (at least, see hangAfterLocked) a departure held by a learnt
+// cap waits for a flight to end: one that takes longer is presumed hung (see capLocked).
+const hangGrace = time.Second
 
 // outcomeFirst is the in-flight cap of a host that has refused for rate, whose responses typically
 // take lat and whose interval is iv: the requests one interval keeps in flight, so one while a
 // response comes back within an interval. The next departure then waits until the previous one's
-// outcome is read (outcomeGrace at most): a refusal read late, by a loaded crawler, still stops it,
+// outcome is read (hangGrace at most): a refusal read late, by a loaded crawler, still stops it,
 // and no request reaches the host inside the window that refusal announced. When the round trip is
 // shorter than the interval this costs nothing.
 func outcomeFirst(lat, iv time.Duration) int {
@@ -182,17 +191,29 @@ func (h *host) flyLocked(res *Reservation) {
 	res.inFlight = int(h.inFlight)
 }
 
-// landed ends a counted flight: the next request may use its place under the cap.
-func (h *host) landed() {
+// landed ends a counted flight that departed at departed, at now: the next request may use its place
+// under the cap.
+func (h *host) landed(departed, now time.Time) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.landLocked()
+	h.landLocked(departed, now)
 	h.wakeHeadLocked()
 }
 
-// landLocked ends a counted flight; the caller wakes the head.
-func (h *host) landLocked() {
+// landLocked ends a counted flight that departed at departed, at now; the caller wakes the head. A
+// flight as old as a hung one ends a presumption (see capLocked); none outlives the flights.
+func (h *host) landLocked(departed, now time.Time) {
 	h.inFlight = max(h.inFlight-1, 0)
+	if h.hung > 0 && now.Sub(departed) >= h.hangAfterLocked() {
+		h.hung--
+	}
+	h.hung = uint8(min(int32(h.hung), h.inFlight))
+}
+
+// hangAfterLocked is how long a flight must have been in flight to be presumed hung: hangGrace, and
+// at least 8 of the host's base round trips, so that a slow or queued response is not taken for one.
+func (h *host) hangAfterLocked() time.Duration {
+	return max(hangGrace, 8*h.delay.queue.base())
 }
 
 // nextLocked is when a request asking at now could depart, jitter aside.
@@ -437,8 +458,8 @@ func (p *Pacer) waitInLine(ctx context.Context, h *host, start time.Time, traced
 		h.mu.Unlock()
 		if capped && !at.After(now) {
 			at = now.Add(maxWireWait) // a flight that lands wakes the head
-			if !until.IsZero() {
-				at = until // or the previous outcome's grace ends
+			if !until.IsZero() && until.After(now) {
+				at = until // or the oldest flight is presumed hung
 			}
 		} else if !at.After(now) {
 			res.fleet = p.fleetActive()
@@ -563,7 +584,7 @@ func (f *flight) wire(p *Pacer, at time.Time, sent bool) {
 // the host's next departure.
 func (f *flight) finish(p *Pacer, now time.Time) {
 	if f.end(p, now) && f.res.inFlight > 0 {
-		f.res.h.landed()
+		f.res.h.landed(f.res.At, now)
 	}
 }
 

@@ -159,7 +159,7 @@ func (p *Pacer) applySignals(h *host, res Reservation, s outcomeSignals, now tim
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if landing {
-		h.landLocked()
+		h.landLocked(res.At, now)
 	}
 	before := h.stopMarkLocked(now)
 	events := h.applyLimitsLocked(s, now, p.now)
@@ -231,7 +231,11 @@ func (h *host) applyVerdictLocked(res Reservation, s outcomeSignals, now time.Ti
 		if !s.hold.IsZero() {
 			h.delay.spaceProbes(s.hold.Sub(now))
 		}
-		return h.delay.refuse(res.gen, refusalKindOf(s), res.Jitter, floor, ceiling, now), audit.EventDelayIncreased, s.v.Trigger
+		kind := refusalKindOf(s)
+		if kind == refusedRate && res.afterHold {
+			kind = refusedSpaced
+		}
+		return h.delay.refuse(res.gen, kind, res.Jitter, floor, ceiling, now), audit.EventDelayIncreased, s.v.Trigger
 	case s.v.Trigger == audit.TriggerClean:
 		if !res.fleet { // a fleet member sees only its share of what the host sustains
 			h.delay.drain.accepted()
