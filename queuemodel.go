@@ -11,9 +11,10 @@ import (
 // requests in flight: the first response sets the cap at what the interval needs; each response that
 // shows a queue takes one off it (Vegas's decrease by one: a single response's latency over-reads a
 // queue that one request in several waited in, and a per-response bandwidth-delay product would cut a
-// host with several workers to half); calm responses at the cap grow it by one, and each growth that
+// host with several workers to half); calm responses at the cap grow it by one. A cap cut below one
+// the host held calm grows back to it after calmBeforeGrow responses; beyond it, each growth that
 // formed a queue doubles the calm the next one needs, so a host whose workers are all in use is not
-// queued again every few seconds.
+// queued again every few seconds, nor held at half its workers for minutes by one queued response.
 const (
 	// baseWindow is how long one window of the base latency (a minimum) lasts; the base is the minimum
 	// of the current and the previous window, so it is measured again every baseWindow or two, as BBR
@@ -33,9 +34,10 @@ const (
 type queueModel struct {
 	cur, prev uint32 // minimum latency of the current and the previous window, µs (0: none)
 	curStart  int64  // unix ms the current window began
-	limit     int32  // the in-flight cap (0: not learnt yet)
+	limit     int16  // the in-flight cap (0: not learnt yet)
 	calm      int16  // responses without a queue at the cap since it last moved
-	misses    uint8  // growths in a row that formed a queue
+	best      int16  // the highest cap held calm for a growth's worth of responses: regrown to at once
+	misses    uint8  // growths in a row beyond best that formed a queue
 	grown     bool   // the cap last moved up: a queue now is that growth's
 }
 
@@ -82,28 +84,38 @@ func (q *queueModel) observe(latency time.Duration, inFlight int, iv time.Durati
 		if iv > 0 {
 			need = int(min((latency+iv-1)/iv, time.Duration(ceiling)))
 		}
-		q.limit = int32(min(ceiling, max(need, 1)))
+		q.limit = int16(min(ceiling, max(need, 1), math.MaxInt16))
 	case inFlight > 1 && latency > satAdd(satMul(base, 1+queueTolerance), queueSlack):
-		next := old - 1 // a response sent with more in flight than the cap is the queue already cut
-		if inFlight <= old {
-			next = inFlight - 1
-		}
+		bdp := int(math.Ceil(float64(inFlight) * float64(base) / float64(latency)))
+		next := inFlight - 1
 		if latency > 2*base { // a deep queue: at once to the bandwidth-delay product, rounded up
-			next = min(next, int(math.Ceil(float64(inFlight)*float64(base)/float64(latency))))
+			next = min(next, bdp)
 		}
-		if inFlight > old && latency <= 2*base {
+		if inFlight > old { // sent with more in flight than the cap now allows: its queue was cut already
 			next = old
+			if latency > 2*base { // unless deeper than that cut: not below its own product
+				next = min(old, max(bdp, 1))
+			}
 		}
 		if q.grown && next < old {
 			q.misses = min(q.misses+1, maxGrowMisses)
 		}
-		q.limit, q.calm, q.grown = int32(max(next, 1)), 0, false
+		if !q.grown && next < old && old <= int(q.best) {
+			q.best = int16(old - 1) // a queue at a cap held before: the host takes less now
+		}
+		q.limit, q.calm, q.grown = int16(max(next, 1)), 0, false
 	case inFlight >= old && old < ceiling:
-		if q.calm++; int(q.calm) >= calmBeforeGrow<<q.misses {
+		need := calmBeforeGrow // back up to a cap held before: at once
+		if old >= int(q.best) {
+			need <<= q.misses // beyond it: each growth that formed a queue doubles the wait
+		}
+		if q.calm++; int(q.calm) >= need {
 			if q.grown {
 				q.misses = 0 // the last growth held: the host had more to give
 			}
-			q.limit, q.calm, q.grown = int32(old+1), 0, true
+			q.best = int16(max(int(q.best), old))
+			q.limit, q.calm = int16(min(old+1, math.MaxInt16)), 0
+			q.grown = old+1 > int(q.best) // beyond what the host held: a queue now is this growth's
 		}
 	}
 	return q.capFor(ceiling) != old

@@ -119,3 +119,29 @@ func TestInFlightCapHoldsTheHead(t *testing.T) {
 		}
 	})
 }
+
+// A cap cut below one the host held calm grows back to it after calmBeforeGrow calm responses,
+// however many growths beyond it formed a queue: a queue seen once at two workers does not cost the
+// crawl half its speed for minutes.
+func TestRegrowsToAHeldCapAtOnce(t *testing.T) {
+	q := queueModel{limit: 2, best: 2, misses: maxGrowMisses}
+	q.observe(50*ms, 1, 0, 8, t0) // the base
+	q.limit = 1                   // cut by a deep queue
+	for range calmBeforeGrow {
+		q.observe(50*ms, 1, 0, 8, t0.Add(time.Second))
+	}
+	if got := q.capFor(8); got != 2 {
+		t.Errorf("cap %d after %d calm responses below the held 2, want 2", got, calmBeforeGrow)
+	}
+	for range calmBeforeGrow {
+		q.observe(50*ms, 2, 0, 8, t0.Add(time.Second))
+	}
+	if got := q.capFor(8); got != 2 {
+		t.Errorf("cap %d after %d calm responses at the held 2, want 2 (beyond it, growths wait %d)", got, calmBeforeGrow, calmBeforeGrow<<maxGrowMisses)
+	}
+	// A queue at the held cap itself (not after a growth): the host takes less now.
+	q.observe(120*ms, 2, 0, 8, t0.Add(2*time.Second))
+	if q.capFor(8) != 1 || q.best != 1 {
+		t.Errorf("after a queue at the held cap: cap %d, best %d; want 1, 1", q.capFor(8), q.best)
+	}
+}
