@@ -5,7 +5,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"slices"
+	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -23,6 +24,9 @@ import (
 // server, the targets asserted per cell, and the table logged (and written as markdown to the file
 // named by COLLYPACE_SIM_REPORT). One cell: go test -run 'TestCapacityVirtual/nb-4-1-429' .
 func TestCapacityVirtual(t *testing.T) {
+	// One processor: the goroutines of a bubble then run one at a time, so the jitter draws (taken by
+	// each request as it joins its host's line) pair with departures in the same order every run.
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
 	var (
 		mu   sync.Mutex // protects rows
 		rows []simRow
@@ -226,17 +230,12 @@ func (c simCell) crawl(t *testing.T) simFigures {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), c.limit)
 	defer cancel()
-	rng := rand.New(rand.NewPCG(c.seed, 0x5eed))
-	var rngMu sync.Mutex
-	random := func() float64 {
-		rngMu.Lock()
-		defer rngMu.Unlock()
-		return rng.Float64()
+	// One collector and pacer a host, each with its own seeded jitter source: hosts do not share a
+	// pacer's state, and their draws then do not interleave in an order the scheduler picks.
+	crawlers := make([]simCrawler, len(keys))
+	for i := range crawlers {
+		crawlers[i] = newSimCrawler(ctx, net, c.base, c.seed+uint64(i)<<32)
 	}
-	var audit auditBuf
-	col := colly.NewCollector(colly.Async(true), colly.StdlibContext(ctx))
-	p := AdaptivePacing(col, WithTransport(net), WithBaseDelay(c.base), WithJitter(DefaultJitter), withRandom(random),
-		WithLogger(zerolog.New(&audit)))
 
 	start := time.Now()
 	samples := make([][]simSample, len(keys))
@@ -252,7 +251,7 @@ func (c simCell) crawl(t *testing.T) simFigures {
 				return
 			case now := <-tick.C:
 				for i, k := range keys {
-					if s, ok := p.Host(k); ok {
+					if s, ok := crawlers[i].pacer.Host(k); ok {
 						samples[i] = append(samples[i], simSample{at: now, snap: s})
 					}
 				}
@@ -261,36 +260,75 @@ func (c simCell) crawl(t *testing.T) simFigures {
 	}()
 	for i, h := range c.hosts {
 		for pg := range max(h.Pages, 1) {
-			_ = col.Visit("http://" + keys[i] + scenario.PagePath(pg)) // async: errors come back through OnError
+			_ = crawlers[i].col.Visit("http://" + keys[i] + scenario.PagePath(pg)) // async: errors come back through OnError
 		}
 	}
-	col.Wait()
+	for _, cr := range crawlers {
+		cr.col.Wait()
+	}
 	close(stop)
 	<-sampled
 	cut := ctx.Err() != nil
-	deferred, err := p.DeferredRequests(context.Background(), "")
-	if err != nil {
-		t.Errorf("%s: listing deferred requests: %v", c.name, err)
-	}
-	if err := p.Close(); err != nil {
-		t.Errorf("%s: closing the pacer: %v", c.name, err)
-	}
 	var fig simFigures
 	for i, k := range keys {
+		cr := crawlers[i]
+		deferred, err := cr.pacer.DeferredRequests(context.Background(), "")
+		if err != nil {
+			t.Errorf("%s: listing deferred requests: %v", c.name, err)
+		}
+		if err := cr.pacer.Close(); err != nil {
+			t.Errorf("%s: closing the pacer: %v", c.name, err)
+		}
 		arrivals, windows := net.logs(k)
 		f := measureHost(c.hosts[i], c.capacity, c.base, start, arrivals, windows, samples[i], c.settled)
+		f.deferred = len(deferred)
+		trail := events(t, cr.audit)
+		f.explained = explainRefusals(c.hosts[i], k, arrivals, readTrail(trail, k))
+		if testing.Verbose() {
+			const most = 40
+			moves, n := delayMoves(trail, k, start, most)
+			t.Logf("%s: %s: %d moves of the adaptive delay: %s", c.name, k, n, strings.Join(moves, ", "))
+		}
 		if i == 0 {
 			fig = f
 		} else {
 			fig = fig.merge(f, i+1)
 		}
 	}
-	fig.deferred, fig.cut = len(deferred), cut
+	fig.cut = cut
 	if testing.Verbose() {
-		slices.Sort(fig.lateRefusals)
-		t.Logf("%s: refusals after the first 30 s at %v", c.name, fig.lateRefusals)
+		const most = 30
+		for i, r := range fig.explained[:min(len(fig.explained), most)] {
+			t.Logf("%s: refusal %d: %v", c.name, i+1, r)
+		}
+		if len(fig.explained) > most {
+			t.Logf("%s: and %d more refusals", c.name, len(fig.explained)-most)
+		}
 	}
 	return fig
+}
+
+// simCrawler is a collector paced by its own pacer, whose audit trail it keeps.
+type simCrawler struct {
+	col   *colly.Collector
+	pacer *Pacer
+	audit *auditBuf
+}
+
+// newSimCrawler returns a crawler over net that ends with ctx, with the default jitter drawn from a
+// source seeded with seed.
+func newSimCrawler(ctx context.Context, net *simNet, base time.Duration, seed uint64) simCrawler {
+	rng := rand.New(rand.NewPCG(seed, 0x5eed))
+	var mu sync.Mutex // protects rng
+	random := func() float64 {
+		mu.Lock()
+		defer mu.Unlock()
+		return rng.Float64()
+	}
+	cr := simCrawler{col: colly.NewCollector(colly.Async(true), colly.StdlibContext(ctx)), audit: &auditBuf{}}
+	cr.pacer = AdaptivePacing(cr.col, WithTransport(net), WithBaseDelay(base), WithJitter(DefaultJitter), withRandom(random),
+		WithLogger(zerolog.New(cr.audit)))
+	return cr
 }
 
 // check asserts the cell's targets, each failure naming the cell and the figure; it returns the
