@@ -63,6 +63,7 @@ type simCell struct {
 	base     time.Duration
 	limit    time.Duration // the crawl's hard deadline
 	seed     uint64
+	fleet    int // processes crawling each host, sharing one store (0 or 1: one)
 	// settled returns from when a host's interval counts as learnt (simFigures.maxInterval).
 	settled func([]scenario.Arrival) time.Time
 	targets simTargets
@@ -143,6 +144,14 @@ func simGrid(length time.Duration) []simCell {
 			Sliding: &scenario.SlidingWindow{Limit: 4, Period: time.Second, RetryAfter: time.Second},
 		}},
 		targets: simTargets{whole: 0.85, noLoss: true},
+	})
+	add(simCell{
+		name: "fleet-3-4-1-429", capacity: 4, base: base, limit: 4 * length, fleet: 3,
+		hosts: []scenario.HostConfig{{
+			Name: "fleet", Pages: pagesFor(4, length),
+			Capacity: &scenario.Capacity{Rate: 4, Burst: 1, RetryAfter: time.Second},
+		}},
+		targets: simTargets{minWindow: 0.90, steady: 0.90, noLoss: true},
 	})
 	// Refusals that speed does not cause: two hosts of 30 pages, a third of first attempts refused.
 	const riBase = 200 * time.Millisecond
@@ -230,18 +239,30 @@ func (c simCell) crawl(t *testing.T) simFigures {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), c.limit)
 	defer cancel()
-	// One collector and pacer a host, each with its own seeded jitter source: hosts do not share a
-	// pacer's state, and their draws then do not interleave in an order the scheduler picks.
-	crawlers := make([]simCrawler, len(keys))
+	// One collector and pacer a host (a fleet's processes each), each with its own seeded jitter
+	// source: hosts do not share a pacer's state, and their draws then do not interleave in an order
+	// the scheduler picks. A fleet shares one in-memory SharedStore, each process with its own view.
+	procs := max(c.fleet, 1)
+	crawlers := make([][]simCrawler, len(keys))
 	for i := range crawlers {
-		crawlers[i] = newSimCrawler(ctx, net, c.base, c.seed+uint64(i)<<32)
+		var shared *simShared
+		if procs > 1 {
+			shared = newSimShared()
+		}
+		for j := range procs {
+			var opts []Option
+			if shared != nil {
+				opts = append(opts, WithStore(shared.view(j+1)))
+			}
+			crawlers[i] = append(crawlers[i], newSimCrawler(ctx, net, c.base, c.seed+uint64(i)<<32+uint64(j)<<16, opts...))
+		}
 	}
 
 	start := time.Now()
 	samples := make([][]simSample, len(keys))
 	stop := make(chan struct{})
 	sampled := make(chan struct{})
-	go func() { // a snapshot of every host each second, bounded by the crawl's limit
+	go func() { // a snapshot of every host each second (a fleet's first process), bounded by the crawl's limit
 		defer close(sampled)
 		tick := time.NewTicker(time.Second)
 		defer tick.Stop()
@@ -251,7 +272,7 @@ func (c simCell) crawl(t *testing.T) simFigures {
 				return
 			case now := <-tick.C:
 				for i, k := range keys {
-					if s, ok := crawlers[i].pacer.Host(k); ok {
+					if s, ok := crawlers[i][0].pacer.Host(k); ok {
 						samples[i] = append(samples[i], simSample{at: now, snap: s})
 					}
 				}
@@ -259,36 +280,45 @@ func (c simCell) crawl(t *testing.T) simFigures {
 		}
 	}()
 	for i, h := range c.hosts {
-		for pg := range max(h.Pages, 1) {
-			_ = crawlers[i].col.Visit("http://" + keys[i] + scenario.PagePath(pg)) // async: errors come back through OnError
+		for pg := range max(h.Pages, 1) { // a fleet's processes take the pages in turn
+			_ = crawlers[i][pg%procs].col.Visit("http://" + keys[i] + scenario.PagePath(pg)) // async: errors come back through OnError
 		}
 	}
-	for _, cr := range crawlers {
-		cr.col.Wait()
+	for _, crs := range crawlers {
+		for _, cr := range crs {
+			cr.col.Wait()
+		}
 	}
 	close(stop)
 	<-sampled
 	cut := ctx.Err() != nil
 	var fig simFigures
 	for i, k := range keys {
-		cr := crawlers[i]
-		deferred, err := cr.pacer.DeferredRequests(context.Background(), "")
-		if err != nil {
-			t.Errorf("%s: listing deferred requests: %v", c.name, err)
-		}
-		if err := cr.pacer.Close(); err != nil {
-			t.Errorf("%s: closing the pacer: %v", c.name, err)
+		var deferred int
+		var trail []map[string]any
+		for j, cr := range crawlers[i] {
+			d, err := cr.pacer.DeferredRequests(context.Background(), "")
+			if err != nil {
+				t.Errorf("%s: listing deferred requests: %v", c.name, err)
+			}
+			if j == 0 || procs == 1 { // a fleet's store lists them all to each process
+				deferred += len(d)
+			}
+			if err := cr.pacer.Close(); err != nil {
+				t.Errorf("%s: closing the pacer: %v", c.name, err)
+			}
+			evs := events(t, cr.audit)
+			trail = append(trail, evs...)
+			if testing.Verbose() {
+				const most = 40
+				moves, n := delayMoves(evs, k, start, most)
+				t.Logf("%s: %s (process %d): %d moves of the adaptive delay: %s", c.name, k, j, n, strings.Join(moves, ", "))
+			}
 		}
 		arrivals, windows := net.logs(k)
 		f := measureHost(c.hosts[i], c.capacity, c.base, start, arrivals, windows, samples[i], c.settled)
-		f.deferred = len(deferred)
-		trail := events(t, cr.audit)
+		f.deferred = deferred
 		f.explained = explainRefusals(c.hosts[i], k, arrivals, readTrail(trail, k))
-		if testing.Verbose() {
-			const most = 40
-			moves, n := delayMoves(trail, k, start, most)
-			t.Logf("%s: %s: %d moves of the adaptive delay: %s", c.name, k, n, strings.Join(moves, ", "))
-		}
 		if i == 0 {
 			fig = f
 		} else {
@@ -316,8 +346,8 @@ type simCrawler struct {
 }
 
 // newSimCrawler returns a crawler over net that ends with ctx, with the default jitter drawn from a
-// source seeded with seed.
-func newSimCrawler(ctx context.Context, net *simNet, base time.Duration, seed uint64) simCrawler {
+// source seeded with seed, and opts.
+func newSimCrawler(ctx context.Context, net *simNet, base time.Duration, seed uint64, opts ...Option) simCrawler {
 	rng := rand.New(rand.NewPCG(seed, 0x5eed))
 	var mu sync.Mutex // protects rng
 	random := func() float64 {
@@ -326,8 +356,8 @@ func newSimCrawler(ctx context.Context, net *simNet, base time.Duration, seed ui
 		return rng.Float64()
 	}
 	cr := simCrawler{col: colly.NewCollector(colly.Async(true), colly.StdlibContext(ctx)), audit: &auditBuf{}}
-	cr.pacer = AdaptivePacing(cr.col, WithTransport(net), WithBaseDelay(base), WithJitter(DefaultJitter), withRandom(random),
-		WithLogger(zerolog.New(cr.audit)))
+	cr.pacer = AdaptivePacing(cr.col, append([]Option{WithTransport(net), WithBaseDelay(base), WithJitter(DefaultJitter),
+		withRandom(random), WithLogger(zerolog.New(cr.audit))}, opts...)...)
 	return cr
 }
 
@@ -342,7 +372,7 @@ func (c simCell) check(t *testing.T, f simFigures) []string {
 	}
 	atLeast := func(what string, got, want float64) {
 		if want > 0 && !(got >= want) { // NaN fails: no figure is no evidence
-			fail("%s %.0f%% < %.0f%%", what, got*100, want*100)
+			fail("%s %.1f%% < %.0f%%", what, got*100, want*100)
 		}
 	}
 	tg := c.targets
