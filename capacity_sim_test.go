@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -22,7 +23,8 @@ import (
 // steps, HAProxy's sliding window, refusals that speed does not cause, servers that slow down. Each
 // crawl lasts minutes of virtual time and costs seconds of CPU; the figures are measured at the
 // server, the targets asserted per cell, and the table logged (and written as markdown to the file
-// named by COLLYPACE_SIM_REPORT). One cell: go test -run 'TestCapacityVirtual/nb-4-1-429' .
+// named by COLLYPACE_SIM_REPORT). One cell: go test -run 'TestCapacityVirtual/nb-4-1-429' .; each
+// cell several times with other seeds (nb-4-1-429-s1 …): COLLYPACE_SIM_SEEDS=5.
 func TestCapacityVirtual(t *testing.T) {
 	// One processor: the goroutines of a bubble then run one at a time, so the jitter draws (taken by
 	// each request as it joins its host's line) pair with departures in the same order every run.
@@ -32,12 +34,18 @@ func TestCapacityVirtual(t *testing.T) {
 		rows []simRow
 	)
 	for _, c := range simGrid(simCrawlLength()) {
-		t.Run(c.name, func(t *testing.T) {
-			row := c.run(t)
-			mu.Lock()
-			rows = append(rows, row)
-			mu.Unlock()
-		})
+		for k := range simSeeds(t) {
+			if k > 0 { // another draw of the noise and the jitter: the same cell, another run
+				c.name = fmt.Sprintf("%s-s%d", strings.TrimSuffix(c.name, fmt.Sprintf("-s%d", k-1)), k)
+				c.seed = simHash(c.name)
+			}
+			t.Run(c.name, func(t *testing.T) {
+				row := c.run(t)
+				mu.Lock()
+				rows = append(rows, row)
+				mu.Unlock()
+			})
+		}
 	}
 	table := simTable(rows)
 	t.Logf("capacity grid in virtual time (%v a host; figures of capacity, at the server):\n%s", simCrawlLength(), table)
@@ -47,6 +55,21 @@ func TestCapacityVirtual(t *testing.T) {
 			t.Errorf("writing the report: %v", err)
 		}
 	}
+}
+
+// simSeeds is how many runs of each cell, each with its own seed: 1, or COLLYPACE_SIM_SEEDS (at most
+// 100). One run is one draw of the network's noise and the jitter; whether a model cruising at a
+// limiter's edge is refused there, and when, varies from draw to draw, so tune on several.
+func simSeeds(t *testing.T) int {
+	v := os.Getenv("COLLYPACE_SIM_SEEDS")
+	if v == "" {
+		return 1
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > 100 {
+		t.Fatalf("COLLYPACE_SIM_SEEDS=%q: want a number of runs from 1 to 100", v)
+	}
+	return n
 }
 
 // simCrawlLength is how long a crawl of the grid lasts at its host's capacity.
@@ -92,10 +115,8 @@ func simGrid(length time.Duration) []simCell {
 	}
 	limiter := simTargets{minWindow: 0.90, steady: 0.90, whole: 0.85, noLoss: true}
 	var cells []simCell
-	seed := uint64(26)
 	add := func(c simCell) {
-		seed++
-		c.seed = seed
+		c.seed = simHash(c.name) // a cell's own: adding a cell changes no other's figures
 		if c.settled == nil {
 			c.settled = afterWarmup
 		}
