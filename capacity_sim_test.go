@@ -113,7 +113,10 @@ func simGrid(length time.Duration) []simCell {
 		}
 		return time.Time{}
 	}
-	limiter := simTargets{minWindow: 0.90, steady: 0.90, whole: 0.85, noLoss: true}
+	// Issue 26's targets: the grid at steady state and over the crawl; every 30 s window, and at most
+	// a refusal a minute, at 4/s with Retry-After 1 s (a refused probe's hold alone is 11% of a 30 s
+	// window with Retry-After 3 s).
+	limiter := simTargets{steady: 0.90, whole: 0.85, noLoss: true}
 	var cells []simCell
 	add := func(c simCell) {
 		c.seed = simHash(c.name) // a cell's own: adding a cell changes no other's figures
@@ -135,7 +138,7 @@ func simGrid(length time.Duration) []simCell {
 		for _, s := range shapes {
 			tg := limiter
 			if s.name == "nb-4-1-429" {
-				tg.refusalsPerMin = 1
+				tg.minWindow, tg.refusalsPerMin = 0.90, 1
 			}
 			add(simCell{
 				name: s.name, capacity: rate, base: base, limit: 4 * length,
