@@ -37,7 +37,7 @@ const (
 	// cruiseMaxTime, so a host whose capacity holds sees at most one probe a minute. Gains in percent.
 	cruiseBeforeProbe = 30
 	cruiseMinTime     = 15 * time.Second
-	cruiseMaxTime     = 90 * time.Second
+	cruiseMaxTime     = 75 * time.Second
 	// probeCostShare is the share of the crawl's time that refused probes may cost (see spaceProbes).
 	probeCostShare = 0.05
 	probeGain      = 8
