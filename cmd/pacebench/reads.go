@@ -74,14 +74,8 @@ func readsOf(trail []byte) trailInstants {
 func (r trailInstants) arrivals(host string, as []scenario.Arrival) []scenario.Arrival {
 	out := slices.Clone(as)
 	for i, a := range out {
-		adm := r.admitted[host][a.Path]
-		if a.Sent.IsZero() {
-			continue
-		}
-		if j, found := slices.BinarySearchFunc(adm, a.Sent, time.Time.Compare); found {
-			out[i].Sent = adm[j]
-		} else if j > 0 {
-			out[i].Sent = adm[j-1]
+		if at, ok := atOrBefore(r.admitted[host][a.Path], a.Sent); ok && !a.Sent.IsZero() {
+			out[i].Sent = at
 		}
 	}
 	return out
@@ -93,13 +87,29 @@ func (r trailInstants) arrivals(host string, as []scenario.Arrival) []scenario.A
 func (r trailInstants) windows(host string, ws []scenario.Window) []scenario.Window {
 	out := slices.Clone(ws)
 	for i, w := range out {
-		reads := r.reads[host][w.Path]
-		if w.Answered.IsZero() {
-			continue
-		}
-		if j, _ := slices.BinarySearchFunc(reads, w.Issued, time.Time.Compare); j < len(reads) {
-			out[i].Answered = reads[j]
+		if at, ok := atOrAfter(r.reads[host][w.Path], w.Issued); ok && !w.Answered.IsZero() {
+			out[i].Answered = at
 		}
 	}
 	return out
+}
+
+// atOrBefore is the latest of the sorted instants ts at or before t.
+func atOrBefore(ts []time.Time, t time.Time) (time.Time, bool) {
+	j, found := slices.BinarySearchFunc(ts, t, time.Time.Compare)
+	switch {
+	case found:
+		return ts[j], true
+	case j > 0:
+		return ts[j-1], true
+	}
+	return time.Time{}, false
+}
+
+// atOrAfter is the earliest of the sorted instants ts at or after t.
+func atOrAfter(ts []time.Time, t time.Time) (time.Time, bool) {
+	if j, _ := slices.BinarySearchFunc(ts, t, time.Time.Compare); j < len(ts) {
+		return ts[j], true
+	}
+	return time.Time{}, false
 }
