@@ -39,6 +39,8 @@ type options struct {
 	md        string // Markdown file whose generated section is updated; "" for none
 	scenarios string
 	short     bool
+	long      bool   // the long version of every limiter shape (issue 26)
+	real      bool   // the real-limiter scenarios (nginx, HAProxy)
 	format    string // chart format: svg or png
 	audit     string // directory for the adaptive pacer's audit trails; "" for none
 }
@@ -70,8 +72,10 @@ func parseFlags(fs *flag.FlagSet, args []string) (options, error) {
 	var o options
 	fs.StringVar(&o.out, "out", "docs/bench", "directory for the charts, one per scenario (\"\" for none)")
 	fs.StringVar(&o.md, "md", "BENCHMARKS.md", "Markdown file whose generated section (between the pacebench markers) is replaced (\"\" for none)")
-	fs.StringVar(&o.scenarios, "scenarios", "all", "scenarios to run, comma-separated: all or "+scenarioNames())
+	fs.StringVar(&o.scenarios, "scenarios", "all", "scenarios to run, comma-separated: all (the loopback scenarios), real (the real limiters) or names among "+scenarioNames(sizeFull))
 	fs.BoolVar(&o.short, "short", false, "run the quick version of each scenario (a few seconds each)")
+	fs.BoolVar(&o.long, "long", false, "run the long version (at least 3 minutes a host) of every limiter shape, real limiters included, or of those named by -scenarios: "+scenarioNames(sizeLong))
+	fs.BoolVar(&o.real, "real", false, "run the scenarios served by real rate limiters (nginx, HAProxy; skipped where not installed), besides those named by -scenarios")
 	fs.StringVar(&o.format, "format", "svg", "chart format: svg or png")
 	fs.StringVar(&o.audit, "audit", "", "directory to write the adaptive pacer's audit trail of each scenario to (JSON lines)")
 	fs.Usage = func() {
@@ -90,9 +94,19 @@ func parseFlags(fs *flag.FlagSet, args []string) (options, error) {
 	if o.format != "svg" && o.format != "png" {
 		return o, fmt.Errorf("-format must be svg or png, not %q", o.format)
 	}
+	if o.short && o.long {
+		return o, errors.New("-short and -long exclude each other")
+	}
 	explicit := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { explicit[f.Name] = true })
-	if o.short || strings.TrimSpace(o.scenarios) != "all" {
+	if o.real {
+		if explicit["scenarios"] {
+			o.scenarios += "," + realSetName
+		} else {
+			o.scenarios = realSetName
+		}
+	}
+	if o.short || o.long || strings.TrimSpace(o.scenarios) != "all" {
 		if !explicit["md"] {
 			o.md = ""
 		}
@@ -141,7 +155,7 @@ func runScenario(ctx context.Context, sc Scenario) (*ScenarioResult, error) {
 
 // run runs the selected scenarios one after another, then reports.
 func run(ctx context.Context, o options, stdout, stderr io.Writer) error {
-	scs, err := selectScenarios(o.scenarios, o.short)
+	scs, err := selectScenarios(o.scenarios, o.size())
 	if err != nil {
 		return err
 	}
@@ -150,6 +164,12 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) error {
 	for i := range scs {
 		if err := ctx.Err(); err != nil {
 			return err
+		}
+		if l := scs[i].Limiter; l != nil {
+			if _, err := l.Kind.binary(); err != nil {
+				fmt.Fprintf(stderr, "pacebench: skipping %s: %v\n", scs[i].Name, err)
+				continue
+			}
 		}
 		fmt.Fprintf(stderr, "pacebench: %s (%d of %d)…\n", scs[i].Name, i+1, len(scs))
 		r, err := runScenario(ctx, scs[i])
@@ -200,7 +220,7 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) error {
 	}
 	info := RunInfo{
 		Date: start, Go: runtime.Version() + " " + runtime.GOOS + "/" + runtime.GOARCH,
-		Procs: runtime.GOMAXPROCS(0), Total: total, Short: o.short, Command: command(o),
+		Procs: runtime.GOMAXPROCS(0), Total: total, Short: o.short, Long: o.long, Command: command(o),
 		Load: [2]string{loadStart, loadAverage()},
 	}
 	section := renderSection(info, results, targets, charts)
@@ -217,13 +237,27 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) error {
 // command reconstructs the command line of the run, for the report.
 func command(o options) string {
 	cmd := "go run ./cmd/pacebench"
-	if o.short {
+	switch {
+	case o.short:
 		cmd += " -short"
+	case o.long:
+		cmd += " -long"
 	}
 	if strings.TrimSpace(o.scenarios) != "all" {
 		cmd += " -scenarios " + o.scenarios
 	}
 	return cmd
+}
+
+// size is the length of the scenarios the flags ask for.
+func (o options) size() size {
+	switch {
+	case o.short:
+		return sizeShort
+	case o.long:
+		return sizeLong
+	}
+	return sizeFull
 }
 
 // writeAudit writes the adaptive pacer's audit trail of a scenario to dir/<scenario>.jsonl.

@@ -19,6 +19,12 @@ const (
 	// dateResolution is what an HTTP-date Retry-After can add to the wait a client computes: both
 	// the date and the Date header have one-second resolution.
 	dateResolution = time.Second
+	// steadyFrom is the learning a crawl is granted (issue 26): its steady state is what follows,
+	// from this long after the group's first page request.
+	steadyFrom = 30 * time.Second
+	// steadyWindow is the length of the windows the steady state is judged in, back to back from
+	// steadyFrom, and how long after a capacity step the new rate is granted to be found.
+	steadyWindow = 30 * time.Second
 )
 
 // Metrics are the measurements of one group of hosts in one crawl, all taken from the servers'
@@ -51,6 +57,7 @@ type Metrics struct {
 	QueueWaits          []time.Duration
 	WaitMedian, WaitP95 time.Duration
 	Step                *StepMetrics   // hosts whose capacity steps mid-crawl; nil otherwise
+	Steady              *SteadyMetrics // after the first steadyFrom; nil for a crawl too short to have one
 	Wall                time.Duration  // from the start of the crawl to the group's last response
 	Lateness            []Lateness     // the first request after each Retry-After window
 	Outage              *OutageMetrics // hosts with a scripted outage; nil otherwise
@@ -115,6 +122,33 @@ type StepMetrics struct {
 	CapBefore, CapAfter         float64       // the bucket's rate before and after
 	Before, After               float64       // pages served 200 per second before and after
 	RefusedBefore, RefusedAfter int           // refusals before and after
+	// Settled is the rate of pages served 200 after the step, leaving out the steadyWindow that
+	// follows it (granted to find the new rate): from then to the last 200. SettledOK says the crawl
+	// went on past that window; Settled is 0 otherwise.
+	Settled   float64
+	SettledOK bool
+}
+
+// SteadyMetrics measure a group's crawl from steadyFrom after its first page request on, at the
+// server: the steady state, once the capacity had time to be learnt.
+type SteadyMetrics struct {
+	// Goodput is the pages served 200 from steadyFrom on, per second from steadyFrom to the last 200.
+	Goodput float64
+	// Windows are the pages served 200 per second in each steadyWindow, back to back from steadyFrom,
+	// of those that end by the last 200 (a window the crawl ran out of pages in is not counted).
+	Windows []float64
+	// Refused counts the refusals from steadyFrom on; RefusedPerMinute divides them by the minutes
+	// from steadyFrom to the last page request.
+	Refused          int
+	RefusedPerMinute float64
+}
+
+// MinWindow returns the lowest goodput of Windows; ok is false when there is none.
+func (s *SteadyMetrics) MinWindow() (rate float64, ok bool) {
+	if len(s.Windows) == 0 {
+		return 0, false
+	}
+	return slices.Min(s.Windows), true
 }
 
 // Drop is the request rate before the outage divided by the rate during it (+Inf for no request during).
@@ -129,8 +163,9 @@ func (o *OutageMetrics) Drop() float64 {
 func measure(sc *Scenario, g int, run *Run) *Metrics {
 	m := &Metrics{}
 	var lastDone time.Time
-	var ok []scenario.Arrival // pages served 200, pooled
-	var first time.Time       // the group's first page request
+	var ok []scenario.Arrival  // pages served 200, pooled
+	var all []scenario.Arrival // page requests, pooled
+	var first time.Time        // the group's first page request
 	var minGapSeen time.Duration
 	for _, h := range run.Hosts {
 		if h.Group != g {
@@ -140,6 +175,7 @@ func measure(sc *Scenario, g int, run *Run) *Metrics {
 		m.Floor = max(m.Floor, sc.floorFor(h.Config))
 		pages := scenario.PageRequests(h.Arrivals)
 		m.Requests += len(pages)
+		all = append(all, pages...)
 		m.Refused += scenario.Refused(pages)
 		in, flight := insideWindows(pages, h.Windows, windowGrace)
 		m.InWindow += in
@@ -185,6 +221,7 @@ func measure(sc *Scenario, g int, run *Run) *Metrics {
 		m.Wall = lastDone.Sub(run.Start)
 	}
 	m.Goodput = serverGoodput(ok, first)
+	m.Steady = steadyMetrics(all, ok, first)
 	if len(m.QueueWaits) > 0 {
 		m.WaitMedian, m.WaitP95 = scenario.Median(m.QueueWaits), scenario.P95(m.QueueWaits)
 	}
@@ -276,7 +313,66 @@ func stepMetrics(pages []scenario.Arrival, c scenario.Capacity) *StepMetrics {
 	if span := last.Sub(step); after > 0 && span > 0 {
 		m.After = float64(after) / span.Seconds()
 	}
+	settled, settledOK := step.Add(steadyWindow), 0
+	for _, a := range pages {
+		if a.Status == http.StatusOK && !a.At.Before(settled) {
+			settledOK++
+		}
+	}
+	if span := last.Sub(settled); span > 0 {
+		m.Settled, m.SettledOK = float64(settledOK)/span.Seconds(), true
+	}
 	return m
+}
+
+// steadyMetrics measures the steady state of a group: its page requests pooled (all, refused ones
+// included), those served 200 (ok, at the instant they count for goodput) and its first page request.
+// It returns nil unless the last 200 came at least steadyFrom + steadyWindow after first: a crawl
+// shorter than that has no steady state to judge.
+func steadyMetrics(all, ok []scenario.Arrival, first time.Time) *SteadyMetrics {
+	if len(ok) == 0 || first.IsZero() {
+		return nil
+	}
+	from := first.Add(steadyFrom)
+	last := slices.MaxFunc(ok, func(a, b scenario.Arrival) int { return a.At.Compare(b.At) }).At
+	if last.Sub(from) < steadyWindow {
+		return nil
+	}
+	m := &SteadyMetrics{}
+	n := len(ok) // a bound on the windows: each ends by the last 200
+	for k := 0; k < n && !from.Add(time.Duration(k+1)*steadyWindow).After(last); k++ {
+		m.Windows = append(m.Windows, 0)
+	}
+	served := 0
+	for _, a := range ok {
+		if a.At.Before(from) {
+			continue
+		}
+		served++
+		if k := int(a.At.Sub(from) / steadyWindow); k < len(m.Windows) {
+			m.Windows[k]++
+		}
+	}
+	for k := range m.Windows {
+		m.Windows[k] /= steadyWindow.Seconds()
+	}
+	m.Goodput = float64(served) / last.Sub(from).Seconds()
+	end := last
+	for _, a := range all {
+		if a.At.After(end) {
+			end = a.At
+		}
+		if !a.At.Before(from) && refusal(a.Status) {
+			m.Refused++
+		}
+	}
+	m.RefusedPerMinute = float64(m.Refused) / end.Sub(from).Minutes()
+	return m
+}
+
+// refusal reports whether a status refuses the request for its rate: 429 or 503.
+func refusal(status int) bool {
+	return status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable
 }
 
 // insideWindows counts the arrivals inside an announced Retry-After window (after Issued, before

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -170,15 +171,55 @@ func TestUpdateMarkdown(t *testing.T) {
 }
 
 func TestSelectScenarios(t *testing.T) {
-	scs, err := selectScenarios("outage, latency", false)
+	scs, err := selectScenarios("outage, latency", sizeFull)
 	if err != nil || len(scs) != 2 || scs[0].Name != scLatency || scs[1].Name != scOutage {
 		t.Errorf("got %v, %v; want latency, outage in canonical order", names(scs), err)
 	}
-	if _, err := selectScenarios("latency,nope", false); err == nil || !strings.Contains(err.Error(), "nope") {
+	if _, err := selectScenarios("latency,nope", sizeFull); err == nil || !strings.Contains(err.Error(), "nope") {
 		t.Errorf("unknown scenario: err = %v", err)
 	}
-	if all, _ := selectScenarios("all", true); len(all) != 19 {
-		t.Errorf("all: %d scenarios, want 19", len(all))
+	if all, _ := selectScenarios("all", sizeShort); len(all) != 20 {
+		t.Errorf("all: %d scenarios, want 20 (the real limiters run only when asked)", len(all))
+	}
+	real, err := selectScenarios("real", sizeShort)
+	if err != nil || !slices.Equal(names(real), []string{scRealNginx503, scRealNginx429, scRealHAProxy}) {
+		t.Errorf("real: %v, %v; want the three real limiters", names(real), err)
+	}
+	if both, _ := selectScenarios("quota,real", sizeFull); len(both) != 4 {
+		t.Errorf("quota,real: %v, want quota and the three real limiters", names(both))
+	}
+	long, err := selectScenarios("all", sizeLong)
+	want := []string{scSteadyNoBurst, scStepNoBurst, scStepUpNoBurst, scLimiterGrid, scRealNginx503, scRealNginx429, scRealHAProxy}
+	if err != nil || !slices.Equal(names(long), want) {
+		t.Errorf("long: %v, %v; want %v", names(long), err, want)
+	}
+	if _, err := selectScenarios("latency", sizeLong); err == nil {
+		t.Error("latency has no long version: want an error")
+	}
+}
+
+// TestLongScenarios: each long scenario crawls at least three minutes of pages per host at its
+// capacity, is judged as long, and has time to finish at half of its capacity.
+func TestLongScenarios(t *testing.T) {
+	for _, sc := range longScenarios() {
+		if !sc.Long || sc.Limit < 2*longSpan {
+			t.Errorf("%s: long %v, limit %v; want long and a limit of at least %v", sc.Name, sc.Long, sc.Limit, 2*longSpan)
+		}
+		for _, g := range sc.Groups {
+			for _, h := range g.Hosts {
+				rate, stepAt, stepRate := float64(realLimiterRate), time.Duration(0), 0.0
+				if c := h.Capacity; c != nil {
+					rate, stepAt, stepRate = c.Rate, c.StepAfter, c.StepRate
+				}
+				span := time.Duration(float64(h.Pages) / rate * float64(time.Second))
+				if stepAt > 0 {
+					span = stepAt + time.Duration((float64(h.Pages)-rate*stepAt.Seconds())/stepRate*float64(time.Second))
+				}
+				if span < 3*time.Minute {
+					t.Errorf("%s %s: %d pages take %v at capacity, want at least 3 minutes", sc.Name, h.Name, h.Pages, span)
+				}
+			}
+		}
 	}
 }
 
@@ -245,7 +286,7 @@ func TestQuotaCapacity(t *testing.T) {
 // TestLimiterGridTable: every cell of the grid is reported, in a table of rates by Retry-After, and the
 // grid has one target per cell.
 func TestLimiterGridTable(t *testing.T) {
-	scs, err := selectScenarios(scLimiterGrid, true)
+	scs, err := selectScenarios(scLimiterGrid, sizeShort)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -259,8 +300,11 @@ func TestLimiterGridTable(t *testing.T) {
 	if rows := strings.Count(table, "\n| "); rows != len(gridRates)+1 {
 		t.Errorf("%d rows, want a header and one per rate:\n%s", rows, table)
 	}
-	if cells := strings.Count(table, "adaptive "); cells != len(gridRates)*len(gridRetryAfter)+1 {
-		t.Errorf("%d cells, want %d:\n%s", cells-1, len(gridRates)*len(gridRetryAfter), table)
+	if cells := strings.Count(table, "adaptive "); cells != len(gridRates)*len(gridColumns)+1 {
+		t.Errorf("%d cells, want %d:\n%s", cells-1, len(gridRates)*len(gridColumns), table)
+	}
+	if !strings.Contains(table, "| 503 without Retry-After |") {
+		t.Errorf("no column of 503 without Retry-After:\n%s", table)
 	}
 	var cellTargets int
 	for _, tg := range evaluate([]*ScenarioResult{r}, 0, false) {
@@ -268,7 +312,96 @@ func TestLimiterGridTable(t *testing.T) {
 			cellTargets++
 		}
 	}
-	if cellTargets != len(gridRates)*len(gridRetryAfter) {
-		t.Errorf("%d targets for the grid's cells, want %d", cellTargets, len(gridRates)*len(gridRetryAfter))
+	if cellTargets != len(gridRates)*len(gridColumns) {
+		t.Errorf("%d targets for the grid's cells, want %d", cellTargets, len(gridRates)*len(gridColumns))
+	}
+}
+
+// every returns n arrivals of status from ms on, step ms apart.
+func every(status, from, step, n int) []scenario.Arrival {
+	var ms []int
+	for i := range n {
+		ms = append(ms, from+i*step)
+	}
+	return arrivals(status, ms...)
+}
+
+// TestSteadyMetrics: 4/s for 60 s, 2/s for 30 s, 4/s for 30 s and one more page at 120 s; refusals at
+// 10 s (learning, not counted), 45 s and 75 s.
+func TestSteadyMetrics(t *testing.T) {
+	ok := slices.Concat(every(200, 0, 250, 240), every(200, 60000, 500, 60), every(200, 90000, 250, 121))
+	all := slices.Concat(ok, arrivals(503, 10000, 45000, 75000))
+	m := steadyMetrics(all, ok, at(0))
+	if m == nil {
+		t.Fatal("no steady state for a 120 s crawl")
+	}
+	low, lowOK := m.MinWindow()
+	tests := []struct {
+		name      string
+		got, want float64
+	}{
+		{"whole 30 s windows from 30 s up to the last 200 (at 120 s)", float64(len(m.Windows)), 3},
+		{"window 30–60 s: 120 pages", m.Windows[0], 4},
+		{"window 60–90 s: 60 pages", m.Windows[1], 2},
+		{"window 90–120 s: 120 pages (the one at 120 s starts the next)", m.Windows[2], 4},
+		{"worst window", low, 2},
+		{"goodput from 30 s on: 301 pages in 90 s", m.Goodput, 301.0 / 90},
+		{"refusals from 30 s on", float64(m.Refused), 2},
+		{"refusals a minute: 2 in the 1.5 min from 30 s to the last request", m.RefusedPerMinute, 2 / 1.5},
+	}
+	for _, tt := range tests {
+		if math.Abs(tt.got-tt.want) > 1e-9 {
+			t.Errorf("%s: got %v, want %v", tt.name, tt.got, tt.want)
+		}
+	}
+	if !lowOK {
+		t.Error("MinWindow: no window")
+	}
+}
+
+// TestSteadyMetricsTooShort: a crawl whose last 200 comes before 30 s + one window has no steady state.
+func TestSteadyMetricsTooShort(t *testing.T) {
+	tests := []struct {
+		name string
+		ok   []scenario.Arrival
+		want bool
+	}{
+		{"50 s of pages", every(200, 0, 250, 200), false},
+		{"exactly 60 s: one whole window", every(200, 0, 250, 241), true},
+		{"nothing served", nil, false},
+	}
+	for _, tt := range tests {
+		if got := steadyMetrics(tt.ok, tt.ok, at(0)) != nil; got != tt.want {
+			t.Errorf("%s: steady state %v, want %v", tt.name, got, tt.want)
+		}
+	}
+	if m := steadyMetrics(every(200, 0, 250, 200), nil, at(0)); m != nil {
+		t.Errorf("no page served 200: %+v, want nil", m)
+	}
+}
+
+// TestStepSettled: 4/s until a step at 90 s, then 1/s for the 30 s that follow it, then 2/s until 200 s.
+func TestStepSettled(t *testing.T) {
+	pages := slices.Concat(every(200, 0, 250, 360), every(200, 90000, 1000, 30), every(200, 120000, 500, 161))
+	m := stepMetrics(pages, scenario.Capacity{Rate: 4, StepAfter: 90 * time.Second, StepRate: 2})
+	tests := []struct {
+		name      string
+		got, want float64
+	}{
+		{"before the step: 360 pages in 90 s", m.Before, 4},
+		{"after the step, its first 30 s included: 191 pages in 110 s", m.After, 191.0 / 110},
+		{"after the 30 s following the step: 161 pages in 80 s", m.Settled, 161.0 / 80},
+	}
+	for _, tt := range tests {
+		if math.Abs(tt.got-tt.want) > 1e-9 {
+			t.Errorf("%s: got %v, want %v", tt.name, tt.got, tt.want)
+		}
+	}
+	if !m.SettledOK {
+		t.Error("SettledOK false for a crawl going on 80 s past the 30 s after the step")
+	}
+	short := stepMetrics(slices.Concat(every(200, 0, 250, 360), every(200, 90000, 500, 20)), scenario.Capacity{Rate: 4, StepAfter: 90 * time.Second, StepRate: 2})
+	if short.SettledOK {
+		t.Errorf("a crawl ending 10 s after the step: Settled %v, want unmeasured", short.Settled)
 	}
 }
