@@ -220,7 +220,13 @@ func measure(sc *Scenario, g int, run *Run) *Metrics {
 	if !lastDone.IsZero() && lastDone.Sub(run.Start) < run.Wall {
 		m.Wall = lastDone.Sub(run.Start)
 	}
-	m.Goodput = serverGoodput(ok, first)
+	var end time.Time // the group's last page request
+	for _, a := range all {
+		if a.At.After(end) {
+			end = a.At
+		}
+	}
+	m.Goodput = serverGoodput(ok, first, end)
 	m.Steady = steadyMetrics(all, ok, first)
 	if len(m.QueueWaits) > 0 {
 		m.WaitMedian, m.WaitP95 = scenario.Median(m.QueueWaits), scenario.P95(m.QueueWaits)
@@ -267,12 +273,14 @@ func quotaCapacity(cfg scenario.HostConfig) float64 {
 
 // serverGoodput is the rate of pages served 200 at the server: their number divided by the time from
 // the first page request's arrival to the last 200's (to its completion on a host with workers, as
-// measure passes it). 0 when there are fewer than two.
-func serverGoodput(ok []scenario.Arrival, first time.Time) float64 {
+// measure passes it), or to the last page request's if that came later (end): a crawl that keeps being
+// refused after its last 200 is still crawling, and a crawl whose few 200s all came at the start does
+// not read as faster than the host. 0 when there are fewer than two.
+func serverGoodput(ok []scenario.Arrival, first, end time.Time) float64 {
 	if len(ok) < 2 {
 		return 0
 	}
-	last := ok[0].At
+	last := end
 	for _, a := range ok {
 		if a.At.After(last) {
 			last = a.At

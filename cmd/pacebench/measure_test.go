@@ -135,8 +135,12 @@ func TestServerGoodputAndStep(t *testing.T) {
 	ms := []int{0, 250, 500, 750, 1000, 1250, 1500, 1750, 2000, 2500, 3000, 3500}
 	pages := append(arrivals(200, ms...), scenario.Arrival{At: at(1800), Status: 429})
 	slices.SortFunc(pages, func(a, b scenario.Arrival) int { return a.At.Compare(b.At) })
-	if g := serverGoodput(arrivals(200, ms...), at(0)); g < 3.42 || g > 3.43 {
+	if g := serverGoodput(arrivals(200, ms...), at(0), at(1800)); g < 3.42 || g > 3.43 {
 		t.Errorf("goodput %v, want 12 / 3.5 s", g)
+	}
+	// Four pages served at once, then refusals for 4 s: the crawl lasted 4 s, not the 300 ms of its 200s.
+	if g := serverGoodput(arrivals(200, 0, 100, 200, 300), at(0), at(4000)); g != 1 {
+		t.Errorf("goodput %v, want 4 pages / 4 s to the last (refused) request", g)
 	}
 	m := stepMetrics(pages, scenario.Capacity{Rate: 4, StepAfter: 2 * time.Second, StepRate: 2})
 	if m.Before != 4 || m.After != 4.0/1.5 || m.RefusedBefore != 1 || m.RefusedAfter != 0 {
