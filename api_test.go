@@ -10,9 +10,14 @@ import (
 	"testing"
 )
 
-// The root package stays small: at most 80 exported identifiers (package-level names, and the methods
+// maxRootNames is the root package's budget of exported names: 80 until issues 27 and 28 added
+// Queue.AddNewURL (whether a URL was new to a fleet's frontier) and WithAuditWriter (a trail whose
+// failed writes raise an alert), both things a user reads or sets.
+const maxRootNames = 81
+
+// The root package stays small: at most maxRootNames exported identifiers (package-level names, and the methods
 // of exported types), what a user sets or reads; the audit vocabulary lives in package audit.
-func TestRootAPIAtMost80Names(t *testing.T) {
+func TestRootAPIStaysSmall(t *testing.T) {
 	fset := token.NewFileSet()
 	paths, _ := filepath.Glob("*.go")
 	var files []*ast.File
@@ -52,8 +57,8 @@ func TestRootAPIAtMost80Names(t *testing.T) {
 			names = append(names, ty.Name+"."+m.Name)
 		}
 	}
-	if len(names) > 80 {
-		t.Errorf("%d exported identifiers in the root package, want at most 80: %v", len(names), names)
+	if len(names) > maxRootNames {
+		t.Errorf("%d exported identifiers in the root package, want at most %d: %v", len(names), maxRootNames, names)
 	}
 	if len(names) < 40 {
 		t.Errorf("%d names found: the count is broken", len(names))

@@ -24,6 +24,7 @@ type auditEvent struct {
 	detail    string
 
 	url          *url.URL      // the request, redacted only when the event is written (redactURL)
+	admitted     time.Time     // departures: when the pacer let it go (at is when it reached the wire)
 	wait         time.Duration // departures: time spent waiting in the pacer
 	interval     time.Duration // departures: the interval in force
 	crawlDelay   time.Duration // departures: the Crawl-delay in force
@@ -32,6 +33,7 @@ type auditEvent struct {
 	windowEnd    time.Time     // holds: when it ends
 	until        time.Time     // a rate-limit interval: when it ends
 	departure    bool          // a departure event: the departure fields are written, even when 0
+	fleet        *fleetFigures // fleet_member: the member's figures
 }
 
 // auditLog writes audit events through a zerolog.Logger without touching zerolog's globals.
@@ -70,7 +72,8 @@ func (a *auditLog) emit(level zerolog.Level, e auditEvent) {
 		ev.Str(audit.FieldURL, redactURL(e.url, a.auditQuery))
 	}
 	if e.departure {
-		ev.Int64(audit.FieldWaitMS, e.wait.Milliseconds()).
+		ev.Str(audit.FieldAdmitted, e.admitted.UTC().Format(time.RFC3339Nano)).
+			Int64(audit.FieldWaitMS, e.wait.Milliseconds()).
 			Int64(audit.FieldIntervalMS, e.interval.Milliseconds()).
 			Int64(audit.FieldCrawlDelayMS, e.crawlDelay.Milliseconds()).
 			Int64(audit.FieldRateIntervalMS, e.rateInterval.Milliseconds())
@@ -81,6 +84,11 @@ func (a *auditLog) emit(level zerolog.Level, e auditEvent) {
 	}
 	if !e.until.IsZero() {
 		ev.Str(audit.FieldUntil, e.until.UTC().Format(time.RFC3339Nano))
+	}
+	if f := e.fleet; f != nil {
+		ev.Str(audit.FieldFleetMember, f.Member).Int(audit.FieldFleetHeld, f.Held).Int(audit.FieldFleetShare, f.Share).
+			Int64(audit.FieldFleetLeased, f.Leased).Int64(audit.FieldFleetStolen, f.Stolen).
+			Int64(audit.FieldFleetTakenOver, f.TakenOver).Int64(audit.FieldFleetResent, f.Resent)
 	}
 	ev.Send()
 }

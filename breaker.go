@@ -217,7 +217,7 @@ func (b *breaker) observeLocked(v Verdict, probe bool, adaptive time.Duration, p
 type Alert struct {
 	At     time.Time
 	Host   string
-	Event  audit.Event // audit.EventBreakerOpened, EventStoreUnavailable, EventOptionInvalid, EventPacingBypassed or EventCallbacksBeforePacer
+	Event  audit.Event // audit.EventBreakerOpened, EventStoreUnavailable, EventOptionInvalid, EventPacingBypassed, EventCallbacksBeforePacer or EventAuditWriteFailed
 	Detail string
 }
 

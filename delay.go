@@ -22,17 +22,35 @@ const (
 	confirmRun    = 3
 	maxConfirmRun = 48
 	// bisectUntil stops bisecting between the slowest refused and the fastest good interval once they
-	// are this close (good/refused): the pacer then cruises at the good interval. One eighth: a probe
-	// refused costs a Retry-After hold, and the last halving of 25% would gain at most 6%.
+	// are this close (good/refused); creepStep then moves good towards the refused bound in steps of
+	// this share of it, each confirmed before the next, until the next step would reach the bound: the
+	// pacer then cruises at good. A refused step costs a Retry-After hold and an accepted one nothing,
+	// so the last eighth is crept, not halved: one refusal ends it, and the cruise is within 2% of the
+	// host's limit for the rest of the crawl.
 	bisectUntil = 1.125
-	// cruiseBeforeProbe is how many clean responses at the good interval, once the bisection is done,
-	// come before the next probe for more capacity (BBR's probe cycle, in responses), and probeGain
-	// how much faster that probe goes; each accepted probe in a row doubles the step (up to maxProbeGain),
-	// so a host whose capacity grew is followed in a few probes. Gains are in percent.
-	cruiseBeforeProbe = 100
-	cruiseMinTime     = time.Minute // and at least this long after the last refusal: a refused probe costs a hold
-	probeGain         = 8
-	maxProbeGain      = 50
+	creepStep   = 0.02
+	// cruiseBeforeProbe and cruiseMinTime are how many clean responses at the good interval, and how
+	// long after the last refusal, come before the next probe for more capacity (BBR's probe cycle),
+	// once the bisection is done; probeGain is how much faster that probe goes. An accepted probe is
+	// followed by the next at once, each step twice the last (up to maxProbeGain), so a capacity that
+	// rose is climbed in a few seconds; each refused probe in a row doubles the wait, up to
+	// cruiseMaxTime, so a host whose capacity holds sees at most one probe a minute. Gains in percent.
+	cruiseBeforeProbe = 30
+	cruiseMinTime     = 15 * time.Second
+	cruiseMaxTime     = 90 * time.Second
+	// probeCostShare is the share of the crawl's time that refused probes may cost (see spaceProbes).
+	probeCostShare = 0.05
+	probeGain      = 8
+	maxProbeGain   = 50
+	// edgeStep is how much slower, in percent, a refusal at the good interval moves it: the model
+	// cruises at the edge of what the host accepts, where a fraction of a millisecond of timing noise
+	// decides (nginx keeps its rate per millisecond). That refusal says "at the edge", not "capacity
+	// dropped": one small step clears the noise, where a doubling would halve the crawl.
+	edgeStep = 1
+	// dropRun: a refusal at the good interval within this many clean responses of its confirmation or
+	// of the last refusal there shows that the host accepts measurably less than it did (its capacity
+	// dropped): only then does the model let go of the good interval and back off.
+	dropRun = 16
 	// slowFactor multiplies the delay when latency stays above the host's rolling p95 while the
 	// crawler keeps at most one request in flight: the host is slow for everyone, not queueing ours.
 	slowFactor = 1.25
@@ -74,6 +92,11 @@ const (
 	refusedUnclear
 	// refusedOutage: another 5xx or a broken connection: nothing about speed.
 	refusedOutage
+	// refusedSpaced: a rate refusal of the first departure after a Retry-After hold, spaced from the
+	// one before by the whole hold: no limiter refuses that for speed (nginx counts from the last
+	// accepted request, a bucket refilled, a window slid on), so it teaches nothing about speed either,
+	// only that the host refuses whatever the spacing (noise).
+	refusedSpaced
 )
 
 // adaptive is one host's capacity model: the adaptive delay and what it is learnt from. It is not safe
@@ -82,7 +105,11 @@ const (
 // The rate signal keeps two bounds on the host's capacity interval: good, the fastest interval
 // delivered without refusal, and bad, the slowest refused for speed since. A refused probe goes back to
 // good (no doubling); a probe accepted confirmRun times becomes good; between them the pacer bisects.
-// It doubles only when nothing is known or when the host refuses an interval it accepted before.
+// A refusal at good moves it one small step slower (the edge); it backs off (doubles) only when
+// nothing is known, when refusals recur at good (the capacity dropped), and never when backing off did
+// not make refusals rarer (noise). After any change, probes climb back within seconds.
+//
+// Fields are ordered so that a tracked host stays in its allocation size class (memory_test.go).
 type adaptive struct {
 	delay    time.Duration // the adaptive delay, in [floor, ceiling]: written only by set
 	good     time.Duration // fastest interval delivered without refusal (0: unknown)
@@ -91,19 +118,22 @@ type adaptive struct {
 	gen      uint64        // bumped on every change of delay, good or bad: an outcome of an older generation is stale
 	version  int64         // orders the model's changes across a fleet (unix nanoseconds of the last one)
 	refused  int64         // unix nanoseconds of the last refusal
-	clean    int32         // clean responses of the current generation
-	failures uint16        // consecutive refusals
-	held     uint16        // clean responses at good since it was confirmed (saturating)
-	gain     uint8         // the next cruise probe's step below good, in percent
-	slow     uint8         // consecutive latency samples above p95
-	confirm  uint8         // clean responses that confirm a probe on this host (confirmRun and up; 0: confirmRun)
-	probing  bool          // the delay is a cruise probe (not a bisection step)
-	undo     bool          // the last refusal was unclear: undoGood and undoBad are the model before it
 	undoGood time.Duration // restored when a second unclear refusal proves an outage
 	undoBad  time.Duration
 	lat      latencyWindow
+	gain     uint8 // the next cruise probe's step below good, in percent (above probeGain: climbing)
+	slow     uint8 // consecutive latency samples above p95
+	confirm  uint8 // clean responses that confirm a probe on this host (confirmRun and up; 0: confirmRun)
+	misses   uint8 // cruise probes refused in a row: each doubles the wait before the next
+	failures uint8 // consecutive refusals (saturating)
+	clean    uint8 // clean responses of the current generation (saturating)
+	held     uint8 // clean responses at good since it was confirmed or last refused (saturating)
+	probing  bool  // the delay is a cruise probe (not a bisection step)
+	undo     bool  // the last refusal was unclear: undoGood and undoBad are the model before it
+	noisy    bool  // slowing down did not make refusals rarer: they do not move the delay (see noise)
 	queue    queueModel
 	drain    drain
+	noise    noise
 }
 
 func newAdaptive(floor time.Duration) adaptive {
@@ -111,14 +141,22 @@ func newAdaptive(floor time.Duration) adaptive {
 }
 
 // refuse applies a refusal of a departure made in generation gen (spaced by the delay, which has not
-// changed since: the generation is the same), received at now. Only the first refusal of a generation counts: the others
-// departed before the change took effect. It reports whether the delay went up.
+// changed since: the generation is the same), received at now. Only the first refusal of a generation
+// counts: the others departed before the change took effect. A refusal that would back the delay off
+// when backing off has not made refusals rarer (noise) changes nothing: the Retry-After hold, applied
+// apart from the model, is all it costs. It reports whether the delay went up.
 func (a *adaptive) refuse(gen uint64, kind refusalKind, jit, floor, ceiling time.Duration, now time.Time) bool {
-	if gen != a.gen {
+	if a.noise.observe(gen, true, a.noisy) {
+		a.noisy = false // refused clearly more often than the noise: a rate signal again
+	}
+	if gen != a.gen || kind == refusedSpaced {
 		return false
 	}
-	a.failures++
+	a.failures = satInc(a.failures)
 	a.refused = now.UnixNano()
+	if a.noisy {
+		return false // refusals that speed does not cause teach nothing about speed
+	}
 	if kind == refusedUnclear && a.failures > 1 {
 		kind = refusedOutage // spaced wider and refused again: not a rate limit
 		if a.undo {
@@ -126,7 +164,9 @@ func (a *adaptive) refuse(gen uint64, kind refusalKind, jit, floor, ceiling time
 		}
 	}
 	a.undo = false
+	snapshot := *a // the model before this refusal, kept should it prove to be noise
 	var next time.Duration
+	backoff := true // the delay backs off (rather than going back to good, or one edge step)
 	switch {
 	case kind == refusedOutage:
 		next = min(satMul(max(a.delay, floor, minBackoff), refusalFactor), max(a.delay, outageProbe(floor, ceiling)))
@@ -135,58 +175,92 @@ func (a *adaptive) refuse(gen uint64, kind refusalKind, jit, floor, ceiling time
 		next = satMul(max(a.delay, floor, minBackoff), refusalFactor)
 	default:
 		bursty := a.confirmRun() > confirmRun // known before this refusal
-		if int(a.clean) > confirmRun {
-			// Refused at an interval it had accepted several times in a row: a token bucket's burst
-			// ran out (or its capacity dropped). Its acceptances prove little from now on.
+		if int(a.clean) > confirmRun && !(a.good > 0 && a.delay >= a.good && a.held >= dropRun) {
+			// Refused at an interval it had accepted several times in a row, and not the first refusal
+			// at the edge: a token bucket's burst ran out (or its capacity dropped). Its acceptances
+			// prove little from now on.
 			a.confirm = uint8(max(int(a.confirm), 2*confirmRun))
 		}
 		if kind == refusedUnclear {
 			a.undoGood, a.undoBad, a.undo = a.good, a.bad, true
 		}
-		next = a.learnRefusal(a.delay, jit, floor, bursty, now)
+		next, backoff = a.learnRefusal(a.delay, jit, floor, bursty, now)
 		a.drain.refused(now)
+	}
+	if backoff && a.noise.slowedInVain() {
+		// Refused as often since the last backoff as before it: slowing down did not help. Undo what
+		// this refusal taught, stop backing off, and let the delay decay to the floor.
+		*a = snapshot
+		a.noisy = true
+		a.good, a.bad, a.prevGood = floor, 0, 0
+		a.gain, a.probing = probeGain, false
+		a.gen++
+		a.clean = 0
+		return false
+	} else if backoff {
+		a.noise.backoff(a.gen + 1)
 	}
 	a.gain, a.probing = probeGain, false
 	return a.increase(next, floor, ceiling) > 0
 }
 
 // learnRefusal moves the bounds for a rate refusal at interval (the departure's jitter on top) and
-// returns the delay to go on with: the known-good interval when a probe below it was refused, or the
-// good before it when the probe was confirmed only lately (fewer than cruiseBeforeProbe responses: a
-// burst, or lucky jitter, let it through); twice the refused interval when nothing was known or the
-// host refused an interval it had long accepted (its capacity dropped), or, on a host known to be
-// bursty, the interval it sustained since its last refusal (drain) when that lies between them.
-func (a *adaptive) learnRefusal(interval, jit, floor time.Duration, bursty bool, now time.Time) time.Duration {
+// returns the delay to go on with:
+//   - a probe below the good interval: good (the probe's interval becomes the refused bound); a
+//     cruise probe refused leaves the bounds close (no bisection) and doubles the wait before the next;
+//   - good lately confirmed (fewer than 4 confirmation runs: a burst, or lucky jitter, let it
+//     through): the good before it;
+//   - the good interval, refused after dropRun clean responses at it: one edgeStep slower;
+//   - refused at good within dropRun clean responses of its confirmation or of the last refusal
+//     (the host accepts measurably less: its capacity dropped), or nothing known: twice the refused
+//     interval, or on a host known to be bursty the interval it sustained since its last refusal
+//     (drain) when that lies between them.
+func (a *adaptive) learnRefusal(interval, jit, floor time.Duration, bursty bool, now time.Time) (next time.Duration, backoff bool) {
 	refused := interval + jit // the gap the host refused was at least this
 	if a.good > 0 && interval < a.good {
 		a.bad = min(max(a.bad, refused), a.good)
-		return a.good
+		if a.probing {
+			// A cruise probe refused: the capacity did not rise. Cruise again (no bisection: the
+			// bounds were close before the probe), and wait longer before the next probe.
+			a.misses = min(a.misses+1, 8)
+			a.bad = max(a.bad, a.creep())
+		}
+		return a.good, false
 	}
 	if a.good > 0 && interval == a.good && a.prevGood > a.good && int(a.held) < 4*a.confirmRun() {
 		a.bad, a.good, a.prevGood = min(refused, a.prevGood), a.prevGood, 0
 		a.confirm = uint8(min(2*a.confirmRun(), maxConfirmRun))
-		return a.good
+		return a.good, false
+	}
+	if a.good > 0 && interval >= a.good && a.held >= dropRun {
+		a.bad = min(refused, a.good)
+		a.good = satAdd(max(a.good, interval), max(a.good, interval)*edgeStep/100)
+		a.held = 0
+		return a.good, false
 	}
 	a.good, a.bad, a.prevGood = 0, interval, 0
-	next := satMul(max(interval, floor, minBackoff), refusalFactor)
+	next = satMul(max(interval, floor, minBackoff), refusalFactor)
 	if est := a.drain.sustained(now); bursty && est > interval && est < next {
 		next = est
 	}
-	return next
+	return next, true
 }
 
 // succeed counts a clean response of generation gen. A probe (the delay below good, or nothing good
 // known yet) accepted confirmRun times becomes good; at good, the pacer bisects towards bad, or after
-// cruiseBeforeProbe responses probes a step faster; above good (after an outage or a slow spell) it
-// comes back, halving the distance per response. It reports how the delay moved (see set).
+// a cruise probes a step faster; above good (after an outage, a slow spell or noise) it comes back,
+// halving the distance per response. It reports how the delay moved (see set).
 func (a *adaptive) succeed(gen uint64, floor, ceiling time.Duration, now time.Time) int {
+	if a.noise.observe(gen, false, a.noisy) {
+		a.noisy = false
+	}
 	if gen != a.gen {
 		return 0
 	}
 	a.failures, a.undo = 0, false
-	a.clean++
-	if a.delay == a.good && a.held < math.MaxUint16 {
-		a.held++
+	a.clean = satInc(a.clean)
+	if a.delay == a.good {
+		a.held = satInc(a.held)
 	}
 	switch {
 	case a.good > 0 && a.delay > a.good:
@@ -196,18 +270,57 @@ func (a *adaptive) succeed(gen uint64, floor, ceiling time.Duration, now time.Ti
 			next = a.good
 		}
 		return a.set(next, floor, ceiling)
-	case a.clean < int32(a.confirmRun()):
+	case int(a.clean) < a.confirmRun():
 		return 0
 	case a.good == 0 || a.delay < a.good:
 		if a.probing {
-			a.gain = min(a.gain*2, maxProbeGain) // a faster rate held: the next cruise probe goes further
+			a.gain = min(a.gain*2, maxProbeGain) // a faster rate held: the next probe goes further, at once
+			a.misses = 0
 		}
 		a.prevGood, a.good, a.probing, a.held = a.good, a.delay, false, 0
 		return a.next(floor, ceiling, now)
-	case a.apart(floor) || a.clean >= cruiseBeforeProbe && time.Duration(now.UnixNano()-a.refused) >= cruiseMinTime:
+	case a.apart(floor) || a.cruised(now):
 		return a.next(floor, ceiling, now)
 	}
 	return 0
+}
+
+// spaceProbes spaces cruise probes by the cost of a refusal: a refused probe holds the host for hold
+// (its Retry-After), so the wait before the next is at least probeCostShare⁻¹ × hold, and probing
+// costs the crawl at most about probeCostShare of its time whatever the host's Retry-After.
+func (a *adaptive) spaceProbes(hold time.Duration) {
+	for a.misses < 8 && cruiseMinTime<<a.misses < time.Duration(float64(hold)/probeCostShare) && cruiseMinTime<<a.misses < cruiseMaxTime {
+		a.misses++
+	}
+}
+
+// cruised reports whether the model has cruised at good long enough to probe: cruiseBeforeProbe
+// clean responses, and the probe wait since the last refusal (cruiseMinTime, doubled by each refused
+// probe in a row, up to cruiseMaxTime).
+func (a *adaptive) cruised(now time.Time) bool {
+	wait := min(cruiseMinTime<<min(a.misses, 8), cruiseMaxTime)
+	return int(a.clean) >= cruiseBeforeProbe && time.Duration(now.UnixNano()-a.refused) >= wait
+}
+
+// probingFaster reports whether the delay tests an interval below the good one (a probe or a
+// bisection step). Its departures go without jitter: a gap lengthened by jitter and accepted would
+// confirm an interval the host never accepted, and the model would cruise below the host's limit.
+// Jitter stays on at good, on top of the learnt limit, never below it.
+func (a *adaptive) probingFaster() bool {
+	return a.good > 0 && a.delay < a.good
+}
+
+// satInc is n+1, saturating.
+func satInc(n uint8) uint8 {
+	if n == math.MaxUint8 {
+		return n
+	}
+	return n + 1
+}
+
+// creep is the next step of the creep towards the refused bound: creepStep below good.
+func (a *adaptive) creep() time.Duration {
+	return a.good - time.Duration(float64(a.good)*creepStep)
 }
 
 // confirmRun is how many clean responses confirm a probe on this host.
@@ -222,32 +335,21 @@ func (a *adaptive) apart(floor time.Duration) bool {
 }
 
 // next picks the interval to try at good: the midpoint towards bad (or the floor) while they are
-// apart, the floor when it is close and nothing was refused, and after a cruise a step of gain below good.
-//
-// On a bursty host (confirm raised: it refused an interval it had accepted several times, or one lately
-// confirmed), no bisection probe goes below 95% of the interval it sustained since it first refused
-// (drain), which its rate bounds whatever its burst, nor happens while that is not measured.
+// apart, the floor when it is close and nothing was refused, a creepStep below good while that stays
+// above bad, and after a cruise (or right after an accepted probe) a step of gain below good. A bursty host (confirm raised) confirms each step with
+// more responses, so a bucket's burst does not pass for its rate.
 func (a *adaptive) next(floor, ceiling time.Duration, now time.Time) int {
 	switch {
 	case a.good <= floor:
 		return 0
 	case a.apart(floor):
 		bad := max(a.bad, floor)
-		probe := bad + (a.good-bad)/2
-		if a.confirmRun() > confirmRun { // a bursty host: not below what it sustained
-			est := a.drain.sustained(now)
-			probe = max(probe, min(est-est/20, a.good))
-			if est == 0 {
-				probe = a.good // nothing measured: no probe
-			}
-		}
-		if probe >= a.good {
-			return 0
-		}
-		return a.increase(probe, floor, ceiling)
+		return a.increase(bad+(a.good-bad)/2, floor, ceiling)
 	case a.bad == 0:
 		return a.increase(floor, floor, ceiling)
-	case a.clean < cruiseBeforeProbe:
+	case a.creep() > max(a.bad, floor):
+		return a.increase(a.creep(), floor, ceiling)
+	case a.gain <= probeGain && !a.cruised(now): // not climbing (the last probe accepted), nor cruised
 		return 0
 	}
 	probe := a.good - a.good*time.Duration(a.gain)/100
@@ -267,12 +369,27 @@ type capacityModel struct{ delay, good, bad time.Duration }
 func (a *adaptive) model() capacityModel { return capacityModel{a.delay, a.good, a.bad} }
 
 // adopt takes the fleet's newer model (a shared store's, another process's change): one model for the
-// fleet. The outcomes in flight were sent under the old one: a new generation.
+// fleet. The outcomes in flight were sent under the old one: a new generation. A good interval the
+// fleet holds counts as held a while here: a refusal at it is the edge, as in the process that learnt
+// it, not a drop. A model that moved up (a refusal elsewhere) restarts the probe wait from its version
+// (the unix nanoseconds of the change), a cruise probe refused elsewhere counts as refused here, and a
+// cruise probe started elsewhere is one here: the fleet probes as one crawler, not once per member.
 func (a *adaptive) adopt(delay, good, bad time.Duration, version int64, floor, ceiling time.Duration) {
 	a.version = version
 	if (capacityModel{delay, good, bad}) == a.model() {
 		return
 	}
+	if good != a.good {
+		a.held = dropRun
+	}
+	if delay > a.delay || bad > a.bad { // a refusal elsewhere: the probe wait counts from it
+		a.refused = max(a.refused, version)
+		if a.probing && good == a.good && delay == good {
+			a.misses = min(a.misses+1, 8) // the cruise probe was refused elsewhere
+		}
+	}
+	// A cruise probe (at or below the refused bound it set) started elsewhere is probing here too.
+	a.probing = delay < good && bad > 0 && delay <= bad
 	a.good, a.bad = min(max(good, 0), ceiling), min(max(bad, 0), ceiling)
 	a.increase(delay, floor, ceiling)
 }
@@ -338,6 +455,96 @@ func (d *drain) sustained(now time.Time) time.Duration {
 		return 0
 	}
 	return span / time.Duration(d.n)
+}
+
+// typicalLatency is how long the host's responses take: the rolling p95 once known, the base latency
+// (the minimum) before that, 0 before any sample.
+func (a *adaptive) typicalLatency() time.Duration {
+	if p95, ok := a.lat.p95(); ok {
+		return max(p95, a.queue.base())
+	}
+	return a.queue.base()
+}
+
+// noise tells refusals that speed does not cause (a flaky backend, random 503s, timeouts) from a rate
+// limit's: a rate limit refuses less once the client slows down, noise just as often. It counts the
+// outcomes of departures before the last backoff and after it (by generation); when a refusal would
+// back off again although the share refused since the last backoff is still noiseKeep of the share
+// before it, slowing down did not help (slowedInVain). The model then (adaptive.noisy) stops backing
+// off for refusals and decays to the floor, the published constraints; it goes back to treating
+// refusals as a rate signal when they become clearly more frequent than that noise (noiseRise).
+type noise struct {
+	gen    uint32 // outcomes of this generation (its low 32 bits) or later count after the last backoff
+	before counts // outcomes of departures before the last backoff
+	after  counts // outcomes since
+}
+
+// counts is a number of outcomes and how many of them were refusals.
+type counts struct{ n, refused uint8 }
+
+func (c counts) halved() counts { return counts{c.n / 2, c.refused / 2} }
+
+func (c counts) share() float64 {
+	if c.n == 0 {
+		return 0
+	}
+	return float64(c.refused) / float64(c.n)
+}
+
+const (
+	// noiseSamples is how many outcomes each side of a backoff needs before their shares compare.
+	noiseSamples = 3
+	// noiseKeep: refused at least this share of what it was before the backoff, the backoff bought
+	// nothing.
+	noiseKeep = 0.9
+	// noiseRise and noiseWindow: in noise mode, a window of noiseWindow outcomes refused noiseRise
+	// (absolute) more than the noise before is a rate signal again.
+	noiseRise   = 0.15
+	noiseWindow = 32
+)
+
+// observe counts an outcome of a departure made in generation gen. In noise mode (noisy) it reports
+// whether the last noiseWindow outcomes were refused clearly more often than the noise before them: a
+// rate signal again.
+func (n *noise) observe(gen uint64, refused, noisy bool) (rate bool) {
+	c := &n.before
+	if n.gen != 0 && int32(uint32(gen)-n.gen) >= 0 { // serial arithmetic: generations wrap at 32 bits
+		c = &n.after
+	}
+	c.n++
+	if refused {
+		c.refused++
+	}
+	if n.before.n >= 2*noiseWindow { // the older outcomes weigh half
+		n.before = n.before.halved()
+	}
+	if n.after.n >= 2*noiseWindow { // in noise mode, after is a window of noiseWindow: never this long
+		n.after = n.after.halved()
+	}
+	if !noisy || n.after.n < noiseWindow {
+		return false
+	}
+	if n.after.share() >= n.before.share()+noiseRise {
+		*n = noise{}
+		return true
+	}
+	n.before, n.after = n.after, counts{}
+	return false
+}
+
+// backoff records a backoff; outcomes of generation gen on count after it.
+func (n *noise) backoff(gen uint64) {
+	n.before.n += n.after.n
+	n.before.refused += n.after.refused
+	n.after, n.gen = counts{}, max(uint32(gen), 1)
+}
+
+// slowedInVain reports whether another backoff would buy nothing: since the last backoff, at least
+// noiseSamples outcomes, refused at least noiseKeep of the share before it. Both sides must hold
+// clean outcomes too: refusals in a row are an outage (outageProbe bounds its backoff), not noise.
+func (n *noise) slowedInVain() bool {
+	mixed := func(c counts) bool { return c.n >= noiseSamples && c.refused > 0 && c.refused < c.n }
+	return n.gen != 0 && mixed(n.before) && mixed(n.after) && n.after.share() >= noiseKeep*n.before.share()
 }
 
 // latencyWindow is a ring of the latest latencies, in milliseconds (saturating at 65 s), to keep a

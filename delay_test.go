@@ -193,41 +193,78 @@ func TestYoungGoodRefusedGoesBack(t *testing.T) {
 	}
 }
 
-// Rule 2: the host refusing an interval it accepted before (its capacity dropped) doubles, and so
-// does a refusal when nothing is known.
+// A refusal at the known-good interval is the edge of what the host accepts (timing noise decides
+// there): it costs one edgeStep, not a doubling, and the good interval stays known.
+func TestRefusalAtGoodCostsOneStep(t *testing.T) {
+	a := newAdaptive(100 * ms)
+	a.good, a.bad, a.held = 250*ms, 200*ms, dropRun // held at good a while
+	a.set(250*ms, 100*ms, time.Minute)
+	a.refuse(a.gen, refusedRate, 3*ms, 100*ms, time.Minute, t0)
+	if a.delay != 252500*time.Microsecond || a.good != a.delay || a.bad != 250*ms {
+		t.Errorf("refused at the good 250ms: delay %v, good %v, bad %v; want 252.5ms (1%%), 252.5ms, 250ms", a.delay, a.good, a.bad)
+	}
+}
+
+// The capacity dropped only when refusals recur at the good interval, within dropRun clean responses
+// (the host accepts measurably less): then the delay doubles, and the good interval is let go. A
+// refusal when nothing is known doubles too.
 func TestCapacityDropDoubles(t *testing.T) {
 	a := newAdaptive(100 * ms)
 	a.refuse(a.gen, refusedRate, 0, 100*ms, time.Minute, t0) // nothing known
 	if a.delay != 200*ms {
 		t.Fatalf("first refusal at 100ms: delay %v, want 200ms", a.delay)
 	}
-	a.good, a.bad, a.failures = 250*ms, 200*ms, 0 // clean responses came in between
+	a.good, a.bad, a.failures, a.held = 250*ms, 200*ms, 0, dropRun // held at good a while
 	a.set(250*ms, 100*ms, time.Minute)
-	a.refuse(a.gen, refusedRate, 0, 100*ms, time.Minute, t0.Add(time.Hour))
-	if a.delay != 500*ms || a.good != 0 || a.bad != 250*ms {
-		t.Errorf("refused at the good 250ms: delay %v, good %v, bad %v; want 500ms, unknown, 250ms", a.delay, a.good, a.bad)
+	a.refuse(a.gen, refusedRate, 0, 100*ms, time.Minute, t0.Add(time.Hour)) // the edge: one step
+	for range dropRun - 1 {
+		a.succeed(a.gen, 100*ms, time.Minute, t0.Add(time.Hour))
+	}
+	a.refuse(a.gen, refusedRate, 0, 100*ms, time.Minute, t0.Add(time.Hour+5*time.Second))
+	if a.delay != 505*ms || a.good != 0 || a.bad != 252500*time.Microsecond {
+		t.Errorf("refused again at good within %d clean responses: delay %v, good %v, bad %v; want 505ms, unknown, 252.5ms",
+			dropRun, a.delay, a.good, a.bad)
+	}
+	// Refused at good again only after dropRun clean responses: the edge again, one step.
+	b := newAdaptive(100 * ms)
+	b.good, b.bad = 250*ms, 248*ms
+	b.set(250*ms, 100*ms, time.Minute)
+	for range dropRun {
+		b.succeed(b.gen, 100*ms, time.Minute, t0)
+	}
+	b.refuse(b.gen, refusedRate, 0, 100*ms, time.Minute, t0.Add(time.Minute))
+	if b.delay != 252500*time.Microsecond {
+		t.Errorf("refused at good after %d clean responses: delay %v, want one step, 252.5ms", dropRun, b.delay)
 	}
 }
 
-// Rule 3: between the slowest refused and the fastest good interval the model bisects, and stops
-// within bisectUntil (225/200); after cruiseBeforeProbe clean responses it probes a step faster.
+// Rule 3: between the slowest refused and the fastest good interval the model bisects until they are
+// within bisectUntil, then creeps towards the refused bound in creepStep steps, each confirmed, until
+// the next would reach it; after cruiseBeforeProbe clean responses and the probe wait it probes a
+// step faster.
 func TestBisectsThenProbesInSteps(t *testing.T) {
 	a := newAdaptive(100 * ms)
 	a.good, a.bad = 400*ms, 200*ms
 	a.set(400*ms, 100*ms, time.Minute)
 	var tried []time.Duration
-	for range 6 {
+	for range 4 {
 		confirm(&a, 100*ms)
 		tried = append(tried, a.delay)
 	}
-	want := []time.Duration{300 * ms, 250 * ms, 225 * ms, 225 * ms, 225 * ms, 225 * ms}
-	if fmt.Sprint(tried) != fmt.Sprint(want) {
-		t.Fatalf("intervals tried %v, want %v", tried, want)
+	if want := []time.Duration{300 * ms, 250 * ms, 225 * ms, 220500 * time.Microsecond}; fmt.Sprint(tried) != fmt.Sprint(want) {
+		t.Fatalf("intervals tried %v, want %v (bisection, then a creep of 2%%)", tried, want)
 	}
-	for i := 0; i < cruiseBeforeProbe && a.delay == 225*ms; i++ {
+	for i := 0; i < 20 && a.delay < a.good || a.creep() > a.bad; i++ {
+		confirm(&a, 100*ms)
+	}
+	if a.delay != a.good || a.good <= 200*ms || a.creep() > 200*ms {
+		t.Fatalf("after the creep: delay %v, good %v, bad %v; want a cruise at good, within one step of 200ms", a.delay, a.good, a.bad)
+	}
+	cruise := a.delay
+	for i := 0; i < cruiseBeforeProbe && a.delay == cruise; i++ {
 		a.succeed(a.gen, 100*ms, time.Minute, t0.Add(time.Hour))
 	}
-	if want := 225*ms - 18*ms; a.delay != want {
+	if want := cruise - cruise*probeGain/100; a.delay != want {
 		t.Errorf("after a cruise of %d responses: delay %v, want a probe %v (8%% faster)", cruiseBeforeProbe, a.delay, want)
 	}
 }
@@ -321,7 +358,7 @@ func TestDrainMeasuresSustainedInterval(t *testing.T) {
 		for range 20 {
 			a.drain.accepted()
 		}
-		a.good, a.failures = 200*ms, 0
+		a.good, a.failures = 200*ms, 0 // just confirmed: a refusal at good now is a drop
 		a.set(200*ms, 100*ms, time.Minute)
 		a.refuse(a.gen, refusedRate, 0, 100*ms, time.Minute, t0.Add(6*time.Second)) // 20 in 6 s: 300 ms each
 		want := 400 * ms

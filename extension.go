@@ -108,7 +108,7 @@ func (b *binding) onRequestHeaders(r *colly.Request) {
 		}
 		now = p.now() // reading robots.txt took time
 	}
-	f, err := p.depart(ctx, h, now, true, false) // a parked host's request is deferred at once
+	f, err := p.depart(ctx, h, r.URL, now, true, false) // a parked host's request is deferred at once
 
 	if errors.Is(err, ErrBreakerOpen) {
 		b.deferRequest(r, h, err)
@@ -119,7 +119,7 @@ func (b *binding) onRequestHeaders(r *colly.Request) {
 		return
 	}
 	p.markDispatched(*r.Headers)
-	f.parent, f.res.url = ctx, r.URL
+	f.parent = ctx
 	b.flights.store(r.ID, f)
 	p.rt.announce(r.URL, f)
 }

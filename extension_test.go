@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -468,6 +469,48 @@ func TestDepartureEventTellsThisRequest(t *testing.T) {
 		}
 		if ts, _ := second[audit.FieldTimestamp].(string); ts != start.Add(1250*time.Millisecond).UTC().Format(time.RFC3339Nano) {
 			t.Errorf("second departure at %s, want +1.25s", ts)
+		}
+	})
+}
+
+// Requests whose wait a cancellation ended are named in the trail: each departure_abandoned carries its
+// URL, redacted as every URL is (no userinfo, no query).
+func TestAbandonedDeparturesNameTheirURL(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := newFakeNet(t)
+		_, base := n.host("cancel.test", slowPage(0))
+		var buf auditBuf
+		ctx, cancel := context.WithCancel(t.Context())
+		c, p := pacedCollector(n, WithBaseDelay(time.Second), WithoutRobots(), WithLogger(zerolog.New(&buf)))
+		c.Context = ctx
+		defer p.Close()
+		withUser := strings.Replace(base, "http://", "http://user:secret@", 1)
+		for i := range 4 {
+			if err := c.Visit(fmt.Sprintf("%s/p/%d?token=t%d", withUser, i, i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		time.Sleep(1500 * time.Millisecond) // two departed (t0, t0+1s), two wait in line
+		cancel()
+		c.Wait()
+		var departed, abandoned, all []string // Colly starts the requests in any order
+		for _, e := range events(t, &buf) {
+			u, _ := e[audit.FieldURL].(string)
+			switch e[audit.FieldEvent] {
+			case string(audit.EventDelayApplied):
+				departed = append(departed, u)
+			case string(audit.EventDepartureAbandoned):
+				abandoned = append(abandoned, u)
+			}
+		}
+		all = append(slices.Clone(departed), abandoned...)
+		slices.Sort(all)
+		want := []string{base + "/p/0", base + "/p/1", base + "/p/2", base + "/p/3"}
+		if len(abandoned) != 2 || !slices.Equal(all, want) {
+			t.Errorf("departed %q, abandoned %q; want 2 of each, together %q", departed, abandoned, want)
+		}
+		if strings.Contains(buf.String(), "secret") || strings.Contains(buf.String(), "token=") {
+			t.Errorf("the trail holds the userinfo or the query:\n%s", buf.String())
 		}
 	})
 }

@@ -21,12 +21,18 @@ type Frontier interface {
 	// for reqs[i]) was queued before, or force is set (a retry). It returns how many it queued.
 	FrontierAdd(ctx context.Context, host string, reqs []DeferredRequest, keys []string, force bool) (int, error)
 	// FrontierLease leases to owner up to n hosts that have requests queued, whose time has come and
-	// that no live lease holds, for FrontierTTL. It also returns how many requests the fleet has queued
-	// or handed out and not done, and how long until the next host's time comes.
-	FrontierLease(ctx context.Context, owner string, n int) (hosts []string, left int, next time.Duration, err error)
-	// FrontierRenew extends owner's leases of hosts by FrontierTTL, and returns those owner no longer
-	// holds (they ran out, and may be another's).
-	FrontierRenew(ctx context.Context, owner string, hosts []string) (lost []string, err error)
+	// that no live lease holds, for FrontierTTL; takenOver are those whose previous lease ran out
+	// unrenewed (their member died). It is also owner's heartbeat (see FrontierRenew): owner leases no
+	// more than its share of the hosts with work among the live members, held counting the hosts it
+	// holds already.
+	FrontierLease(ctx context.Context, owner string, n int, held []string) (hosts, takenOver []string, left int, next time.Duration, err error)
+	// FrontierRenew is owner's heartbeat: it extends owner's leases of hosts by FrontierTTL, and marks
+	// owner live for as long. It returns those hosts owner no longer holds (they ran out, and may be
+	// another's), and owner's share: the hosts with work over the live members, rounded up.
+	FrontierRenew(ctx context.Context, owner string, hosts []string) (lost []string, share int, err error)
+	// FrontierLeave ends owner's heartbeat at once, so that the others' shares grow without waiting for
+	// it to run out.
+	FrontierLeave(ctx context.Context, owner string) error
 	// FrontierTake hands owner up to n of host's queued requests, oldest first, their ID set for
 	// FrontierDone. held is false when owner does not hold host's lease, or when host has nothing
 	// queued or handed out left: then the lease ends.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net/url"
 	"sync"
 	"sync/atomic"
@@ -18,12 +19,12 @@ import (
 // that has not departed holds no slot on the schedule, so any change (an interval up or down, a hold, a
 // departure reaching the wire late) applies to every waiting request at once.
 
-// errWaitBeyondDeadline is returned when a redirect hop's wait reaches its request's deadline (less
-// deadlineMargin, left for the request itself): http.Client's timeout covers every hop, and a hop that
-// cannot leave in time is retried rather than sent without time to answer. First requests wait in
-// OnRequestHeaders, before that timeout starts, and never fail this way: they wait until they depart
-// or their context ends.
-var errWaitBeyondDeadline = errors.New("ext: redirect hop reached its request deadline before it could depart")
+// errWaitBeyondDeadline is returned when the wait of a hop the transport paces itself (a redirect hop,
+// a robots.txt read) reaches its request's deadline (less deadlineMargin, left for the request itself):
+// http.Client's timeout covers every hop, and a hop that cannot leave in time is retried rather than
+// sent without time to answer. First requests wait in OnRequestHeaders, before that timeout starts, and
+// never fail this way: they wait until they depart or their context ends. The error names the hop.
+var errWaitBeyondDeadline = errors.New("ext: request deadline reached before it could depart")
 
 // deadlineMargin is the time a redirect hop must leave before its request's deadline.
 const deadlineMargin = time.Second
@@ -44,6 +45,8 @@ type host struct {
 	ready        chan struct{} // closed once the stored state is restored
 	dirty        atomic.Bool   // changed since the last write-behind flush
 	crawlClamped bool          // robots.txt asked for more than we honour (under mu; here, it packs beside dirty)
+	rateRefused  bool          // the host has refused for rate (under mu): see capLocked
+	hung         uint8         // flights presumed hung (under mu): see capLocked
 	lastUse      atomic.Int64  // unix nanos of the last lookup, for idle eviction
 
 	mu            sync.Mutex // protects the fields below
@@ -92,6 +95,8 @@ type Reservation struct {
 	inFlight  int           // requests in flight to the host when it departed, itself included (0: not counted)
 	robots    bool          // a robots.txt fetch: its latency says nothing about the host's pages
 	traced    bool          // the transport reports when it reaches the wire, and the next departure waits for it
+	afterHold bool          // the first departure since a Retry-After or rate-limit hold ended: spaced by it
+	before    int64         // the host's last departure before this one (unix nanoseconds, 0: none), for unsent
 
 	crawlDelay   time.Duration // the Crawl-delay in force at departure
 	rateInterval time.Duration // the rate-limit interval in force at departure
@@ -108,10 +113,14 @@ func (h *host) intervalLocked(now time.Time) (time.Duration, audit.Trigger) {
 }
 
 // earliestLocked is the admission rule: a request whose jitter draw is r may depart at
-// max(last departure + interval now + its jitter, hold end), and not while an earlier departure is still
+// max(last departure + interval now + its jitter, hold end), with no jitter while the capacity model
+// probes below its good interval (jitter would lengthen the gaps it tests), and not while an earlier departure is still
 // on its way to the wire (bounded by maxWireWait). It returns that instant and the departure it would be.
 func (h *host) earliestLocked(now time.Time, jitterFraction, r float64) (time.Time, Reservation) {
 	iv, why := h.intervalLocked(now)
+	if why == audit.TriggerAdaptive && h.delay.probingFaster() {
+		jitterFraction = 0 // a probe's gaps are its interval: accepted, they prove that interval
+	}
 	jit := jitter(iv, jitterFraction, r)
 	at := h.lastDeparture.Add(iv).Add(jit)
 	if h.pendingWire > 0 {
@@ -120,8 +129,9 @@ func (h *host) earliestLocked(now time.Time, jitterFraction, r float64) (time.Ti
 	if h.holdUntil.After(now) && !h.holdUntil.Before(at) {
 		why = h.holdTrigger
 	}
+	afterHold := h.lastDeparture.Before(h.holdUntil) // the first departure since a hold: it leaves at its end or later
 	at = later(at, h.holdUntil)
-	res := Reservation{Host: h.key, Interval: iv, Jitter: jit, Trigger: why, gen: h.delay.gen, compliant: !h.crawlClamped, h: h,
+	res := Reservation{Host: h.key, Interval: iv, Jitter: jit, Trigger: why, gen: h.delay.gen, compliant: !h.crawlClamped, h: h, afterHold: afterHold,
 		crawlDelay: h.crawlDelay}
 	if now.Before(h.rate.Until) {
 		res.rateInterval = h.rate.Interval
@@ -129,9 +139,50 @@ func (h *host) earliestLocked(now time.Time, jitterFraction, r float64) (time.Ti
 	return at, res
 }
 
-// capLocked is the in-flight cap the queueing signal allows now: the policy's MaxInFlight at most.
-func (h *host) capLocked() int32 {
-	return int32(h.delay.queue.capFor(h.policy.MaxInFlight))
+// capLocked is the in-flight cap at now: what the queueing signal allows, and on a host that has
+// refused for rate no more than its interval needs (see outcomeFirst), plus the flights presumed hung;
+// the policy's MaxInFlight at most. until is when a learnt cap that binds presumes one more flight hung
+// (zero when none binds): a request in flight past its interval and hangGrace (a timeout coming) no
+// longer holds the host back, and the next one may go.
+func (h *host) capLocked(now time.Time) (limit int32, until time.Time) {
+	ceiling := h.policy.MaxInFlight
+	c := h.delay.queue.capFor(ceiling)
+	iv := max(h.policy.BaseDelay, h.crawlDelay, h.delay.delay)
+	typical := h.delay.typicalLatency()
+	if h.rateRefused && c > 1 {
+		c = min(c, outcomeFirst(typical, iv))
+	}
+	if c >= ceiling {
+		return int32(ceiling), time.Time{}
+	}
+	until = h.lastDeparture.Add(iv + h.hangAfterLocked())
+	if h.inFlight-int32(h.hung) >= int32(c) && !now.Before(until) && int32(h.hung) < h.inFlight && h.hung < math.MaxUint8 {
+		h.hung++ // the oldest flight is presumed hung: it leaves the cap to the others
+	}
+	return int32(min(c+int(h.hung), ceiling)), until
+}
+
+// capAt is capLocked's cap alone.
+func (h *host) capAt(now time.Time) int32 {
+	c, _ := h.capLocked(now)
+	return c
+}
+
+// hangGrace is how long past its interval (at least, see hangAfterLocked) a departure held by a learnt
+// cap waits for a flight to end: one that takes longer is presumed hung (see capLocked).
+const hangGrace = time.Second
+
+// outcomeFirst is the in-flight cap of a host that has refused for rate, whose responses typically
+// take lat and whose interval is iv: the requests one interval keeps in flight, so one while a
+// response comes back within an interval. The next departure then waits until the previous one's
+// outcome is read (hangGrace at most): a refusal read late, by a loaded crawler, still stops it,
+// and no request reaches the host inside the window that refusal announced. When the round trip is
+// shorter than the interval this costs nothing.
+func outcomeFirst(lat, iv time.Duration) int {
+	if iv <= 0 {
+		return math.MaxInt32
+	}
+	return int(min(1+lat/iv, math.MaxInt32))
 }
 
 // flyLocked counts a departure of the blocking path in flight until its flight finishes.
@@ -140,17 +191,29 @@ func (h *host) flyLocked(res *Reservation) {
 	res.inFlight = int(h.inFlight)
 }
 
-// landed ends a counted flight: the next request may use its place under the cap.
-func (h *host) landed() {
+// landed ends a counted flight that departed at departed, at now: the next request may use its place
+// under the cap.
+func (h *host) landed(departed, now time.Time) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.landLocked()
+	h.landLocked(departed, now)
 	h.wakeHeadLocked()
 }
 
-// landLocked ends a counted flight; the caller wakes the head.
-func (h *host) landLocked() {
+// landLocked ends a counted flight that departed at departed, at now; the caller wakes the head. A
+// flight as old as a hung one ends a presumption (see capLocked); none outlives the flights.
+func (h *host) landLocked(departed, now time.Time) {
 	h.inFlight = max(h.inFlight-1, 0)
+	if h.hung > 0 && now.Sub(departed) >= h.hangAfterLocked() {
+		h.hung--
+	}
+	h.hung = uint8(min(int32(h.hung), h.inFlight))
+}
+
+// hangAfterLocked is how long a flight must have been in flight to be presumed hung: hangGrace, and
+// at least 8 of the host's base round trips, so that a slow or queued response is not taken for one.
+func (h *host) hangAfterLocked() time.Duration {
+	return max(hangGrace, 8*h.delay.queue.base())
 }
 
 // nextLocked is when a request asking at now could depart, jitter aside.
@@ -166,6 +229,9 @@ func (h *host) nextLocked(now time.Time) time.Time {
 // a request copy and a context, about 2 µs a request.
 func (h *host) departLocked(res *Reservation, now time.Time, traced bool) {
 	res.At = now
+	if !h.lastDeparture.IsZero() {
+		res.before = h.lastDeparture.UnixNano()
+	}
 	h.lastDeparture = later(h.lastDeparture, now)
 	h.departures++
 	res.traced = traced && (res.Interval > 0 || res.fleet)
@@ -187,6 +253,22 @@ func (h *host) wired(at time.Time, sent bool) {
 	}
 	if sent {
 		h.lastDeparture = later(h.lastDeparture, at)
+	}
+	h.wakeHeadLocked()
+}
+
+// unsent takes back the departure res, which never reached the host (its name does not resolve, its
+// connection was refused): the host's schedule counts from the departure before, unless another
+// departed since.
+func (h *host) unsent(res Reservation) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.lastDeparture.Equal(res.At) {
+		return
+	}
+	h.lastDeparture = time.Time{}
+	if res.before != 0 {
+		h.lastDeparture = time.Unix(0, res.before)
 	}
 	h.wakeHeadLocked()
 }
@@ -257,13 +339,18 @@ func (h *host) leaveLocked(w *waiter) {
 // depart waits for the departure of a request to h asking at start (now), and
 // returns its flight. traced says the pacer's transport will carry the request and report its wire
 // instant. A first request waits until it departs or ctx ends; a redirect hop (hop) gives up
-// deadlineMargin before ctx's deadline with errWaitBeyondDeadline.
-func (p *Pacer) depart(ctx context.Context, h *host, start time.Time, traced, hop bool) (*flight, error) {
+// deadlineMargin before ctx's deadline with errWaitBeyondDeadline. u is the request's URL (nil when
+// unknown), for the audit trail.
+func (p *Pacer) depart(ctx context.Context, h *host, u *url.URL, start time.Time, traced, hop bool) (*flight, error) {
 	if hop {
 		if deadline, ok := ctx.Deadline(); ok {
 			var cancel context.CancelFunc
+			what := "redirect hop to"
+			if ctx.Value(robotsFetchKey{}) != nil {
+				what = "robots.txt read of"
+			}
 			ctx, cancel = context.WithDeadlineCause(ctx, deadline.Add(-deadlineMargin),
-				fmt.Errorf("%w: %s", errWaitBeyondDeadline, h.key))
+				fmt.Errorf("%w: %s %s", errWaitBeyondDeadline, what, h.key))
 			defer cancel()
 		}
 	}
@@ -272,11 +359,12 @@ func (p *Pacer) depart(ctx context.Context, h *host, start time.Time, traced, ho
 		return nil, err
 	}
 	if err != nil {
-		p.auditAbandoned(h, err)
+		p.auditAbandoned(h, u, err)
 		return nil, err
 	}
 	p.cfg.observer.Departed(h.key, res.Wait)
 	f := &flight{res: res}
+	f.res.url = u
 	if traced {
 		f.wirePending.Store(true)
 	} else {
@@ -300,7 +388,7 @@ func (p *Pacer) waitDeparture(ctx context.Context, h *host, start time.Time, tra
 	}
 	if len(h.waiters) == 0 && h.brk.state == audit.BreakerClosed {
 		// The fast path: nobody waits, and the rule may let it go at once (no fleet to ask).
-		if at, res := h.earliestLocked(start, p.cfg.jitter, r); !at.After(start) && !p.fleetActive() && h.inFlight < h.capLocked() {
+		if at, res := h.earliestLocked(start, p.cfg.jitter, r); !at.After(start) && !p.fleetActive() && h.inFlight < h.capAt(start) {
 			h.departLocked(&res, start, traced)
 			h.flyLocked(&res)
 			h.mu.Unlock()
@@ -365,10 +453,14 @@ func (p *Pacer) waitInLine(ctx context.Context, h *host, start time.Time, traced
 		}
 		h.mu.Lock()
 		at, res := h.earliestLocked(now, p.cfg.jitter, w.r)
-		capped := h.inFlight >= h.capLocked()
+		limit, until := h.capLocked(now)
+		capped := h.inFlight >= limit
 		h.mu.Unlock()
 		if capped && !at.After(now) {
 			at = now.Add(maxWireWait) // a flight that lands wakes the head
+			if !until.IsZero() && until.After(now) {
+				at = until // or the oldest flight is presumed hung
+			}
 		} else if !at.After(now) {
 			res.fleet = p.fleetActive()
 			wait, ok, pending := p.fleetAdmit(ctx, h, res.Interval+res.Jitter, now)
@@ -492,7 +584,7 @@ func (f *flight) wire(p *Pacer, at time.Time, sent bool) {
 // the host's next departure.
 func (f *flight) finish(p *Pacer, now time.Time) {
 	if f.end(p, now) && f.res.inFlight > 0 {
-		f.res.h.landed()
+		f.res.h.landed(f.res.At, now)
 	}
 }
 

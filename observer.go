@@ -1,6 +1,7 @@
 package ext
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/collypace/ext/audit"
@@ -9,6 +10,9 @@ import (
 // Observer receives the pacer's events as they happen, for metrics (see the pacemetrics package).
 // Its methods are called on the goroutines that make the events, with no lock held: they must be
 // safe for concurrent use and quick.
+//
+// An Observer that also has a method FleetChanged(audit.FleetStats) is told, by each Queue on a fleet's
+// frontier, the member's figures at each heartbeat and when its Run ends (pacemetrics' Collector has).
 type Observer interface {
 	// Departed reports a departure to host after waiting waited for its slot (in-flight cap and schedule).
 	Departed(host string, waited time.Duration)
@@ -24,10 +28,11 @@ type Observer interface {
 func WithObserver(o Observer) Option {
 	return func(c *config) {
 		if o == nil {
-			c.reject("WithObserver", "nil", "no Observer")
+			c.reject("WithObserver", "nil", "no Observer", "")
 			return
 		}
 		c.observer = o
+		c.accept("WithObserver", fmt.Sprintf("%T", o))
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -49,7 +50,8 @@ const robotsUnreachableLimit = 30 * time.Minute
 // Invalid values follow one rule, for every option (and the Queue's): an option never panics and
 // never clamps silently; a value it cannot use (a negative duration or count, a fraction outside
 // [0, 1] or NaN, a malformed host pattern, a nil function, transport or observer) is set aside and the
-// setting keeps its default. NewPacerErr then returns every such value as an error wrapping
+// setting keeps the value in force: its default, or a valid value given before it (a valid value given
+// after it wins). NewPacerErr then returns every such value as an error wrapping
 // ErrInvalidOption and no Pacer. NewPacer and AdaptivePacing, which have no error result, build the
 // Pacer with the defaults in their place and report each value at construction: an option_invalid
 // audit event at error level and a call of the WithAlert function (wherever WithAlert stands among the
@@ -99,39 +101,59 @@ type config struct {
 	alert            func(Alert)
 	idleEviction     time.Duration
 	observer         Observer
-	auditQuery       bool    // audit events keep URL queries
-	storeCredentials bool    // deferred and spilled requests keep their credentials in the store
-	invalid          []error // option values set aside (see Option)
+	auditQuery       bool      // audit events keep URL queries
+	storeCredentials bool      // deferred and spilled requests keep their credentials in the store
+	auditWriter      io.Writer // WithAuditWriter: the trail's writer, watched for failures (nil: the logger alone)
+	invalid          []error   // option values set aside (see Option)
+	// given is, for each option given a valid value, that value as written: it applies in place of a
+	// later invalid one, which says so.
+	given map[string]string
 }
 
 // invalidOption is an option value set aside, and what applies in its place.
 type invalidOption struct {
 	err     error
 	option  string
-	applies string // "" until a later valid value of the same option is given: the default applies
+	applies string // what applies instead: an earlier or later valid value, or the default ("": the default)
 }
 
 func (e *invalidOption) Error() string { return e.err.Error() }
 func (e *invalidOption) Unwrap() error { return e.err }
 
-// reject sets aside an option value that cannot be used (see Option).
-func (c *config) reject(option string, value any, why string) {
-	c.invalid = append(c.invalid, &invalidOption{err: fmt.Errorf("%w: %s(%v): %s", ErrInvalidOption, option, value, why), option: option})
+// reject sets aside an option value that cannot be used (see Option). What applies instead is the
+// value of the same option given before it, if any; otherwise fallback ("": the default).
+func (c *config) reject(option string, value any, why, fallback string) {
+	e := &invalidOption{err: fmt.Errorf("%w: %s(%v): %s", ErrInvalidOption, option, value, why), option: option, applies: fallback}
+	if v, ok := c.given[option]; ok {
+		e.applies = fmt.Sprintf("%s(%s), given before it, applies", option, v)
+	}
+	c.invalid = append(c.invalid, e)
 }
 
-// setValid sets *dst to v when ok, and otherwise sets v aside as invalid, keeping the default (see
-// Option). A valid value given after an invalid one of the same option is the one that applies.
+// accept records a valid value of option, shown as written: it is the one that applies in place of an
+// invalid value given before it, or after it (see reject).
+func (c *config) accept(option, shown string) {
+	if c.given == nil {
+		c.given = make(map[string]string)
+	}
+	c.given[option] = shown
+	for _, err := range c.invalid {
+		if e, ok := err.(*invalidOption); ok && e.option == option {
+			e.applies = fmt.Sprintf("%s(%s), given after it, applies", option, shown)
+		}
+	}
+}
+
+// setValid sets *dst to v when ok, and otherwise sets v aside as invalid, keeping the value in force:
+// the default, or a valid value given before (see Option). A valid value given after an invalid one of
+// the same option is the one that applies.
 func setValid[T any](c *config, option string, v T, ok bool, why string, dst *T) {
 	if !ok {
-		c.reject(option, v, why)
+		c.reject(option, v, why, fmt.Sprintf("the default %v applies", *dst))
 		return
 	}
 	*dst = v
-	for _, err := range c.invalid {
-		if e, ok := err.(*invalidOption); ok && e.option == option {
-			e.applies = fmt.Sprintf("%s(%v), given after it, applies", option, v)
-		}
-	}
+	c.accept(option, fmt.Sprint(v))
 }
 
 // checkConsistency rejects settings that are valid alone but not together, after every option has been
@@ -282,9 +304,11 @@ func WithRobotsAgent(token string) Option {
 
 // WithLogger sets the audit logger. The zero Logger and zerolog.Nop() are silent (the default).
 // Events are written from many goroutines: the writer must be safe for concurrent use (an *os.File
-// is; wrap others in zerolog.SyncWriter).
+// is; wrap others in zerolog.SyncWriter). The pacer cannot see this Logger's write failures: for a
+// trail that must be complete, give its writer with WithAuditWriter, which raises an alert when a write
+// fails. The last of WithLogger and WithAuditWriter wins.
 func WithLogger(l zerolog.Logger) Option {
-	return func(c *config) { c.logger = l }
+	return func(c *config) { c.logger, c.auditWriter = l, nil }
 }
 
 // WithPipelineID sets the pipeline_id field of every audit event.
@@ -303,11 +327,11 @@ func WithPipelineID(id string) Option {
 func WithHostPolicy(pattern string, p HostPolicy) Option {
 	return func(c *config) {
 		if _, err := path.Match(pattern, ""); err != nil || pattern == "" {
-			c.reject("WithHostPolicy", strconv.Quote(pattern), "malformed pattern (path.Match syntax)")
+			c.reject("WithHostPolicy", strconv.Quote(pattern), "malformed pattern (path.Match syntax)", "the policy is not added")
 			return
 		}
 		if p.BaseDelay < 0 || p.MaxDelay < 0 || p.MaxInFlight < 0 {
-			c.reject("WithHostPolicy", strconv.Quote(pattern), fmt.Sprintf("negative field in %+v", p))
+			c.reject("WithHostPolicy", strconv.Quote(pattern), fmt.Sprintf("negative field in %+v", p), "the policy is not added")
 			return
 		}
 		c.policies = append(c.policies, hostPolicyRule{pattern: pattern, policy: p})
@@ -321,10 +345,11 @@ func WithHostPolicy(pattern string, p HostPolicy) Option {
 func WithHostKey(f func(*url.URL) string) Option {
 	return func(c *config) {
 		if f == nil {
-			c.reject("WithHostKey", "nil", "no function")
+			c.reject("WithHostKey", "nil", "no function", "")
 			return
 		}
 		c.hostKey = f
+		c.accept("WithHostKey", "a function")
 	}
 }
 
@@ -335,20 +360,25 @@ func WithAuditQuery() Option {
 }
 
 // WithTransport sets the RoundTripper the pacer wraps (default http.DefaultTransport). Use it instead of
-// Collector.WithTransport, which would replace the pacer's transport. It must not be nil.
+// Collector.WithTransport, which would replace the pacer's transport. It must not be nil. Whatever its
+// type, robots.txt's 10 s timeout counts each hop's network time from its departure, never its wait in
+// the pacer.
 func WithTransport(rt http.RoundTripper) Option {
 	return func(c *config) {
 		if rt == nil {
-			c.reject("WithTransport", "nil", "no RoundTripper")
+			c.reject("WithTransport", "nil", "no RoundTripper", "")
 			return
 		}
 		c.transport = rt
+		c.accept("WithTransport", fmt.Sprintf("%T", rt))
 	}
 }
 
 // WithStore keeps per-host state and deferred requests in s, so they survive a restart (sqlitestore)
 // or are shared by a fleet of crawlers (redisstore). Call Pacer.Close before exiting to write what is
 // still pending; the store itself stays open (it is yours to close). A nil s keeps state in memory.
+// A store that is a Frontier (redisstore) also makes every Queue of the pacer a member of the fleet's
+// shared frontier; WithStore(struct{ SharedStore }{st}) shares the schedule without it (see NewQueue).
 func WithStore(s Store) Option {
 	return func(c *config) { c.store = s }
 }
@@ -377,7 +407,7 @@ func WithFlushInterval(d time.Duration) Option {
 func WithBreaker(b BreakerPolicy) Option {
 	return func(c *config) {
 		if b.Threshold < 0 || b.Sustain < 0 || b.Cooldown < 0 {
-			c.reject("WithBreaker", fmt.Sprintf("%+v", b), "negative duration")
+			c.reject("WithBreaker", fmt.Sprintf("%+v", b), "negative duration", "")
 			return
 		}
 		if b.Threshold > 0 {
@@ -393,6 +423,7 @@ func WithBreaker(b BreakerPolicy) Option {
 			c.breaker.Cooldown = b.Cooldown
 		}
 		c.breaker.IgnoreCaps = b.IgnoreCaps
+		c.accept("WithBreaker", fmt.Sprintf("%+v", b))
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/collypace/ext/audit"
+	"github.com/gocolly/colly/v2"
 	"github.com/rs/zerolog"
 )
 
@@ -162,8 +163,35 @@ func TestInvalidOptionReportSaysWhatApplies(t *testing.T) {
 	if d := alerts[0].Detail; !strings.Contains(d, "WithBaseDelay(2s), given after it, applies") {
 		t.Errorf("detail %q: want the later value named as the one that applies", d)
 	}
-	if d := alerts[1].Detail; !strings.Contains(d, "the default applies") {
+	if d := alerts[1].Detail; !strings.Contains(d, "the default 3 applies") {
 		t.Errorf("detail %q: want the default named", d)
+	}
+}
+
+// An invalid value given after a valid one of the same option leaves the valid one in force, and the
+// option_invalid report names it, not the default.
+func TestInvalidOptionAfterValidNamesTheEarlierValue(t *testing.T) {
+	var buf auditBuf
+	c := colly.NewCollector()
+	p := AdaptivePacing(c, WithBaseDelay(100*time.Millisecond), WithLogger(zerolog.New(&buf)), WithTransport(http.DefaultTransport),
+		WithBaseDelay(-time.Second), WithTransport(nil))
+	if got := p.cfg.policyFor("x.test").BaseDelay; got != 100*time.Millisecond {
+		t.Fatalf("base delay %v, want the earlier valid 100ms", got)
+	}
+	var details []string
+	for _, e := range events(t, &buf) {
+		if e[audit.FieldEvent] == string(audit.EventOptionInvalid) {
+			details = append(details, e[audit.FieldDetail].(string))
+		}
+	}
+	want := []string{"WithBaseDelay(100ms), given before it, applies", "WithTransport(*http.Transport), given before it, applies"}
+	if len(details) != len(want) {
+		t.Fatalf("option_invalid details %q, want %d", details, len(want))
+	}
+	for i, d := range details {
+		if !strings.Contains(d, want[i]) || strings.Contains(d, "default") {
+			t.Errorf("detail %q: want %q, and no default named", d, want[i])
+		}
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"time"
 
 	"github.com/collypace/ext/audit"
@@ -64,18 +65,21 @@ func (p *Pacer) Observe(res Reservation, o Outcome) Verdict {
 // ObserveAt records the outcome of a departure made under res, received at now: it honours Retry-After
 // and rate-limit fields, and moves the adaptive delay.
 func (p *Pacer) ObserveAt(res Reservation, o Outcome, now time.Time) Verdict {
-	return p.observe(res, o, classify(o), now, false)
+	return p.observe(res, o, classify(o), now, false, false)
 }
 
 // observe records an outcome already classified as v, and returns v: the signals are read from the
 // response with no lock held, applied to the host under its lock, then reported. landing ends the
-// departure's in-flight count under the same lock (the flight ended with this outcome).
-func (p *Pacer) observe(res Reservation, o Outcome, v Verdict, now time.Time, landing bool) Verdict {
+// departure's in-flight count under the same lock (the flight ended with this outcome). live says the
+// outcome was received at now on the pacer's own clock (its transport): a hold it sets is recorded as
+// learnt when it took effect, under the host's lock, which a loaded machine can delay past now.
+func (p *Pacer) observe(res Reservation, o Outcome, v Verdict, now time.Time, landing, live bool) Verdict {
 	h := res.h
 	if h == nil {
 		h = p.host(res.Host)
 	}
 	sig := p.readSignals(o, v, now)
+	sig.live = live
 	eff := p.applySignals(h, res, sig, now, landing)
 	p.reportOutcome(h, res, sig, eff, now)
 	return v
@@ -92,6 +96,7 @@ type outcomeSignals struct {
 	capHold           time.Time // a Retry-After above the cap: parked until then (with IgnoreCaps, held to the cap)
 	rate              rateLimitSignal
 	rateFound         bool
+	live              bool // received on the pacer's clock: see observe
 	events            []auditEvent
 }
 
@@ -154,10 +159,10 @@ func (p *Pacer) applySignals(h *host, res Reservation, s outcomeSignals, now tim
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if landing {
-		h.landLocked()
+		h.landLocked(res.At, now)
 	}
 	before := h.stopMarkLocked(now)
-	events := h.applyLimitsLocked(s, now)
+	events := h.applyLimitsLocked(s, now, p.now)
 	model := h.delay.model()
 	moved, event, trigger := h.applyVerdictLocked(res, s, now)
 	changed := h.delay.model() != model
@@ -180,14 +185,18 @@ func (p *Pacer) applySignals(h *host, res Reservation, s outcomeSignals, now tim
 }
 
 // applyLimitsLocked sets the Retry-After hold and the rate-limit signal on h, and returns the
-// signals' events with those of what was honoured.
-func (h *host) applyLimitsLocked(s outcomeSignals, now time.Time) []auditEvent {
+// signals' events with those of what was honoured. clock is the pacer's, read for a live outcome.
+func (h *host) applyLimitsLocked(s outcomeSignals, now time.Time, clock func() time.Time) []auditEvent {
 	events := s.events
 	before, _ := h.intervalLocked(now)
 	if !s.hold.IsZero() && s.hold.After(h.holdUntil) {
 		h.holdUntil, h.holdTrigger = s.hold, audit.TriggerRetryAfter
+		learnt := now // when the hold took effect: no departure admitted since crosses it
+		if s.live {
+			learnt = later(now, clock())
+		}
 		events = append(events, auditEvent{event: audit.EventRetryAfterHonoured, trigger: audit.TriggerRetryAfter, computed: s.hold.Sub(now), compliant: true,
-			windowStart: now, windowEnd: s.hold})
+			windowStart: learnt, windowEnd: s.hold})
 	}
 	if s.capHold.After(h.holdUntil) {
 		h.holdUntil, h.holdTrigger = s.capHold, audit.TriggerRetryAfter
@@ -218,7 +227,15 @@ func (h *host) applyVerdictLocked(res Reservation, s outcomeSignals, now time.Ti
 	switch {
 	case s.v.Refused:
 		h.refusals++
-		return h.delay.refuse(res.gen, refusalKindOf(s), res.Jitter, floor, ceiling, now), audit.EventDelayIncreased, s.v.Trigger
+		h.rateRefused = h.rateRefused || refusalKindOf(s) != refusedOutage
+		if !s.hold.IsZero() {
+			h.delay.spaceProbes(s.hold.Sub(now))
+		}
+		kind := refusalKindOf(s)
+		if kind == refusedRate && res.afterHold {
+			kind = refusedSpaced
+		}
+		return h.delay.refuse(res.gen, kind, res.Jitter, floor, ceiling, now), audit.EventDelayIncreased, s.v.Trigger
 	case s.v.Trigger == audit.TriggerClean:
 		if !res.fleet { // a fleet member sees only its share of what the host sustains
 			h.delay.drain.accepted()
@@ -293,18 +310,18 @@ func (p *Pacer) auditDeparture(f *flight, at time.Time) {
 	p.audit.emit(level, auditEvent{
 		at: at, host: f.res.h.key, event: audit.EventDelayApplied, trigger: res.Trigger, url: res.url,
 		base: f.res.h.policy.BaseDelay, computed: res.Wait, jitter: res.Jitter, compliant: res.compliant,
-		departure: true, wait: res.Wait, interval: res.Interval, crawlDelay: res.crawlDelay, rateInterval: res.rateInterval,
+		departure: true, admitted: res.At, wait: res.Wait, interval: res.Interval, crawlDelay: res.crawlDelay, rateInterval: res.rateInterval,
 	})
 }
 
-// auditAbandoned records a wait that ended without a departure.
-func (p *Pacer) auditAbandoned(h *host, err error) {
+// auditAbandoned records a wait for u (nil: unknown) that ended without a departure.
+func (p *Pacer) auditAbandoned(h *host, u *url.URL, err error) {
 	event := audit.EventDepartureAbandoned
 	if errors.Is(err, errWaitBeyondDeadline) {
 		event = audit.EventRedirectHopTimedOut
 	}
 	p.audit.emit(zerolog.InfoLevel, auditEvent{
-		at: p.now(), host: h.key, event: event, trigger: audit.TriggerCancel,
+		at: p.now(), host: h.key, event: event, trigger: audit.TriggerCancel, url: u,
 		base: h.policy.BaseDelay, compliant: true, detail: fmt.Sprint(err),
 	})
 }

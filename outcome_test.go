@@ -254,11 +254,12 @@ func TestRefusedRequestIsRetried(t *testing.T) {
 		if fmt.Sprint(retrying) != "[true true]" {
 			t.Errorf("OnError saw Retrying = %v, want [true true]", retrying)
 		}
-		// First retry: the 3.3 s window is longer than the doubled 2 s interval. Second: the
-		// interval, doubled again to 4 s, is longer than the window.
+		// First retry: the 3.3 s window is longer than the doubled 2 s interval. Second: the first
+		// retry, refused although it came a whole window after the refusal before it, says nothing
+		// about speed (refusedSpaced): the delay stays at 2 s, and the window decides again.
 		gaps := h.gaps("/p/")
-		if fmt.Sprint(gaps) != "[3.3s 4s]" {
-			t.Errorf("retry gaps = %v, want [3.3s 4s]", gaps)
+		if fmt.Sprint(gaps) != "[3.3s 3.3s]" {
+			t.Errorf("retry gaps = %v, want [3.3s 3.3s]", gaps)
 		}
 	})
 }

@@ -28,6 +28,7 @@ type Pacer struct {
 	persist    *persistence // nil without a store
 	deferStore Store        // where deferred and spilled requests go: the store, or memory
 	fallback   *memoryStore // where they go when the store fails (never lose a URL)
+	auditOut   *auditWriter // the watched audit writer (WithAuditWriter); nil without one
 
 	hostsCreated atomic.Uint64 // paces idle-eviction sweeps
 	hostSerial   atomic.Uint32 // the last host state's serial
@@ -50,6 +51,7 @@ func NewPacer(opts ...Option) *Pacer {
 		audit: auditLog{logger: cfg.logger, pipelineID: cfg.pipelineID, auditQuery: cfg.auditQuery},
 		now:   time.Now,
 	}
+	p.watchAudit()
 	p.hosts.Init()
 	p.robots.init()
 	p.rt = &transport{p: p, inner: cfg.transport}
@@ -112,7 +114,7 @@ const lastUseCoarseness = 6
 // While the host is parked by its breaker, Wait returns ErrBreakerOpen at once.
 func (p *Pacer) Wait(ctx context.Context, hostKey string) (Reservation, func(), error) {
 	now := p.now()
-	f, err := p.depart(ctx, p.hostAt(normalizeKey(hostKey), now), now, false, false)
+	f, err := p.depart(ctx, p.hostAt(normalizeKey(hostKey), now), nil, now, false, false)
 	if err != nil {
 		return Reservation{}, nil, err
 	}

@@ -72,17 +72,19 @@ func (p *Pacer) flushLoop() {
 
 // Close writes the state not yet written behind and stops the write-behind loop. It returns the error
 // of that final write (the state it could not write is lost), and the same error if called again. It
-// does not close the store, which belongs to the caller. Without a store it does nothing.
+// does not close the store, which belongs to the caller. Without a store it writes nothing. It also
+// returns the failure of the audit writer, if any write failed (see WithAuditWriter).
 func (p *Pacer) Close() error {
+	auditErr := p.auditOut.failure()
 	if p.persist == nil {
-		return nil
+		return auditErr
 	}
 	p.persist.once.Do(func() { close(p.persist.stop) })
 	<-p.persist.stopped
 	if err := p.persist.closeErr; err != nil {
-		return fmt.Errorf("ext: close: writing the pending state: %w", err)
+		return errors.Join(fmt.Errorf("ext: close: writing the pending state: %w", err), auditErr)
 	}
-	return nil
+	return auditErr
 }
 
 // markDirty queues h for the next write-behind flush.
@@ -165,15 +167,39 @@ func (m stopMark) stopsMore(before stopMark) bool {
 func (h *host) snapshot(now time.Time) StoredHost {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	hold, trigger := h.storedHoldLocked()
+	next := hold // zero when the host never departed and is not held
+	if !h.lastDeparture.IsZero() {
+		iv, _ := h.intervalLocked(now)
+		next = later(h.lastDeparture.Add(iv), hold)
+	}
 	return StoredHost{
 		Host: h.key, Version: StateVersion,
 		AdaptiveDelay: h.delay.delay, KnownLimit: h.delay.good, RefusedInterval: h.delay.bad, ModelVersion: h.delay.version,
-		NextDeparture: h.nextLocked(now), HoldUntil: h.holdUntil, HoldTrigger: h.holdTrigger,
+		NextDeparture: next, HoldUntil: hold, HoldTrigger: trigger,
 		CrawlDelay: h.crawlDelay, CrawlClamped: h.crawlClamped,
 		Breaker: h.brk.state, BreakerChanged: h.brk.changed, Failures: h.brk.failures,
 		ParkUntil: h.brk.parkEnd(), RateInterval: h.rate.Interval, RateUntil: h.rate.Until,
 		UpdatedAt: now,
 	}
+}
+
+// storedHoldLocked is the hold a store keeps of h: none for an unreachable host's, which is this
+// process's own (nothing was learned of the host: a restart asks it again at once). The next departure
+// stored beside it counts from the last admission, not from the wait for a departure's wire instant
+// (up to maxWireWait), which dies with the process too.
+func (h *host) storedHoldLocked() (time.Time, audit.Trigger) {
+	if h.holdTrigger == audit.TriggerUnreachable {
+		return time.Time{}, ""
+	}
+	return h.holdUntil, h.holdTrigger
+}
+
+// restoredHoldEvents names a hold restored from the store by its cause.
+var restoredHoldEvents = map[audit.Trigger]audit.Event{
+	audit.TriggerRetryAfter: audit.EventRetryAfterHonoured,
+	audit.TriggerRateLimit:  audit.EventRateLimitApplied,
+	audit.TriggerRobots:     audit.EventRobotsUnavailable,
 }
 
 // restore loads h's stored state, repairs what cannot be trusted, and applies it. It runs once, before
@@ -230,9 +256,9 @@ func (p *Pacer) restore(h *host) {
 		p.save([]StoredHost{fixed}, now)
 	}
 	if now.Before(st.HoldUntil) {
-		p.audit.emit(zerolog.InfoLevel, auditEvent{at: now, host: h.key, event: audit.EventRetryAfterHonoured, trigger: st.HoldTrigger,
-			base: h.policy.BaseDelay, computed: st.HoldUntil.Sub(now), compliant: true, detail: "restored from the store",
-			windowStart: now, windowEnd: st.HoldUntil})
+		p.audit.emit(zerolog.InfoLevel, auditEvent{at: now, host: h.key, event: restoredHoldEvents[st.HoldTrigger], trigger: st.HoldTrigger,
+			base: h.policy.BaseDelay, computed: st.HoldUntil.Sub(now), compliant: true,
+			detail: fmt.Sprintf("%s hold restored from the store", st.HoldTrigger), windowStart: now, windowEnd: st.HoldUntil})
 	}
 }
 

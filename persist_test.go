@@ -291,17 +291,17 @@ func TestFleetModelIsOneModel(t *testing.T) {
 	if m, v := model(); m != (capacityModel{400 * time.Millisecond, 400 * time.Millisecond, 250 * time.Millisecond}) || v != 7 {
 		t.Fatalf("after an admission: model %+v version %d; want the fleet's 400/400/250ms, version 7", m, v)
 	}
-	// This process learns: a refusal of a departure under the fleet's model goes back to good... it is
-	// at good: the host refused an interval it accepted, and the delay doubles. Written through, newer.
+	// This process learns: a refusal of a departure under the fleet's model, at its good interval, is
+	// the edge: good moves one step slower, as in one process. Written through, newer.
 	res.gen = h.delay.gen
 	p.ObserveAt(res, Outcome{Status: 429}, time.Now())
 	m, v := model()
-	if m.delay != 800*time.Millisecond || v <= 7 {
-		t.Fatalf("after a refusal: model %+v version %d; want the delay doubled to 800ms, a newer version", m, v)
+	if m.delay != 404*time.Millisecond || m.good != 404*time.Millisecond || v <= 7 {
+		t.Fatalf("after a refusal: model %+v version %d; want one step slower, 404ms, a newer version", m, v)
 	}
 	st, ok, _ := store.LoadHost(t.Context(), "fleet.test")
-	if !ok || st.AdaptiveDelay != 800*time.Millisecond || st.ModelVersion != v {
-		t.Errorf("stored model %v (version %d), want this process's change written through: 800ms, version %d", st.AdaptiveDelay, st.ModelVersion, v)
+	if !ok || st.AdaptiveDelay != 404*time.Millisecond || st.ModelVersion != v {
+		t.Errorf("stored model %v (version %d), want this process's change written through: 404ms, version %d", st.AdaptiveDelay, st.ModelVersion, v)
 	}
 	// An older stored model is not adopted; a newer one is, even when it is faster.
 	if _, release, err = p.Wait(t.Context(), "fleet.test"); err != nil {
@@ -436,4 +436,55 @@ func TestLostStoreGetsStatesBack(t *testing.T) {
 			t.Errorf("written back: %+v; want held.test with its 30 s hold", s.saved)
 		}
 	})
+}
+
+// A hold is stored with its true cause and restored under it: a robots.txt outage's hold comes back
+// as one (robots_unavailable, trigger robots), not as a Retry-After window, and an unreachable host's
+// hold (this process's own: nothing was learned of the host) is not stored at all.
+func TestHoldStoredAndRestoredUnderItsCause(t *testing.T) {
+	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	for _, tc := range []struct {
+		trigger audit.Trigger
+		stored  bool
+		event   audit.Event
+	}{
+		{audit.TriggerRobots, true, audit.EventRobotsUnavailable},
+		{audit.TriggerRetryAfter, true, audit.EventRetryAfterHonoured},
+		{audit.TriggerRateLimit, true, audit.EventRateLimitApplied},
+		{audit.TriggerUnreachable, false, ""},
+	} {
+		t.Run(string(tc.trigger), func(t *testing.T) {
+			store := newMemoryStore()
+			p1 := NewPacer(WithStore(store), WithFlushInterval(time.Hour))
+			p1.now = func() time.Time { return t0 }
+			h := p1.hostAt("h.test", t0)
+			h.mu.Lock()
+			h.holdUntil, h.holdTrigger = t0.Add(10*time.Second), tc.trigger
+			h.mu.Unlock()
+			h.markDirty(p1)
+			if err := p1.Close(); err != nil {
+				t.Fatal(err)
+			}
+			st, _, _ := store.LoadHost(t.Context(), "h.test")
+			if got := !st.HoldUntil.IsZero(); got != tc.stored || tc.stored && st.HoldTrigger != tc.trigger {
+				t.Fatalf("stored hold %v (%q), want stored %v under %q", st.HoldUntil, st.HoldTrigger, tc.stored, tc.trigger)
+			}
+			if !tc.stored {
+				return
+			}
+			var buf auditBuf
+			p2 := NewPacer(WithStore(store), WithFlushInterval(time.Hour), WithLogger(zerolog.New(&buf)))
+			defer p2.Close()
+			p2.now = func() time.Time { return t0.Add(time.Second) }
+			p2.hostAt("h.test", t0.Add(time.Second)) // restored
+			s, _ := p2.HostAt("h.test", t0.Add(time.Second))
+			if s.Trigger != tc.trigger || !s.RetryAfterUntil.Equal(t0.Add(10*time.Second)) {
+				t.Errorf("restored hold until %v under %q, want %v under %q", s.RetryAfterUntil, s.Trigger, t0.Add(10*time.Second), tc.trigger)
+			}
+			e := findEvent(t, &buf, tc.event)
+			if e == nil || e[audit.FieldTrigger] != string(tc.trigger) || e[audit.FieldWindowEnd] == nil {
+				t.Errorf("restore event %v, want %s with trigger %s and its window; trail:\n%s", e, tc.event, tc.trigger, buf.String())
+			}
+		})
+	}
 }

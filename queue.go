@@ -43,8 +43,9 @@ var errAsyncCollector = errors.New("ext: Queue.Run needs a synchronous collector
 // its cool-down ends; refused requests come back to the queue for their retry instead of holding a
 // worker through the host's window.
 //
-// On a pacer whose store is a Frontier (redisstore), the Queue is the fleet's: its requests go to the
-// shared frontier, deduplicated there, and its workers crawl the hosts it leases (queuefleet.go).
+// On a pacer whose store is a Frontier (redisstore), the Queue is the fleet's (see NewQueue to opt out):
+// its requests go to the shared frontier, deduplicated there, and its workers crawl the hosts it
+// leases, its share of them among the live members (queuefleet.go).
 type Queue struct {
 	p       *Pacer
 	workers int
@@ -105,6 +106,10 @@ func WithQueueMemory(n int) QueueOption {
 }
 
 // NewQueue returns a host-aware queue that dispatches by p's schedule with the given number of workers.
+// When p's store is a Frontier (redisstore.Store is), the Queue is a member of the fleet's shared
+// frontier (see Queue and the README's fleet section). To keep a Queue's URLs in its own process on
+// such a store (the fleet still sharing each host's schedule), give the pacer the store behind the
+// SharedStore interface alone: WithStore(struct{ SharedStore }{st}).
 // Invalid values (workers < 1, see the options) follow the pacer's rule (see Option): the default is
 // used (1 worker) and each is reported through p's audit log (option_invalid) and alert function.
 func NewQueue(p *Pacer, workers int, opts ...QueueOption) *Queue {
@@ -152,14 +157,24 @@ func (q *Queue) resumeSpills() {
 	}
 }
 
-// AddURL queues a GET of rawURL.
+// AddURL queues a GET of rawURL. On a fleet's frontier, a URL any member queued before is not queued
+// again (AddNewURL says which).
 func (q *Queue) AddURL(rawURL string) error {
+	_, err := q.AddNewURL(rawURL)
+	return err
+}
+
+// AddNewURL is AddURL, also reporting whether rawURL was new. On a fleet's frontier, added is false
+// when any member queued its key before (it is not queued again); on a Queue of one process it is true
+// whenever err is nil, since the Queue does not deduplicate (Colly's visited set decides when the
+// request is sent).
+func (q *Queue) AddNewURL(rawURL string) (added bool, err error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
-		return fmt.Errorf("ext: queue: %w", err)
+		return false, fmt.Errorf("ext: queue: %w", err)
 	}
 	if u.Host == "" {
-		return fmt.Errorf("ext: queue: %q has no host", rawURL)
+		return false, fmt.Errorf("ext: queue: %q has no host", rawURL)
 	}
 	return q.add(DeferredRequest{Host: q.p.cfg.hostKey(u), Method: http.MethodGet, URL: u.String(), Depth: 1, Header: http.Header{}})
 }
@@ -171,7 +186,8 @@ func (q *Queue) AddRequest(r *colly.Request) error {
 	if err != nil {
 		return fmt.Errorf("ext: queue: %w", err)
 	}
-	return q.add(d)
+	_, err = q.add(d)
+	return err
 }
 
 // requeue puts a refused request back for its retry (it departs when the host's window ends), with
@@ -181,7 +197,7 @@ func (q *Queue) requeue(r *colly.Request, retries int) {
 	if err == nil {
 		d.Ctx[queueRetryKey] = "1"
 		d.Ctx[retriesCtxKey] = strconv.Itoa(retries)
-		err = q.add(d)
+		_, err = q.add(d)
 	}
 	if err != nil {
 		q.p.retrying.unmark(r)
@@ -190,11 +206,14 @@ func (q *Queue) requeue(r *colly.Request, retries int) {
 	}
 }
 
-func (q *Queue) add(d DeferredRequest) error {
+// add queues d, and reports whether it was queued: false only for a request the fleet's frontier
+// held already.
+func (q *Queue) add(d DeferredRequest) (bool, error) {
 	var fleetErr error
 	if q.fleet != nil {
-		if fleetErr = q.fleetAdd(d); fleetErr == nil {
-			return nil
+		var added bool
+		if added, fleetErr = q.fleetAdd(d); fleetErr == nil {
+			return added, nil
 		}
 		// The frontier failed: kept here, sent by this Queue (never lose a URL).
 	}
@@ -206,9 +225,9 @@ func (q *Queue) add(d DeferredRequest) error {
 		q.readyLocked(qh)
 		q.mu.Unlock()
 		if fleetErr != nil {
-			return fmt.Errorf("ext: queue: the fleet's frontier failed, kept in this queue: %w", fleetErr)
+			return true, fmt.Errorf("ext: queue: the fleet's frontier failed, kept in this queue: %w", fleetErr)
 		}
-		return nil
+		return true, nil
 	}
 	// Over the memory bound (or behind this host's spilled requests, to keep its order): the store,
 	// written with the lock released. Counted meanwhile, so that Run does not end before it lands.
@@ -232,9 +251,9 @@ func (q *Queue) add(d DeferredRequest) error {
 	}
 	q.readyLocked(qh)
 	if err != nil {
-		return fmt.Errorf("ext: queue: spilling to the store failed, kept in memory: %w", err)
+		return true, fmt.Errorf("ext: queue: spilling to the store failed, kept in memory: %w", err)
 	}
-	return nil
+	return true, nil
 }
 
 func (q *Queue) hostLocked(key string) *queueHost {
@@ -394,12 +413,9 @@ type task struct {
 func (q *Queue) next(ctx context.Context) (task, bool) {
 	q.mu.Lock()
 	t, ok := q.nextLocked(ctx)
-	notes := q.notes
-	q.notes = nil
+	errs, infos := q.takeNotesLocked()
 	q.mu.Unlock()
-	for _, e := range notes {
-		q.p.audit.emit(zerolog.ErrorLevel, e)
-	}
+	q.emitNotes(errs, infos)
 	return t, ok
 }
 
@@ -603,7 +619,7 @@ func (p *Pacer) readyAt(h *host, now time.Time) (time.Time, bool, time.Duration)
 		}
 		return now, false, iv
 	}
-	if h.inFlight >= h.capLocked() {
+	if h.inFlight >= h.capAt(now) {
 		return now.Add(queuePoll), false, iv
 	}
 	return later(now, h.nextLocked(now)), false, iv

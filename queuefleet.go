@@ -1,6 +1,7 @@
 package ext
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -8,6 +9,8 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/collypace/ext/audit"
@@ -43,7 +46,7 @@ const frontierRedelivered = "redelivered"
 // queueFleet is a Queue's part of a fleet's frontier. Its fields are protected by the Queue's lock.
 type queueFleet struct {
 	f      Frontier
-	owner  string                   // names this Queue's leases
+	owner  string                   // names this Queue's leases and heartbeat
 	ttl    time.Duration            // a lease's length
 	leased map[string]time.Time     // hosts held → when the lease runs out unrenewed, by this clock
 	acks   map[string][]int64       // done requests whose FrontierDone failed: sent again
@@ -52,10 +55,43 @@ type queueFleet struct {
 	left   int                      // the fleet's requests left, at the last ask
 	looked bool                     // the last ask started after the last local change
 	cost   map[string]time.Duration // hosts held → a request's time, smoothed
+	share  int                      // this member's share of the hosts, at the last heartbeat (0: none yet)
+	stats  audit.FleetStats         // what this member leased, gave up, took over and was handed again
+	notes  []auditEvent             // fleet events to emit at info level once the lock is released
+}
+
+// fleetFigures is a member's figures, as the audit trail writes them.
+type fleetFigures = audit.FleetStats
+
+// fleetObserver is an Observer that is also told a fleet member's figures (pacemetrics' Collector is):
+// at each heartbeat of the member's Queue, and when its Run ends.
+type fleetObserver interface {
+	FleetChanged(audit.FleetStats)
+}
+
+// fleetStats returns the Queue's figures as a member of a fleet; ok is false for a Queue that is not
+// on a fleet's frontier.
+func (q *Queue) fleetStats() (st audit.FleetStats, ok bool) {
+	if q.fleet == nil {
+		return audit.FleetStats{}, false
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	st = q.fleet.stats
+	st.Member, st.Held, st.Share = q.fleet.owner, len(q.fleet.leased), q.fleet.share
+	return st, true
+}
+
+// reportFleet tells the pacer's Observer the member's figures, when it listens (fleetObserver).
+func (q *Queue) reportFleet() {
+	if o, ok := q.p.cfg.observer.(fleetObserver); ok {
+		st, _ := q.fleetStats()
+		o.FleetChanged(st)
+	}
 }
 
 // fleetFallbackTTL is the lease length a Queue assumes of a Frontier whose FrontierTTL is not positive.
-const fleetFallbackTTL = 10 * time.Second
+const fleetFallbackTTL = 2 * time.Second
 
 func newQueueFleet(f Frontier) *queueFleet {
 	var b [8]byte
@@ -78,20 +114,21 @@ func frontierKey(d DeferredRequest) string {
 	return d.Method + " " + d.URL + " " + hex.EncodeToString(sum[:])
 }
 
-// fleetAdd queues d in the frontier; a retry (queueRetryKey) is queued even though its key was.
-func (q *Queue) fleetAdd(d DeferredRequest) error {
+// fleetAdd queues d in the frontier, and reports whether it was new there; a retry (queueRetryKey) is
+// queued even though its key was.
+func (q *Queue) fleetAdd(d DeferredRequest) (bool, error) {
 	force := d.Ctx[queueRetryKey] != ""
 	d.DeferredAt = q.p.now()
 	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
 	defer cancel()
-	_, err := q.fleet.f.FrontierAdd(ctx, d.Host, []DeferredRequest{q.p.storable(d)}, []string{frontierKey(d)}, force)
+	n, err := q.fleet.f.FrontierAdd(ctx, d.Host, []DeferredRequest{q.p.storable(d)}, []string{frontierKey(d)}, force)
 	if err == nil {
 		q.mu.Lock()
 		q.fleet.looked = false
 		q.signalLocked() // an idle worker may ask for the host
 		q.mu.Unlock()
 	}
-	return err
+	return n > 0, err
 }
 
 // fleetDoneLocked reports whether the fleet's frontier was found empty, with nothing held here, since
@@ -125,9 +162,13 @@ func (q *Queue) fleetAskLocked(now time.Time) {
 	f.asking = true
 	f.looked = true
 	want := max(q.workers-q.active, 1)
+	held := make([]string, 0, len(f.leased))
+	for key := range f.leased {
+		held = append(held, key)
+	}
 	q.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
-	hosts, left, next, err := f.f.FrontierLease(ctx, f.owner, want)
+	hosts, takenOver, left, next, err := f.f.FrontierLease(ctx, f.owner, want, held)
 	cancel()
 	q.mu.Lock()
 	f.asking = false
@@ -148,6 +189,12 @@ func (q *Queue) fleetAskLocked(now time.Time) {
 		qh.leased, qh.drained = true, false
 		qh.readyAt = time.Time{}
 		q.placeLocked(qh)
+	}
+	f.stats.Leased += int64(len(hosts))
+	f.stats.TakenOver += int64(len(takenOver))
+	for _, key := range takenOver {
+		f.notes = append(f.notes, auditEvent{at: now, host: key, event: audit.EventFleetHostTakenOver, trigger: audit.TriggerFleet, compliant: true,
+			detail: "queue: member " + f.owner + " took the host over: its previous lease ran out unrenewed (its member died or lost the store)"})
 	}
 	q.signalLocked()
 }
@@ -176,7 +223,8 @@ func (q *Queue) fleetTakeLocked(qh *queueHost, now time.Time) {
 		}
 	}
 	for i := range got {
-		if got[i].Reason == frontierRedelivered { // its first taker may have sent it: Colly marked it visited
+		if got[i].Reason == frontierRedelivered {
+			f.stats.Resent++ // its first taker may have sent it: Colly marked it visited
 			got[i].Ctx = maps.Clone(got[i].Ctx)
 			if got[i].Ctx == nil {
 				got[i].Ctx = map[string]string{}
@@ -262,19 +310,21 @@ func (q *Queue) fleetSent(d DeferredRequest, took time.Duration) {
 	}
 }
 
-// renewLeases renews the Queue's leases every third of their length until done is closed, and drops
-// those the frontier says are lost, and those not renewed for two thirds of their length (a third
-// before they run out on the store, so that this Queue stops sending before a next owner starts).
+// fleetBeats is how many heartbeats a Queue sends per lease length: renewal well inside the lease, so
+// that one late or lost heartbeat does not lose it.
+const fleetBeats = 4
+
+// renewLeases is the Queue's heartbeat: at once, then every quarter of the lease length until done is
+// closed, it renews the Queue's leases and learns its share of the fleet's hosts. It drops the leases
+// the frontier says are lost, and those not renewed for 7/12 of their length (before they run out on
+// the store, so that this Queue stops sending before a next owner starts); it gives up the hosts it
+// holds beyond its share (shedLocked), for the members under theirs to lease.
 func (q *Queue) renewLeases(done <-chan struct{}) {
 	f := q.fleet
-	t := time.NewTicker(max(f.ttl/3, time.Millisecond))
+	beat := max(f.ttl/fleetBeats, time.Millisecond)
+	t := time.NewTimer(beat)
 	defer t.Stop()
 	for {
-		select {
-		case <-done:
-			return
-		case <-t.C:
-		}
 		q.mu.Lock()
 		hosts := make([]string, 0, len(f.leased))
 		for key := range f.leased {
@@ -282,11 +332,14 @@ func (q *Queue) renewLeases(done <-chan struct{}) {
 		}
 		q.mu.Unlock()
 		start := q.p.now()
-		ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
-		lost, err := f.f.FrontierRenew(ctx, f.owner, hosts)
+		// Bounded by a third of the lease, so that a hung store cannot keep this loop from dropping
+		// the leases before they run out.
+		ctx, cancel := context.WithTimeout(context.Background(), min(storeTimeout, max(f.ttl/3, time.Millisecond)))
+		lost, share, err := f.f.FrontierRenew(ctx, f.owner, hosts)
 		cancel()
 		q.mu.Lock()
 		if err == nil {
+			f.share = share
 			renewed := map[string]bool{}
 			for _, key := range hosts {
 				renewed[key] = true
@@ -303,23 +356,125 @@ func (q *Queue) renewLeases(done <-chan struct{}) {
 				}
 			}
 		}
-		// A lease that could not be renewed is dropped before it runs out: its next owner may send.
 		now := q.p.now()
-		for key, end := range f.leased {
-			if now.After(end.Add(-f.ttl * 5 / 12)) {
-				if qh := q.hosts[key]; qh != nil {
-					q.dropLeaseLocked(qh)
-				}
-			}
+		q.dropUnrenewedLocked(now)
+		var shed []*queueHost
+		var acks map[string][]int64
+		if err == nil {
+			shed, acks = q.shedLocked(now)
+		}
+		wait := beat
+		for _, end := range f.leased { // wake up in time to drop a lease not renewed
+			wait = min(wait, max(end.Add(-f.ttl*5/12).Sub(now), 0)+time.Millisecond)
 		}
 		q.signalLocked()
+		q.mu.Unlock()
+		q.giveBack(shed, acks, now)
+		q.reportFleet()
+		t.Reset(wait)
+		select {
+		case <-done:
+			return
+		case <-t.C:
+		}
+		q.mu.Lock()
+		q.dropUnrenewedLocked(q.p.now())
 		q.mu.Unlock()
 	}
 }
 
-// releaseLeases gives every lease back when Run ends: the requests taken and not sent go back to the
-// head of their host's queue in the frontier, and each host may be leased again at its next
-// departure by this pacer's schedule.
+// dropUnrenewedLocked drops the leases not renewed for 7/12 of their length, before they run out on
+// the store: their next owner may send.
+func (q *Queue) dropUnrenewedLocked(now time.Time) {
+	f := q.fleet
+	for key, end := range f.leased {
+		if now.After(end.Add(-f.ttl * 5 / 12)) {
+			if qh := q.hosts[key]; qh != nil {
+				q.dropLeaseLocked(qh)
+			}
+		}
+	}
+}
+
+// shedLocked gives up, locally, the hosts this Queue holds beyond its share, among those with requests
+// taken and nothing being sent (a departure on its way stays with its sender; a host whose taken
+// requests are all sent may have nothing left, and is about to end its lease by itself): the ones with
+// the fewest requests taken first, so that little goes back. It returns them, and the
+// acknowledgements their requests still owe, for giveBack.
+func (q *Queue) shedLocked(now time.Time) ([]*queueHost, map[string][]int64) {
+	f := q.fleet
+	excess := fleetExcess(len(f.leased), f.share)
+	if excess == 0 {
+		return nil, nil
+	}
+	var idle []*queueHost
+	for key := range f.leased {
+		if qh := q.hosts[key]; qh != nil && qh.sending == 0 && !qh.busy && len(qh.fifo) > 0 {
+			idle = append(idle, qh)
+		}
+	}
+	slices.SortFunc(idle, func(a, b *queueHost) int {
+		return cmp.Or(cmp.Compare(len(a.fifo), len(b.fifo)), strings.Compare(a.key, b.key))
+	})
+	idle = idle[:min(excess, len(idle))]
+	held := len(f.leased)
+	acks := map[string][]int64{}
+	for _, qh := range idle {
+		if ids := f.acks[qh.key]; len(ids) > 0 {
+			acks[qh.key] = ids
+			delete(f.acks, qh.key)
+		}
+		q.dropLeaseLocked(qh)
+		f.stats.Stolen++
+		f.notes = append(f.notes, auditEvent{at: now, host: qh.key, event: audit.EventFleetHostStolen, trigger: audit.TriggerFleet, compliant: true,
+			detail: fmt.Sprintf("queue: member %s gave the host up for a member under its share: it held %d hosts, its share %d", f.owner, held, f.share)})
+	}
+	return idle, acks
+}
+
+// fleetExcess is how many of held hosts a member gives up with the given share: those beyond it (none
+// before its first heartbeat told it a share).
+func fleetExcess(held, share int) int {
+	if share <= 0 {
+		return 0
+	}
+	return max(held-share, 0)
+}
+
+// giveBack marks acks done and releases hosts, each due again at its next departure by this pacer's
+// schedule (the fleet's pacing holds across the handover), and emits the Queue's pending audit notes.
+func (q *Queue) giveBack(hosts []*queueHost, acks map[string][]int64, now time.Time) {
+	f := q.fleet
+	q.mu.Lock()
+	errs, infos := q.takeNotesLocked()
+	q.mu.Unlock()
+	q.emitNotes(errs, infos)
+	if len(hosts) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+	defer cancel()
+	for host, ids := range acks {
+		_ = f.f.FrontierDone(ctx, host, ids)
+	}
+	for _, qh := range hosts {
+		after := time.Duration(0)
+		if h := q.p.residentHost(qh.key); h != nil {
+			if at, _, _ := q.p.readyAt(h, now); at.After(now) {
+				after = at.Sub(now)
+			}
+		}
+		if err := f.f.FrontierRelease(ctx, f.owner, qh.key, after); err != nil {
+			q.p.audit.emit(zerolog.ErrorLevel, auditEvent{at: now, host: qh.key, event: audit.EventStoreUnavailable, trigger: audit.TriggerStore,
+				compliant: true, detail: "queue: the host's lease could not be given back (the fleet takes it over when it runs out): " + err.Error()})
+		}
+	}
+}
+
+// releaseLeases gives every lease back when Run ends, and ends the Queue's heartbeat: the requests
+// taken and not sent go back to the head of their host's queue in the frontier, and each host may be
+// leased again at its next departure by this pacer's schedule. The member's figures go to the audit
+// trail (fleet_member).
 func (q *Queue) releaseLeases() {
 	f := q.fleet
 	q.mu.Lock()
@@ -333,24 +488,15 @@ func (q *Queue) releaseLeases() {
 	acks := f.acks
 	f.acks = map[string][]int64{}
 	q.mu.Unlock()
+	now := q.p.now()
+	q.giveBack(hosts, acks, now)
 	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
 	defer cancel()
-	for host, ids := range acks {
-		_ = f.f.FrontierDone(ctx, host, ids)
-	}
-	now := q.p.now()
-	for _, qh := range hosts {
-		after := time.Duration(0)
-		if h := q.p.residentHost(qh.key); h != nil {
-			if at, _, _ := q.p.readyAt(h, now); at.After(now) {
-				after = at.Sub(now)
-			}
-		}
-		if err := f.f.FrontierRelease(ctx, f.owner, qh.key, after); err != nil {
-			q.p.audit.emit(zerolog.ErrorLevel, auditEvent{at: now, host: qh.key, event: audit.EventStoreUnavailable, trigger: audit.TriggerStore,
-				compliant: true, detail: "queue: the host's lease could not be given back (the fleet takes it over when it runs out): " + err.Error()})
-		}
-	}
+	_ = f.f.FrontierLeave(ctx, f.owner)
+	q.reportFleet()
+	st, _ := q.fleetStats()
+	q.p.audit.emit(zerolog.InfoLevel, auditEvent{at: now, event: audit.EventFleetMember, trigger: audit.TriggerFleet, compliant: true, fleet: &st,
+		detail: fmt.Sprintf("queue: member %s leased %d hosts, gave up %d over its share, took over %d, was handed %d requests again", st.Member, st.Leased, st.Stolen, st.TakenOver, st.Resent)})
 }
 
 // fleetSize is the fleet's count of requests queued or handed out, with those this Queue holds outside
@@ -373,4 +519,23 @@ func (q *Queue) fleetSize() int {
 		return q.inMem + q.spilled
 	}
 	return n + local
+}
+
+// takeNotesLocked takes the audit events noted under the lock: failures, and the fleet's events.
+func (q *Queue) takeNotesLocked() (errs, infos []auditEvent) {
+	errs, q.notes = q.notes, nil
+	if q.fleet != nil {
+		infos, q.fleet.notes = q.fleet.notes, nil
+	}
+	return errs, infos
+}
+
+// emitNotes writes what takeNotesLocked took, with the lock released.
+func (q *Queue) emitNotes(errs, infos []auditEvent) {
+	for _, e := range errs {
+		q.p.audit.emit(zerolog.ErrorLevel, e)
+	}
+	for _, e := range infos {
+		q.p.audit.emit(zerolog.InfoLevel, e)
+	}
 }

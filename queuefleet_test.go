@@ -27,6 +27,8 @@ type memFrontier struct {
 	seq        int64
 	renewFails bool
 	released   []string
+	share      int                  // the share FrontierRenew reports, and FrontierLease keeps to (0: none)
+	dueAt      map[string]time.Time // a released host is due at its next departure
 }
 
 func newMemFrontier(ttl time.Duration) *memFrontier {
@@ -59,24 +61,27 @@ func (f *memFrontier) leftLocked() int {
 	return n
 }
 
-func (f *memFrontier) FrontierLease(_ context.Context, owner string, n int) ([]string, int, time.Duration, error) {
+func (f *memFrontier) FrontierLease(_ context.Context, owner string, n int, held []string) ([]string, []string, int, time.Duration, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.share > 0 {
+		n = min(n, f.share-len(held))
+	}
 	var out []string
 	for h, q := range f.queued {
-		if len(out) < n && len(q) > 0 && f.lease[h] == "" {
+		if len(out) < n && len(q) > 0 && f.lease[h] == "" && !time.Now().Before(f.dueAt[h]) {
 			f.lease[h] = owner
 			out = append(out, h)
 		}
 	}
-	return out, f.leftLocked(), 0, nil
+	return out, nil, f.leftLocked(), 0, nil
 }
 
-func (f *memFrontier) FrontierRenew(_ context.Context, owner string, hosts []string) ([]string, error) {
+func (f *memFrontier) FrontierRenew(_ context.Context, owner string, hosts []string) ([]string, int, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.renewFails {
-		return nil, errors.New("renewal: connection refused")
+		return nil, 0, errors.New("renewal: connection refused")
 	}
 	var lost []string
 	for _, h := range hosts {
@@ -84,8 +89,10 @@ func (f *memFrontier) FrontierRenew(_ context.Context, owner string, hosts []str
 			lost = append(lost, h)
 		}
 	}
-	return lost, nil
+	return lost, f.share, nil
 }
+
+func (f *memFrontier) FrontierLeave(context.Context, string) error { return nil }
 
 func (f *memFrontier) FrontierTake(_ context.Context, owner, host string, n int) ([]DeferredRequest, bool, error) {
 	f.mu.Lock()
@@ -118,7 +125,7 @@ func (f *memFrontier) FrontierDone(_ context.Context, host string, ids []int64) 
 	return nil
 }
 
-func (f *memFrontier) FrontierRelease(_ context.Context, owner, host string, _ time.Duration) error {
+func (f *memFrontier) FrontierRelease(_ context.Context, owner, host string, after time.Duration) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.lease[host] != owner {
@@ -133,6 +140,10 @@ func (f *memFrontier) FrontierRelease(_ context.Context, owner, host string, _ t
 	delete(f.taken, host)
 	delete(f.lease, host)
 	f.released = append(f.released, host)
+	if f.dueAt == nil {
+		f.dueAt = map[string]time.Time{}
+	}
+	f.dueAt[host] = time.Now().Add(after)
 	return nil
 }
 
@@ -220,4 +231,70 @@ func TestFleetQueueStopReturnsLeases(t *testing.T) {
 			t.Errorf("queued after Stop: %d, first %q; want /p/2 to /p/5, in order", len(got), got[0].URL)
 		}
 	})
+}
+
+// Issue 27, item 1: a member holding more hosts than its share gives the excess up at its heartbeat,
+// each host due again at its next departure by the member's schedule (its pacing holds across the
+// handover), and counts them stolen; the hosts it gave up are crawled all the same, each page once,
+// at the interval.
+func TestFleetQueueGivesUpHostsOverItsShare(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := newFakeNet(t)
+		f := newMemFrontier(2 * time.Second)
+		c := colly.NewCollector()
+		const interval = 300 * time.Millisecond
+		p := AdaptivePacing(c, WithTransport(n.tr), WithJitter(0), WithBaseDelay(interval), WithoutRobots(), WithStore(f))
+		defer p.Close()
+		q := NewQueue(p, 4)
+		var hosts []*fakeHost
+		for h := range 6 {
+			fh, base := n.host(fmt.Sprintf("s%d.test", h), slowPage(0))
+			hosts = append(hosts, fh)
+			for i := range 8 {
+				if err := q.AddURL(fmt.Sprintf("%s/p/%d", base, i)); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		// The member leases every host; at 1 s its share falls to 2 (others joined): it gives up 4.
+		go func() {
+			time.Sleep(time.Second)
+			f.mu.Lock()
+			f.share = 2
+			f.mu.Unlock()
+		}()
+		if err := q.Run(c); err != nil {
+			t.Fatal(err)
+		}
+		st, ok := q.fleetStats()
+		if !ok || st.Stolen < 1 || st.Leased < 6+st.Stolen || st.Held != 0 || st.Share != 2 {
+			t.Errorf("FleetStats = %+v, %v; want hosts given up, leased again, none held at the end, share 2", st, ok)
+		}
+		f.mu.Lock()
+		released := len(f.released)
+		f.mu.Unlock()
+		if int64(released) < st.Stolen {
+			t.Errorf("%d leases given back to the frontier, want at least the %d given up", released, st.Stolen)
+		}
+		for _, h := range hosts {
+			gaps := h.gaps("/p/")
+			if len(gaps) != 7 {
+				t.Errorf("%s: %d pages, want 8", h.name, len(gaps)+1)
+			}
+			for i, g := range gaps {
+				if g < interval {
+					t.Errorf("%s: pages %d and %d %v apart, under the %v interval", h.name, i, i+1, g, interval)
+				}
+			}
+		}
+	})
+}
+
+// fleetExcess gives up nothing before a share is known, and what is held beyond it after.
+func TestFleetExcess(t *testing.T) {
+	for _, c := range []struct{ held, share, want int }{{10, 0, 0}, {10, 10, 0}, {3, 10, 0}, {12, 10, 2}, {1, 1, 0}} {
+		if got := fleetExcess(c.held, c.share); got != c.want {
+			t.Errorf("fleetExcess(%d, %d) = %d, want %d", c.held, c.share, got, c.want)
+		}
+	}
 }

@@ -8,8 +8,13 @@ import (
 // The queueing signal (TCP Vegas, Netflix concurrency-limits' Gradient2, Envoy's adaptive concurrency):
 // a host's latency above its base latency is a queue, and when the crawler keeps several requests in
 // flight the queue is of its own making, paid by every other visitor of the host. The model caps the
-// requests in flight at the bandwidth-delay product, in flight × base latency / latency (Little's law),
-// plus a little headroom.
+// requests in flight: the first response sets the cap at what the interval needs; each response that
+// shows a queue takes one off it (Vegas's decrease by one: a single response's latency over-reads a
+// queue that one request in several waited in, and a per-response bandwidth-delay product would cut a
+// host with several workers to half); calm responses at the cap grow it by one. A cap cut below one
+// the host held calm grows back to it after calmBeforeGrow responses; beyond it, each growth that
+// formed a queue doubles the calm the next one needs, so a host whose workers are all in use is not
+// queued again every few seconds, nor held at half its workers for minutes by one queued response.
 const (
 	// baseWindow is how long one window of the base latency (a minimum) lasts; the base is the minimum
 	// of the current and the previous window, so it is measured again every baseWindow or two, as BBR
@@ -19,19 +24,21 @@ const (
 	// 20% and 5 ms, so the noise of a fast host (or of a loaded crawler) is not a queue.
 	queueTolerance = 0.20
 	queueSlack     = 5 * time.Millisecond
-	// capHeadroom is the headroom on the bandwidth-delay product: 10%, rounded down, so one worker
-	// gets one request, ten get eleven.
-	capHeadroom = 0.10
-	// calmBeforeGrow is how many responses without a queue, the cap in use, before the cap grows by one.
+	// calmBeforeGrow is how many responses without a queue, the cap in use, before the cap grows by one;
+	// maxGrowMisses bounds its doubling (40 × 2⁴ = 640 responses).
 	calmBeforeGrow = 40
+	maxGrowMisses  = 4
 )
 
 // queueModel is one host's in-flight cap, learnt from its latency. The zero value knows nothing.
 type queueModel struct {
 	cur, prev uint32 // minimum latency of the current and the previous window, µs (0: none)
 	curStart  int64  // unix ms the current window began
-	limit     int32  // the in-flight cap (0: not learnt yet)
-	calm      int32  // responses without a queue at the cap since it last moved
+	limit     int16  // the in-flight cap (0: not learnt yet)
+	calm      int16  // responses without a queue at the cap since it last moved
+	best      int16  // the highest cap held calm for a growth's worth of responses: regrown to at once
+	misses    uint8  // growths in a row beyond best that formed a queue
+	grown     bool   // the cap last moved up: a queue now is that growth's
 }
 
 // capFor is the in-flight cap given the policy's maximum (ceiling): what the model learnt, the
@@ -55,8 +62,10 @@ func (q *queueModel) base() time.Duration {
 // observe feeds a clean response's latency, sent with inFlight requests in flight to the host
 // (itself included) when the departure interval was iv, at now. The first response sets the cap at
 // what the interval needs to be kept (latency / interval, rounded up); a queue (latency above the
-// base) caps it at the bandwidth-delay product; calm responses at the cap grow it by one. It reports
-// whether the cap moved.
+// base, several in flight) takes one off what was in flight (a response sent with more in flight than
+// the cap now allows was counted already), and a deep one (latency above twice the base) cuts the cap
+// to the bandwidth-delay product at once; calm responses at the cap grow it by one. It reports whether
+// the cap moved.
 func (q *queueModel) observe(latency time.Duration, inFlight int, iv time.Duration, ceiling int, now time.Time) bool {
 	us := uint32(min(max(latency.Microseconds(), 1), math.MaxUint32))
 	first := q.cur == 0 && q.prev == 0
@@ -75,14 +84,38 @@ func (q *queueModel) observe(latency time.Duration, inFlight int, iv time.Durati
 		if iv > 0 {
 			need = int(min((latency+iv-1)/iv, time.Duration(ceiling)))
 		}
-		q.limit = int32(min(ceiling, max(need, 1)))
+		q.limit = int16(min(ceiling, max(need, 1), math.MaxInt16))
 	case inFlight > 1 && latency > satAdd(satMul(base, 1+queueTolerance), queueSlack):
-		bdp := float64(inFlight) * float64(base) / float64(latency)
-		q.limit = int32(max(min(ceiling, int(bdp*(1+capHeadroom)), old), 1))
-		q.calm = 0
+		bdp := int(math.Ceil(float64(inFlight) * float64(base) / float64(latency)))
+		next := inFlight - 1
+		if latency > 2*base { // a deep queue: at once to the bandwidth-delay product, rounded up
+			next = min(next, bdp)
+		}
+		if inFlight > old { // sent with more in flight than the cap now allows: its queue was cut already
+			next = old
+			if latency > 2*base { // unless deeper than that cut: not below its own product
+				next = min(old, max(bdp, 1))
+			}
+		}
+		if q.grown && next < old {
+			q.misses = min(q.misses+1, maxGrowMisses)
+		}
+		if !q.grown && next < old && old <= int(q.best) {
+			q.best = int16(old - 1) // a queue at a cap held before: the host takes less now
+		}
+		q.limit, q.calm, q.grown = int16(max(next, 1)), 0, false
 	case inFlight >= old && old < ceiling:
-		if q.calm++; q.calm >= calmBeforeGrow {
-			q.limit, q.calm = int32(old+1), 0
+		need := calmBeforeGrow // back up to a cap held before: at once
+		if old >= int(q.best) {
+			need <<= q.misses // beyond it: each growth that formed a queue doubles the wait
+		}
+		if q.calm++; int(q.calm) >= need {
+			if q.grown {
+				q.misses = 0 // the last growth held: the host had more to give
+			}
+			q.best = int16(max(int(q.best), old))
+			q.limit, q.calm = int16(min(old+1, math.MaxInt16)), 0
+			q.grown = old+1 > int(q.best) // beyond what the host held: a queue now is this growth's
 		}
 	}
 	return q.capFor(ceiling) != old

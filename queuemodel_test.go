@@ -7,9 +7,9 @@ import (
 )
 
 // Issue 15 rule 1: a forming queue caps in-flight. One worker serving in 100 ms behind a 20 ms
-// interval: the first response sets the cap at what the interval needs (5); the second, which waited
-// behind it (180 ms with 2 in flight), shows the queue, and the cap falls to the bandwidth-delay
-// product, 2 × 100 / 180 (+10%), rounded down: 1. Responses without a queue at the cap grow it by one.
+// interval: the first response sets the cap at what the interval needs (5); a response that waited
+// behind another (180 ms with 2 in flight) shows the queue, and the cap falls to one less than was in
+// flight: 1. Responses without a queue at the cap grow it by one.
 func TestFormingQueueCapsInFlight(t *testing.T) {
 	var q queueModel
 	if got := q.capFor(8); got != 8 {
@@ -32,12 +32,51 @@ func TestFormingQueueCapsInFlight(t *testing.T) {
 	if got := q.capFor(8); got != 2 {
 		t.Errorf("cap after %d calm responses at the cap = %d, want 2", calmBeforeGrow, got)
 	}
-	// Four workers × 200 ms with 8 in flight wait 400 ms: the product is 4 (+10%: 4).
+}
+
+// Four workers × 200 ms: a queue takes one request off the cap per response that shows it, so a
+// single response that waited (one in five) does not cut the cap to half the workers.
+func TestQueueTakesOneOffTheCap(t *testing.T) {
 	var w queueModel
 	w.observe(200*ms, 1, 20*ms, 8, t0)
-	w.observe(400*ms, 8, 20*ms, 8, t0.Add(time.Second))
+	if got := w.capFor(8); got != 8 {
+		t.Fatalf("cap after a 200ms response at a 20ms interval = %d, want 8 (the policy's)", got)
+	}
+	for i, want := range []int{7, 6, 5, 4} {
+		w.observe(400*ms, 8-i, 20*ms, 8, t0.Add(time.Second))
+		if got := w.capFor(8); got != want {
+			t.Fatalf("cap after %d queued responses = %d, want %d", i+1, got, want)
+		}
+	}
+	w.observe(400*ms, 5, 20*ms, 8, t0.Add(2*time.Second)) // 5 in flight, one waited: still a queue
 	if got := w.capFor(8); got != 4 {
-		t.Errorf("cap for 4 workers × 200ms = %d, want 4", got)
+		t.Errorf("cap after a queued response with 5 in flight = %d, want 4", got)
+	}
+}
+
+// A growth that formed a queue doubles the calm the next growth needs: a host whose workers are all
+// in use is queued again ever more rarely, not every calmBeforeGrow responses.
+func TestFailedGrowthWaitsLonger(t *testing.T) {
+	q := queueModel{limit: 2}
+	q.observe(100*ms, 1, 20*ms, 8, t0) // the base
+	q.limit = 2
+	calm := func(n int) {
+		for range n {
+			q.observe(100*ms, 2, 20*ms, 8, t0.Add(time.Second))
+		}
+	}
+	calm(calmBeforeGrow)
+	if q.capFor(8) != 3 {
+		t.Fatalf("cap %d after %d calm responses, want 3", q.capFor(8), calmBeforeGrow)
+	}
+	q.observe(200*ms, 3, 20*ms, 8, t0.Add(2*time.Second)) // the third request queued
+	calm(calmBeforeGrow)
+	if q.capFor(8) != 2 {
+		t.Fatalf("cap %d after a failed growth and %d calm responses, want 2 (it needs twice as many)", q.capFor(8), calmBeforeGrow)
+	}
+	calm(calmBeforeGrow)
+	if q.capFor(8) != 3 {
+		t.Errorf("cap %d after %d calm responses, want 3", q.capFor(8), 2*calmBeforeGrow)
 	}
 }
 
@@ -79,4 +118,30 @@ func TestInFlightCapHoldsTheHead(t *testing.T) {
 			t.Errorf("second request departed after %v, want 100ms (when the first landed)", got)
 		}
 	})
+}
+
+// A cap cut below one the host held calm grows back to it after calmBeforeGrow calm responses,
+// however many growths beyond it formed a queue: a queue seen once at two workers does not cost the
+// crawl half its speed for minutes.
+func TestRegrowsToAHeldCapAtOnce(t *testing.T) {
+	q := queueModel{limit: 2, best: 2, misses: maxGrowMisses}
+	q.observe(50*ms, 1, 0, 8, t0) // the base
+	q.limit = 1                   // cut by a deep queue
+	for range calmBeforeGrow {
+		q.observe(50*ms, 1, 0, 8, t0.Add(time.Second))
+	}
+	if got := q.capFor(8); got != 2 {
+		t.Errorf("cap %d after %d calm responses below the held 2, want 2", got, calmBeforeGrow)
+	}
+	for range calmBeforeGrow {
+		q.observe(50*ms, 2, 0, 8, t0.Add(time.Second))
+	}
+	if got := q.capFor(8); got != 2 {
+		t.Errorf("cap %d after %d calm responses at the held 2, want 2 (beyond it, growths wait %d)", got, calmBeforeGrow, calmBeforeGrow<<maxGrowMisses)
+	}
+	// A queue at the held cap itself (not after a growth): the host takes less now.
+	q.observe(120*ms, 2, 0, 8, t0.Add(2*time.Second))
+	if q.capFor(8) != 1 || q.best != 1 {
+		t.Errorf("after a queue at the held cap: cap %d, best %d; want 1, 1", q.capFor(8), q.best)
+	}
 }

@@ -11,9 +11,12 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"testing/synctest"
 	"time"
 
+	"github.com/collypace/ext/audit"
 	"github.com/gocolly/colly/v2"
+	"github.com/rs/zerolog"
 	"github.com/temoto/robotstxt"
 )
 
@@ -526,4 +529,50 @@ func TestUnreachableHostFailsFast(t *testing.T) {
 			}
 		})
 	}
+}
+
+// roundTripFunc is a RoundTripper that is not an *http.Transport.
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// The robots.txt timeout counts the network time of each hop, from its departure, whatever the
+// transport: a read that waits 20 s in the pacer (a restored Retry-After window) is not cut off at 10 s
+// as an unanswered robots.txt, through a wrapping RoundTripper as through an *http.Transport.
+func TestRobotsTimeoutCountsFromDepartureWithAnyTransport(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := newFakeNet(t)
+		h, base := n.host("held.test", robotsSite(http.StatusOK, "User-agent: *\nCrawl-delay: 2\n", nil))
+		for _, tr := range []http.RoundTripper{n.tr, roundTripFunc(n.tr.RoundTrip)} {
+			t0 := time.Now()
+			store := newMemoryStore()
+			held := StoredHost{Host: "held.test", Version: StateVersion, AdaptiveDelay: time.Second,
+				HoldUntil: t0.Add(20 * time.Second), HoldTrigger: audit.TriggerRetryAfter}
+			if err := store.SaveHosts(t.Context(), []StoredHost{held}); err != nil {
+				t.Fatal(err)
+			}
+			var buf auditBuf
+			c := colly.NewCollector()
+			p := AdaptivePacing(c, WithTransport(tr), WithJitter(0), WithStore(store), WithLogger(zerolog.New(&buf)))
+			if err := c.Visit(base + "/"); err != nil {
+				t.Errorf("%T: Visit: %v", tr, err)
+			}
+			if e := findEvent(t, &buf, audit.EventRobotsUnavailable); e != nil {
+				t.Errorf("%T: robots.txt read as unavailable: %v", tr, e[audit.FieldDetail])
+			}
+			if s, _ := p.Host("held.test"); s.CrawlDelay != 2*time.Second {
+				t.Errorf("%T: Crawl-delay %v, want the 2s robots.txt asks for", tr, s.CrawlDelay)
+			}
+			var read time.Time
+			for _, a := range h.log() {
+				if a.path == "/robots.txt" {
+					read = a.at
+				}
+			}
+			if read.Before(t0.Add(20 * time.Second)) {
+				t.Errorf("%T: robots.txt read at t0+%v, inside the window", tr, read.Sub(t0))
+			}
+			p.Close()
+		}
+	})
 }

@@ -18,10 +18,10 @@ import (
 	"github.com/rs/zerolog"
 )
 
-// robotsFetchTimeout bounds the network part of one robots.txt fetch: each hop from when it reaches
-// the network to its response, and the body. The wait for its departure slot is not counted (a
-// Crawl-delay, a Retry-After window or the backoff below would otherwise read as an unreachable host),
-// except through a transport that is not an *http.Transport, where it bounds the whole fetch.
+// robotsFetchTimeout bounds the network part of one robots.txt fetch: each hop from its departure to
+// its response, and the body. The wait for its departure slot is not counted (a Crawl-delay, a
+// Retry-After window or the backoff below would otherwise read as an unreachable host), whatever the
+// transport (WithTransport).
 const robotsFetchTimeout = 10 * time.Second
 
 // robotsMaxRedirects is how many redirects a robots.txt fetch follows (RFC 9309 §2.3.1.2: at least five).

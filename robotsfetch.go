@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptrace"
 	"sync"
 	"syscall"
 	"time"
@@ -71,22 +70,18 @@ func (p *Pacer) readRobots(ctx context.Context, e, prev *robotsEntry, h *host, o
 // getRobots fetches origin's robots.txt through the pacer (a departure like any other) and returns
 // its status and (size-limited) body.
 func (p *Pacer) getRobots(ctx context.Context, origin, agent string) (int, []byte, error) {
-	ctx, cancel := context.WithCancelCause(context.WithValue(ctx, robotsFetchKey{}, true))
+	// Time the network, not the wait for a departure slot, whatever the transport: each hop from its
+	// departure (the pacer's transport arms the clock the fetch's context carries) to its end (the body,
+	// for the last one). The countdown pauses when a hop goes to the pacer.
+	clock := &robotsClock{}
+	ctx, cancel := context.WithCancelCause(context.WithValue(ctx, robotsFetchKey{}, clock))
 	defer cancel(nil)
-	clock := &robotsClock{cancel: cancel}
+	clock.cancel = cancel
 	defer clock.stop()
-	var rt http.RoundTripper = p.rt
-	if _, ok := p.cfg.transport.(*http.Transport); ok {
-		// Time the network, not the wait for a departure slot: each hop from its connection to its
-		// end (the body, for the last one). The countdown pauses when a hop goes to the pacer.
-		ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{GetConn: func(string) { clock.arm() }})
-		rt = robotsRoundTrip(func(r *http.Request) (*http.Response, error) {
-			clock.pause()
-			return p.rt.RoundTrip(r)
-		})
-	} else {
-		clock.arm()
-	}
+	rt := robotsRoundTrip(func(r *http.Request) (*http.Response, error) {
+		clock.pause()
+		return p.rt.RoundTrip(r)
+	})
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, origin+"/robots.txt", nil)
 	if err != nil {
 		return 0, nil, err
@@ -116,7 +111,8 @@ type robotsRoundTrip func(*http.Request) (*http.Response, error)
 
 func (f robotsRoundTrip) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
-// robotsClock cuts a robots.txt fetch off after robotsFetchTimeout of network time.
+// robotsClock cuts a robots.txt fetch off after robotsFetchTimeout of network time. The fetch's
+// context carries it (robotsFetchKey), for the pacer's transport to arm when a hop departs.
 type robotsClock struct {
 	mu     sync.Mutex // protects timer
 	timer  *time.Timer
@@ -180,6 +176,9 @@ func (p *Pacer) robotsFailed(e, prev *robotsEntry, h *host) {
 		e.retryAt = later(e.retryAt, h.holdUntil) // a Retry-After on robots.txt itself is obeyed
 		if e.retryAt.After(h.holdUntil) {
 			h.holdUntil, h.holdTrigger = e.retryAt, audit.TriggerRobots
+			if e.unreachable {
+				h.holdTrigger = audit.TriggerUnreachable // not stored: a restart asks again at once
+			}
 			h.wakeHeadLocked()
 		}
 	}

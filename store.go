@@ -31,7 +31,7 @@ type StoredHost struct {
 	ModelVersion    int64
 	NextDeparture   time.Time     // earliest next departure
 	HoldUntil       time.Time     // no departure before: Retry-After window or exhausted rate limit
-	HoldTrigger     audit.Trigger // audit.TriggerRetryAfter or audit.TriggerRateLimit
+	HoldTrigger     audit.Trigger // why: audit.TriggerRetryAfter, audit.TriggerRateLimit or audit.TriggerRobots (robots.txt unavailable)
 	CrawlDelay      time.Duration // the Crawl-delay honoured
 	CrawlClamped    bool          // robots.txt asked for more than CrawlDelay
 	Breaker         audit.BreakerState
@@ -194,7 +194,7 @@ func (s StoredHost) repair(l repairLimits, now time.Time) (StoredHost, []string)
 		fix("rate-limit interval %v until %v is beyond any rate limit we accept: forgotten", s.RateInterval, s.RateUntil.UTC())
 		s.RateInterval, s.RateUntil = 0, time.Time{}
 	}
-	if s.HoldTrigger != audit.TriggerRetryAfter && s.HoldTrigger != audit.TriggerRateLimit {
+	if _, ok := restoredHoldEvents[s.HoldTrigger]; !ok { // a cause we do not know: the hold is kept as a window
 		s.HoldTrigger = audit.TriggerRetryAfter
 	}
 	if limit := now.Add(satAdd(l.ceiling, l.maxCrawlDelay)); s.NextDeparture.After(limit) {

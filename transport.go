@@ -65,6 +65,8 @@ func headerID(h http.Header) uintptr {
 	return reflect.ValueOf(h).Pointer()
 }
 
+// robotsFetchKey marks the context of the pacer's own robots.txt fetch; its value is the fetch's
+// *robotsClock.
 type robotsFetchKey struct{}
 
 // RoundTrip paces the request unless it was announced, sends it, and observes the outcome.
@@ -90,11 +92,13 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		var err error
 		now := p.now()
-		if f, err = p.depart(req.Context(), p.hostAt(key, now), now, true, true); err != nil {
+		if f, err = p.depart(req.Context(), p.hostAt(key, now), req.URL, now, true, true); err != nil {
 			return nil, err
 		}
-		f.res.url = req.URL
-		f.res.robots = req.Context().Value(robotsFetchKey{}) != nil
+		if clock, ok := req.Context().Value(robotsFetchKey{}).(*robotsClock); ok {
+			f.res.robots = true
+			clock.arm() // the hop departed: its network time counts from here
+		}
 	}
 	start := f.res.At // untraced, its admission stands for its wire instant, and its latency counts from it
 	if f.res.traced { // the next departure counts from the wire: trace it
@@ -114,7 +118,15 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		o.Status, o.Header = resp.StatusCode, resp.Header
 	}
 	if err != nil {
-		t.observe(f, o, now)
+		if f.res.robots && !f.res.probe && unreachable(err) {
+			// Nothing reached the host, nothing was learned of it: its schedule, its delay and its
+			// breaker stay as they were, and robotsFailed makes its requests fail at once. (A probe's
+			// failure still reopens the breaker.)
+			f.res.h.unsent(f.res)
+			t.record(f, o, Verdict{Trigger: audit.TriggerTransportError}, now, false)
+		} else {
+			t.observe(f, o, now)
+		}
 		f.finish(p, now)
 		return nil, err
 	}
@@ -148,7 +160,7 @@ func (t *transport) record(f *flight, o Outcome, v Verdict, now time.Time, landi
 		fv = &flightVerdict{v: v, status: o.Status}
 	}
 	f.verdict.Store(fv)
-	t.p.observe(f.res, o, v, now, landing)
+	t.p.observe(f.res, o, v, now, landing, true)
 }
 
 // cleanOK is the verdict of most flights, shared (never written): a 200 whose body arrived.

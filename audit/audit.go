@@ -45,6 +45,12 @@ const (
 	EventFleetWireWait        Event = "fleet_wire_wait"        // a departure waited for another process's departure to reach the wire (a slow dial)
 	EventStoreRecovered       Event = "store_recovered"        // the store answers again
 	EventOptionInvalid        Event = "option_invalid"         // an option value was set aside at construction: the default is used
+	// EventAuditWriteFailed names, in an alert (never in the trail it could not write), a failed write
+	// of the audit trail (ext.WithAuditWriter): events are being lost.
+	EventAuditWriteFailed   Event = "audit_write_failed"
+	EventFleetHostTakenOver Event = "fleet_host_taken_over" // a Queue leased a host whose previous lease ran out unrenewed (its member died)
+	EventFleetHostStolen    Event = "fleet_host_stolen"     // a Queue gave a host up at its heartbeat, holding more than its share, for a member under its share
+	EventFleetMember        Event = "fleet_member"          // a Queue's Run on a fleet's frontier ended: its figures (the fleet_* fields)
 )
 
 // Trigger is the value of an event's "trigger" field: what set a host's interval (or held it), or
@@ -58,6 +64,10 @@ const (
 	TriggerRateLimit  Trigger = "rate_limit"  // the rate-limit headers (an interval, or a hold when exhausted)
 	TriggerAdaptive   Trigger = "adaptive"    // the adaptive delay
 	TriggerRetryAfter Trigger = "retry_after" // a Retry-After window
+	// TriggerUnreachable holds a host whose robots.txt read found it cannot be reached at all (no such
+	// name, connection refused, no route) until that read is due again; its requests fail at once
+	// meanwhile. Nothing was learned of the host, so the hold is this process's alone: it is not stored.
+	TriggerUnreachable Trigger = "unreachable"
 )
 
 // What caused an event, beside the interval triggers.
@@ -75,6 +85,7 @@ const (
 	TriggerBreaker        Trigger = "breaker"
 	TriggerStore          Trigger = "store"
 	TriggerOption         Trigger = "option"
+	TriggerFleet          Trigger = "fleet" // the fleet's frontier: leases, shares, takeovers
 )
 
 // Trip is why a host's circuit breaker opened, in audit details and alerts.
@@ -111,15 +122,38 @@ const (
 // not know.
 const (
 	FieldSchema         = "schema"                 // the schema version, Schema
-	FieldURL            = "url"                    // departures, refusals, retries, deferrals: the request, without userinfo (query only with ext.WithAuditQuery)
+	FieldURL            = "url"                    // departures, refusals, retries, deferrals, abandoned waits: the request, without userinfo (query only with ext.WithAuditQuery)
 	FieldWaitMS         = "wait_ms"                // departures: how long this request waited in the pacer
 	FieldIntervalMS     = "interval_ms"            // departures: the interval in force, jitter excluded
 	FieldCrawlDelayMS   = "crawl_delay_ms"         // departures: the robots.txt Crawl-delay in force (0: none)
 	FieldRateIntervalMS = "rate_limit_interval_ms" // departures: the interval the rate-limit headers imply (0: none)
-	FieldWindowStart    = "window_start"           // holds: when the window was learned, RFC 3339
+	FieldWindowStart    = "window_start"           // holds: when the window was learned (took effect in the pacer), RFC 3339
 	FieldWindowEnd      = "window_end"             // holds: no departure before this instant, RFC 3339
 	FieldUntil          = "until"                  // rate_limit_applied setting an interval: when that interval ends (the quota's reset), RFC 3339
+	FieldAdmitted       = "admitted"               // departures: when the pacer let the request go, RFC 3339 (the event's timestamp is when it reached the wire)
+
+	// fleet_member: a fleet member's figures (ext.FleetStats), counted from its Queue's creation.
+	FieldFleetMember    = "fleet_member"     // the member's name in the frontier
+	FieldFleetHeld      = "fleet_held"       // hosts it leased when the event was written
+	FieldFleetShare     = "fleet_share"      // its share of the fleet's hosts with work, at its last heartbeat
+	FieldFleetLeased    = "fleet_leased"     // leases it won
+	FieldFleetStolen    = "fleet_stolen"     // hosts it gave up, holding more than its share
+	FieldFleetTakenOver = "fleet_taken_over" // hosts it took over from a member whose lease ran out
+	FieldFleetResent    = "fleet_resent"     // requests handed to it again after a lease ran out
 )
+
+// FleetStats are a fleet member's figures (an ext.Queue on a fleet's frontier), as the fleet_member
+// event's fleet_* fields and pacemetrics' collypace_fleet_* metrics give them. The counts are since the
+// Queue was made.
+type FleetStats struct {
+	Member    string // the member's name in the frontier (random, one per Queue): fleet_member
+	Held      int    // hosts it leases now: fleet_held
+	Share     int    // its share of the fleet's hosts with work, at its last heartbeat (0: none yet): fleet_share
+	Leased    int64  // leases it won: fleet_leased
+	Stolen    int64  // hosts it gave up at a heartbeat because it held more than its share: fleet_stolen
+	TakenOver int64  // hosts it leased whose previous lease ran out unrenewed (a member died): fleet_taken_over
+	Resent    int64  // requests handed to it again after a lease ran out (perhaps sent by the dead member): fleet_resent
+}
 
 // BreakerState is the state of a host's circuit breaker (ext's HostSnapshot.Breaker, its Observer's
 // BreakerChanged). Its values are stored: a new version adds, it never renumbers.

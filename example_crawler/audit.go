@@ -2,11 +2,8 @@ package main
 
 import (
 	"fmt"
-	"io"
 	"os"
 	"sync/atomic"
-
-	"github.com/rs/zerolog"
 )
 
 // auditFile is the audit trail's file. It counts the events written: zerolog writes each event
@@ -29,11 +26,6 @@ func createAudit(path string) (*auditFile, error) {
 func (a *auditFile) Write(p []byte) (int, error) {
 	a.events.Add(1)
 	return a.f.Write(p)
-}
-
-// logger returns the zerolog logger writing JSON lines to the file.
-func (a *auditFile) logger() zerolog.Logger {
-	return zerolog.New(io.Writer(a))
 }
 
 // Close closes the file.

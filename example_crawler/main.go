@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"strings"
 	"time"
 
 	"github.com/collypace/ext"
@@ -81,7 +82,7 @@ func run(ctx context.Context, o options, out io.Writer) error {
 	inner := http.DefaultTransport.(*http.Transport).Clone()
 	defer inner.CloseIdleConnections()
 	rec := newRecorder(inner)
-	opts := append(o.pacingOptions(), ext.WithLogger(audit.logger()), ext.WithTransport(rec))
+	opts := append(o.pacingOptions(), ext.WithAuditWriter(audit), ext.WithTransport(rec))
 	pacer := ext.AdaptivePacing(c, append(append(opts, stateOpts...), metricsOpts...)...)
 	metrics.watch(pacer)
 	defer pacer.Close() // writes the state not yet written (before the store closes: defers run last-in first-out)
@@ -95,9 +96,11 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		defer close(progressDone)
 		prog.run(stopProgress, time.Second)
 	}()
+	var seedErrs []string
 	for _, t := range targets {
 		if err := tr.visit(t.seed); err != nil {
 			_, _ = fmt.Fprintf(out, "%s: not crawled: %v\n", t.seed, err)
+			seedErrs = append(seedErrs, fmt.Sprintf("%s: %v", t.seed, err))
 		}
 	}
 	outcome := wait(ctx, c)
@@ -106,9 +109,31 @@ func run(ctx context.Context, o options, out io.Writer) error {
 	if site != nil {
 		site.Close() // waits for the handlers, so requests cut short are in the server logs
 	}
-	writeSummary(out, tr.snapshot(), rec, time.Since(start), outcome, audit, o.audit)
+	views := tr.snapshot()
+	writeSummary(out, views, rec, time.Since(start), outcome, audit, o.audit)
 	writeReport(out, o.audit, targets)
-	return nil
+	// Close names a hole in the trail (a failed audit write) and a state it could not write.
+	return errors.Join(pacer.Close(), nothingCrawled(views, seedErrs))
+}
+
+// errNothingCrawled is run's error when no page was fetched: the summary and the report prove nothing.
+var errNothingCrawled = errors.New("nothing was crawled: no page was fetched, so the report proves nothing")
+
+// nothingCrawled returns errNothingCrawled, with why: the seeds' errors (a Visit refused: robots.txt
+// could not be read) and each host's last error, when no page was fetched.
+func nothingCrawled(views []hostView, why []string) error {
+	for _, v := range views {
+		if v.done > 0 {
+			return nil
+		}
+		if v.lastErr != "" {
+			why = append(why, v.name+": "+v.lastErr)
+		}
+	}
+	if len(why) == 0 {
+		return errNothingCrawled
+	}
+	return fmt.Errorf("%w (%s)", errNothingCrawled, strings.Join(why, "; "))
 }
 
 // wait waits for the crawl to end, or for ctx; then it gives the requests in flight stopGrace to

@@ -3,8 +3,10 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"flag"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -117,7 +119,8 @@ func TestFmtDuration(t *testing.T) {
 	}
 }
 
-// TestSeedDisallowed reports a seed robots.txt forbids instead of crawling nothing silently.
+// TestSeedDisallowed reports a seed robots.txt forbids instead of crawling nothing silently: the run
+// fails, naming robots.txt.
 func TestSeedDisallowed(t *testing.T) {
 	h, err := scenario.Start(scenario.HostConfig{Robots: "User-agent: *\nDisallow: /\n"})
 	if err != nil {
@@ -125,8 +128,9 @@ func TestSeedDisallowed(t *testing.T) {
 	}
 	defer h.Close()
 	var out bytes.Buffer
-	if err := run(context.Background(), testOptions(t, "-url", h.URL()+"/", "-duration", "10s"), &out); err != nil {
-		t.Fatal(err)
+	err = run(context.Background(), testOptions(t, "-url", h.URL()+"/", "-duration", "10s"), &out)
+	if !errors.Is(err, errNothingCrawled) || !strings.Contains(err.Error(), "robots.txt") {
+		t.Errorf("run = %v, want errNothingCrawled naming robots.txt", err)
 	}
 	if !strings.Contains(out.String(), "not crawled") || len(scenario.PageRequests(h.Arrivals())) != 0 {
 		t.Errorf("output:\n%s", out.String())
@@ -158,5 +162,22 @@ func TestMetricsFlag(t *testing.T) {
 	body, _ := io.ReadAll(resp.Body)
 	if !strings.Contains(string(body), `collypace_departures_total{host="metrics.test"} 1`) {
 		t.Errorf("/metrics lacks the departure:\n%s", body)
+	}
+}
+
+// A crawl that fetched nothing (a refused port, a name that does not resolve) is an error naming why,
+// not a success: its own report says it proves nothing, and main exits 1.
+func TestNothingCrawledIsAnError(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	seed := "http://" + l.Addr().String() + "/"
+	l.Close() // nothing listens: the connection is refused
+	o := testOptions(t, "-url", seed, "-duration", "20s")
+	var out bytes.Buffer
+	err = run(context.Background(), o, &out)
+	if !errors.Is(err, errNothingCrawled) || !strings.Contains(err.Error(), "connection refused") {
+		t.Errorf("run = %v, want errNothingCrawled naming the refused connection\n%s", err, out.String())
 	}
 }

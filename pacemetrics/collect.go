@@ -63,6 +63,9 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	} {
 		ch <- d
 	}
+	for _, d := range fleetDescs {
+		ch <- d
+	}
 	c.wait.Describe(ch)
 }
 
@@ -79,12 +82,13 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	if q != nil {
 		in.queued, in.depths = true, q.Depths()
 	}
+	fleet := c.fleet.metrics()
 
 	c.mu.Lock()
 	ms := c.scrapeLocked(c.now(), in)
 	c.mu.Unlock()
 
-	for _, m := range ms {
+	for _, m := range append(ms, fleet...) {
 		ch <- m
 	}
 	for _, inv := range c.invalid {

@@ -82,6 +82,7 @@ type Collector struct {
 	hosts    shardmap.Map[*hostStats]
 	other    hostStats // events of hosts without series of their own, at the time of the event
 	wait     prometheus.Histogram
+	fleet    fleetFigures // fleet members' figures (FleetChanged)
 
 	mu         sync.Mutex // protects the fields below and the scrape fields of every hostStats
 	source     HostSource

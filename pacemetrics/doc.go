@@ -30,6 +30,13 @@
 //	collypace_in_flight                       gauge      host           requests in flight
 //	collypace_hosts                           gauge      (none)         hosts whose pacing state is in memory
 //	collypace_queue_depth                     gauge      host           requests queued (WatchQueue)
+//	collypace_fleet_hosts_held                gauge      member         a fleet member's hosts leased now (told by its
+//	                                                                    Queue, through FleetChanged; audit.FleetStats)
+//	collypace_fleet_share                     gauge      member         its share of the fleet's hosts, at its last heartbeat
+//	collypace_fleet_leases_total              counter    member         leases it won
+//	collypace_fleet_hosts_stolen_total        counter    member         hosts it gave up, holding more than its share
+//	collypace_fleet_hosts_taken_over_total    counter    member         hosts it took over from a dead member
+//	collypace_fleet_requests_resent_total     counter    member         requests handed to it again after a lease ran out
 //	collypace_departure_wait_seconds          histogram  (none)         time each request waited before departing,
 //	                                                                    buckets 1, 2.5, 5, 10 … 250, 500 ms, 1, 2.5, 5,
 //	                                                                    10, 30 s, 1, 2, 5 min

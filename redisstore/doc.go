@@ -33,6 +33,9 @@
 // server comes back empty (a restart without persistence, a FLUSHDB), the epoch is gone or another, the
 // Store reports the loss (CheckLost, Admission.Lost: the pacer writes back every state it knows) and
 // admits nothing until 1 s after the new epoch began, time for every process to write its holds back.
+// The Store that finds the loss marks the epoch lost (":lost" appended): a Store joining within that
+// second, or one that created the epoch without knowing of the loss, keeps the rest of the grace once
+// it sees the mark. A fleet starting together on a store that lost nothing sends at once.
 //
 // # Keys
 //
@@ -43,6 +46,7 @@
 //	<prefix>deferred:seq   string: the last deferred request ID (INCR)
 //	<prefix>spill:<host>   list: the requests a Queue spilled for host, as JSON, oldest first
 //	<prefix>epoch          string: the store's epoch (see above)
+//	<prefix>alive:<token>  string: a Store's process is alive (see alive.go), expiring (PX)
 //
 // The fleet's frontier (ext.Frontier, frontier.go) keeps its keys in shards (WithFrontierShards,
 // default 1), each with a hash tag of its own, so that all keys of a shard, and so all keys of a host,
@@ -56,11 +60,15 @@
 //	<prefix>frontier{N}:taken:<host>  hash: host's requests handed out and not done, ID → JSON
 //	<prefix>frontier{N}:redo:<host>   set: IDs handed out again after a lease ran out
 //	<prefix>frontier{N}:lease:<host>  string: the lease holder, expiring (PX) unless renewed
+//	<prefix>frontier{N}:holder:<host> string: the lease holder, kept until the lease ends or is taken over
+//	<prefix>frontier{N}:members       sorted set: the live members (Queues), by when each heartbeat runs out
 //
 // The frontier needs Redis 6.2 or later (LPOP with a count). A host's shard is FNV-1a of its name
 // modulo the shard count. Leasing a due host whose lease key is
 // gone puts its handed-out requests back at the head of its queue (marked redo); a host with nothing
-// queued leaves the schedule. CollyStorage keeps Colly's visited set in <prefix>colly:visited and
+// queued leaves the schedule. Every lease and renewal is its member's heartbeat on the shard, and
+// leases no more than the member's share of the shard's hosts in the schedule (over its live members,
+// rounded up). CollyStorage keeps Colly's visited set in <prefix>colly:visited and
 // each host's cookies in <prefix>colly:cookies:<host>.
 //
 // The fields of a host hash are v (the StateVersion of the writer), adaptive_delay, known_limit,

@@ -11,3 +11,6 @@ var (
 
 // Client returns the store's client.
 func Client(s *Store) redis.UniversalClient { return s.c }
+
+// AliveKey returns the name of the store's alive key.
+func AliveKey(s *Store) string { return s.aliveKey(s.token) }

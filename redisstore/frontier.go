@@ -15,10 +15,10 @@ import (
 
 var _ ext.Frontier = (*Store)(nil)
 
-// DefaultLeaseTTL is how long a host lease lasts unrenewed, unless WithLeaseTTL says otherwise: a Queue
-// renews its leases every third of it, and a process that dies gives its hosts to the others this
-// long after its last renewal.
-const DefaultLeaseTTL = 10 * time.Second
+// DefaultLeaseTTL is how long a host lease, and a member's heartbeat, last unrenewed, unless
+// WithLeaseTTL says otherwise: a Queue renews both every quarter of it, and a process that dies gives
+// its hosts to the others at most this long after its last renewal.
+const DefaultLeaseTTL = 2 * time.Second
 
 // frontierConfig is the frontier's part of a Store's options.
 type frontierConfig struct {
@@ -27,7 +27,7 @@ type frontierConfig struct {
 }
 
 // WithLeaseTTL sets how long a host lease of the frontier lasts unrenewed (default DefaultLeaseTTL).
-// Shorter hands a dead process's hosts over sooner, at the cost of more renewals (every third of it);
+// Shorter hands a dead process's hosts over sooner, at the cost of more renewals (every quarter of it);
 // it must be at least 300 ms. Every process of a fleet should use the same value.
 func WithLeaseTTL(d time.Duration) Option {
 	return func(s *Store) {
@@ -116,74 +116,102 @@ func (s *Store) FrontierAdd(ctx context.Context, host string, reqs []ext.Deferre
 }
 
 // FrontierLease implements ext.Frontier: one script run a shard, all in one pipeline (one round trip
-// on a single server). With several shards, each is asked for its share of n, at least one.
-func (s *Store) FrontierLease(ctx context.Context, owner string, n int) ([]string, int, time.Duration, error) {
+// on a single server), each also the owner's heartbeat on its shard. With several shards, each is
+// asked for its share of n, at least one, and told how many of its hosts the owner holds.
+func (s *Store) FrontierLease(ctx context.Context, owner string, n int, held []string) (hosts, takenOver []string, left int, next time.Duration, err error) {
 	if n <= 0 {
 		n = 1
 	}
 	shards := s.shardCount()
 	per := max((n+shards-1)/shards, 1)
+	heldBy := make([]int, shards)
+	for _, h := range held {
+		heldBy[s.shardOf(h)]++
+	}
 	ttl := s.FrontierTTL().Milliseconds()
 	cmds, err := s.pipelineScript(ctx, frontierLeaseScript, shards, func(i int) ([]string, []any) {
 		sched, _, count, _ := s.shardKeys(i)
-		return []string{sched, count}, []any{owner, ttl, per, s.frontierBase(i)}
+		return []string{sched, s.membersKey(i), count}, []any{owner, ttl, per, s.frontierBase(i), heldBy[i]}
 	})
 	if err != nil {
-		return nil, 0, 0, wrapErr(err, "frontier lease")
+		return nil, nil, 0, 0, wrapErr(err, "frontier lease")
 	}
-	var hosts []string
-	left, next := 0, time.Duration(-1)
+	next = -1
 	for _, c := range cmds {
 		res, err := c.Slice()
-		if err != nil || len(res) != 3 {
-			return nil, 0, 0, fmt.Errorf("redisstore: frontier lease: script returned %v (%v): %w", res, err, ext.ErrCorruptState)
+		if err != nil || len(res) != 4 {
+			return nil, nil, 0, 0, fmt.Errorf("redisstore: frontier lease: script returned %v (%v): %w", res, err, ext.ErrCorruptState)
 		}
-		got, _ := res[0].([]any)
-		for _, h := range got {
-			if hs, ok := h.(string); ok {
-				hosts = append(hosts, hs)
-			}
-		}
+		hosts = append(hosts, stringsOf(res[0])...)
+		takenOver = append(takenOver, stringsOf(res[3])...)
 		n, _ := res[1].(int64)
 		left += int(n)
 		if ms, _ := res[2].(int64); ms >= 0 && (next < 0 || time.Duration(ms)*time.Millisecond < next) {
 			next = time.Duration(ms) * time.Millisecond
 		}
 	}
-	return hosts, max(left, 0), max(next, 0), nil
+	return hosts, takenOver, max(left, 0), max(next, 0), nil
 }
 
-// FrontierRenew implements ext.Frontier: one script run a shard holding some of hosts, in one pipeline.
-func (s *Store) FrontierRenew(ctx context.Context, owner string, hosts []string) ([]string, error) {
-	if len(hosts) == 0 {
-		return nil, nil
+// stringsOf is the strings of a script's array reply.
+func stringsOf(v any) []string {
+	a, _ := v.([]any)
+	out := make([]string, 0, len(a))
+	for _, e := range a {
+		if s, ok := e.(string); ok {
+			out = append(out, s)
+		}
 	}
-	byShard := map[int][]string{}
+	return out
+}
+
+// membersKey is a shard's set of live members, by when each one's heartbeat runs out.
+func (s *Store) membersKey(shard int) string { return s.frontierBase(shard) + "members" }
+
+// FrontierRenew implements ext.Frontier: one script run a shard, in one pipeline, each the owner's
+// heartbeat on its shard and the renewal of the leases it holds there. The share is the sum of the
+// shards' shares.
+func (s *Store) FrontierRenew(ctx context.Context, owner string, hosts []string) ([]string, int, error) {
+	shards := s.shardCount()
+	byShard := make([][]string, shards)
 	for _, h := range hosts {
 		byShard[s.shardOf(h)] = append(byShard[s.shardOf(h)], h)
 	}
-	var shards []int
-	for sh := range byShard {
-		shards = append(shards, sh)
-	}
 	ttl := s.FrontierTTL().Milliseconds()
-	cmds, err := s.pipelineScript(ctx, frontierRenewScript, len(shards), func(i int) ([]string, []any) {
-		sched, _, _, _ := s.shardKeys(shards[i])
-		args := []any{owner, ttl, s.frontierBase(shards[i])}
-		for _, h := range byShard[shards[i]] {
+	cmds, err := s.pipelineScript(ctx, frontierRenewScript, shards, func(i int) ([]string, []any) {
+		sched, _, _, _ := s.shardKeys(i)
+		args := []any{owner, ttl, s.frontierBase(i)}
+		for _, h := range byShard[i] {
 			args = append(args, h)
 		}
-		return []string{sched}, args
+		return []string{sched, s.membersKey(i)}, args
 	})
 	if err != nil {
-		return nil, wrapErr(err, "frontier renew %d leases", len(hosts))
+		return nil, 0, wrapErr(err, "frontier renew %d leases", len(hosts))
 	}
 	var lost []string
+	share := 0
 	for _, c := range cmds {
-		res, _ := c.StringSlice()
-		lost = append(lost, res...)
+		res, err := c.Slice()
+		if err != nil || len(res) != 3 {
+			return nil, 0, fmt.Errorf("redisstore: frontier renew: script returned %v (%v): %w", res, err, ext.ErrCorruptState)
+		}
+		lost = append(lost, stringsOf(res[0])...)
+		n, _ := res[2].(int64)
+		share += int(n)
 	}
-	return lost, nil
+	return lost, share, nil
+}
+
+// FrontierLeave implements ext.Frontier: a ZREM from every shard's members, in one pipeline.
+func (s *Store) FrontierLeave(ctx context.Context, owner string) error {
+	_, err := s.pipelineScript(ctx, frontierLeaveScript, s.shardCount(), func(i int) ([]string, []any) {
+		return []string{s.membersKey(i)}, []any{owner}
+	})
+	if err != nil {
+		return wrapErr(err, "frontier leave")
+	}
+	return nil
 }
 
 // FrontierTake implements ext.Frontier: one script run on host's shard.

@@ -81,7 +81,7 @@ func TestFrontierOneOwnerPerHostUnderContention(t *testing.T) {
 		owner := fmt.Sprintf("owner%d", o)
 		wg.Go(func() {
 			for {
-				got, left, _, err := st.FrontierLease(ctx, owner, 2)
+				got, left, _, err := leaseOf(st, owner, 2)
 				if err != nil {
 					t.Error(err)
 					return
@@ -152,7 +152,7 @@ func TestFrontierLeaseExpiryAndTakeover(t *testing.T) {
 	if _, err := dead.FrontierAdd(ctx, "a.test", reqs, keys, false); err != nil {
 		t.Fatal(err)
 	}
-	if got, _, _, err := dead.FrontierLease(ctx, "dead", 1); err != nil || !slices.Equal(got, []string{"a.test"}) {
+	if got, _, _, err := leaseOf(dead, "dead", 1); err != nil || !slices.Equal(got, []string{"a.test"}) {
 		t.Fatalf("lease = %v, %v", got, err)
 	}
 	first, held, err := dead.FrontierTake(ctx, "dead", "a.test", 2)
@@ -162,13 +162,13 @@ func TestFrontierLeaseExpiryAndTakeover(t *testing.T) {
 	if err := dead.FrontierDone(ctx, "a.test", []int64{first[0].ID}); err != nil { // /0 was sent; /1 was in flight
 		t.Fatal(err)
 	}
-	if got, left, _, err := next.FrontierLease(ctx, "next", 1); err != nil || len(got) != 0 || left != 3 {
+	if got, left, _, err := leaseOf(next, "next", 1); err != nil || len(got) != 0 || left != 3 {
 		t.Fatalf("lease while the first owner holds it = %v (left %d), %v; want none, 3 left", got, left, err)
 	}
 	if _, held, _ := next.FrontierTake(ctx, "next", "a.test", 5); held {
 		t.Fatal("a take by a process that does not hold the lease succeeded")
 	}
-	if lost, err := dead.FrontierRenew(ctx, "dead", []string{"a.test"}); err != nil || len(lost) != 0 {
+	if lost, _, err := dead.FrontierRenew(ctx, "dead", []string{"a.test"}); err != nil || len(lost) != 0 {
 		t.Fatalf("renewal by the owner = lost %v, %v", lost, err)
 	}
 	// The owner dies: no more renewals. The lease runs out on the server's clock.
@@ -177,11 +177,11 @@ func TestFrontierLeaseExpiryAndTakeover(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatal("the lease never passed to another owner")
 		}
-		if got, _, _, err = next.FrontierLease(ctx, "next", 1); err != nil {
+		if got, _, _, err = leaseOf(next, "next", 1); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if lost, err := dead.FrontierRenew(ctx, "dead", []string{"a.test"}); err != nil || !slices.Equal(lost, []string{"a.test"}) {
+	if lost, _, err := dead.FrontierRenew(ctx, "dead", []string{"a.test"}); err != nil || !slices.Equal(lost, []string{"a.test"}) {
 		t.Errorf("renewal by the dead owner after the takeover = lost %v, %v; want a.test lost", lost, err)
 	}
 	rest, held, err := next.FrontierTake(ctx, "next", "a.test", 10)
@@ -212,7 +212,7 @@ func TestFrontierRelease(t *testing.T) {
 	if _, err := st.FrontierAdd(ctx, "a.test", reqs, keys, false); err != nil {
 		t.Fatal(err)
 	}
-	if got, _, _, _ := st.FrontierLease(ctx, "a", 1); len(got) != 1 {
+	if got, _, _, _ := leaseOf(st, "a", 1); len(got) != 1 {
 		t.Fatal("not leased")
 	}
 	if _, _, err := st.FrontierTake(ctx, "a", "a.test", 2); err != nil {
@@ -224,7 +224,7 @@ func TestFrontierRelease(t *testing.T) {
 	if err := st.FrontierRelease(ctx, "a", "a.test", time.Hour); err != nil {
 		t.Fatal(err)
 	}
-	if got, left, next, err := st.FrontierLease(ctx, "b", 1); err != nil || len(got) != 0 || left != 3 || next < 59*time.Minute {
+	if got, left, next, err := leaseOf(st, "b", 1); err != nil || len(got) != 0 || left != 3 || next < 59*time.Minute {
 		t.Fatalf("lease right after a release due in an hour = %v, left %d, next %v, %v", got, left, next, err)
 	}
 	if err := st.FrontierRelease(ctx, "a", "a.test", 0); err != nil { // released already: a no-op
@@ -246,7 +246,7 @@ func TestFrontierKeysShareTheirShardsSlot(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	got, _, _, err := st.FrontierLease(ctx, "o", 20)
+	got, _, _, err := leaseOf(st, "o", 20)
 	if err != nil || len(got) == 0 {
 		t.Fatalf("lease = %v, %v", got, err)
 	}
@@ -272,4 +272,10 @@ func TestFrontierKeysShareTheirShardsSlot(t *testing.T) {
 	if len(tags) < 2 || len(tags) > 8 {
 		t.Errorf("%d hash tags over 8 shards (%v): want the frontier spread over its shards", len(tags), tags)
 	}
+}
+
+// leaseOf is st.FrontierLease for owner holding nothing, as its four results.
+func leaseOf(st *redisstore.Store, owner string, n int) ([]string, int, time.Duration, error) {
+	got, _, left, next, err := st.FrontierLease(ctx, owner, n, nil)
+	return got, left, next, err
 }

@@ -15,9 +15,11 @@ import (
 	"time"
 
 	"github.com/collypace/ext"
+	"github.com/collypace/ext/audit"
 	"github.com/collypace/ext/redisstore"
 	"github.com/collypace/ext/redisstore/internal/redistest"
 	"github.com/gocolly/colly/v2"
+	"github.com/rs/zerolog"
 )
 
 // ext.Queue on the fleet's frontier, against a real redis-server: several crawler processes (each its
@@ -100,10 +102,36 @@ func (s *frontierSite) check(t *testing.T, hosts int, interval time.Duration, du
 
 // frontierMember is one crawler process of a test fleet.
 type frontierMember struct {
-	st *redisstore.Store
-	c  *colly.Collector
-	p  *ext.Pacer
-	q  *ext.Queue
+	st    *redisstore.Store
+	c     *colly.Collector
+	p     *ext.Pacer
+	q     *ext.Queue
+	trail *lockedTrail // its audit trail
+	fig   *figures     // its figures as a fleet member, as its Queue tells them
+}
+
+// figures is an ext.Observer that keeps a fleet member's latest figures (those pacemetrics exports).
+type figures struct {
+	mu sync.Mutex
+	st audit.FleetStats
+}
+
+func (*figures) Departed(string, time.Duration)            {}
+func (*figures) Refused(string, audit.Trigger)             {}
+func (*figures) RetryAfter(string, time.Duration)          {}
+func (*figures) BreakerChanged(string, audit.BreakerState) {}
+
+// FleetChanged is what the Queue calls at each heartbeat and when its Run ends.
+func (f *figures) FleetChanged(st audit.FleetStats) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.st = st
+}
+
+func (f *figures) get() audit.FleetStats {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.st
 }
 
 // seedHosts adds the first page of each of hosts to q.
@@ -140,7 +168,9 @@ func newFrontierMember(t *testing.T, srv *redistest.Server, site *frontierSite, 
 	if err := c.SetStorage(st.CollyStorage()); err != nil {
 		t.Fatal(err)
 	}
-	p := ext.AdaptivePacing(c, ext.WithStore(st), ext.WithTransport(site.transport()), ext.WithBaseDelay(interval), ext.WithJitter(0), ext.WithoutRobots())
+	trail, fig := &lockedTrail{}, &figures{}
+	p := ext.AdaptivePacing(c, ext.WithStore(st), ext.WithTransport(site.transport()), ext.WithBaseDelay(interval), ext.WithJitter(0), ext.WithoutRobots(),
+		ext.WithLogger(zerolog.New(trail).Level(zerolog.InfoLevel)), ext.WithObserver(fig))
 	t.Cleanup(func() { _ = p.Close() })
 	q := ext.NewQueue(p, workers)
 	c.OnHTML("a[href]", func(e *colly.HTMLElement) {
@@ -148,7 +178,7 @@ func newFrontierMember(t *testing.T, srv *redistest.Server, site *frontierSite, 
 			t.Error(err)
 		}
 	})
-	return &frontierMember{st: st, c: c, p: p, q: q}
+	return &frontierMember{st: st, c: c, p: p, q: q, trail: trail, fig: fig}
 }
 
 // Three processes seeded with the same URLs, discovering the same links: every page is fetched
@@ -223,7 +253,7 @@ func TestFleetQueueTakesOverFromDeadProcess(t *testing.T) {
 	}
 	// The dead process, by hand: it leased the host, took two requests and sent the first (its
 	// collector marked it visited), then died before marking it done.
-	if got, _, _, err := dead.st.FrontierLease(ctx, "dead", 1); err != nil || len(got) != 1 {
+	if got, _, _, err := leaseOf(dead.st, "dead", 1); err != nil || len(got) != 1 {
 		t.Fatalf("lease = %v, %v", got, err)
 	}
 	taken, _, err := dead.st.FrontierTake(ctx, "dead", "h0.test", 2)

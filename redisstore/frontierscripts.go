@@ -58,46 +58,75 @@ end
 return added
 `)
 
-// frontierLeaseScript leases hosts of one shard. KEYS: the schedule and the count. ARGV[1] is the
-// owner, ARGV[2] the lease time (ms), ARGV[3] how many hosts at most, ARGV[4] the key base of the
-// shard's host keys. A host due (score <= now) whose lease key is gone is leased: its entries handed out
-// under the lease that ran out go back to the head of its queue, marked as handed out again; a host
-// with nothing queued leaves the schedule; a leased host is scored at its lease's end, so that it is
-// due again when the lease runs out unrenewed. A due host still leased (a renewal the score missed) is
-// scored at its lease's end and skipped. It returns the hosts leased, the shard's count of entries
-// queued or handed out, and how long (ms) until the earliest host is due (-1: none).
-var frontierLeaseScript = redis.NewScript(frontierNowLua + frontierRequeueLua + `
-local owner, ttl, want, base = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
-local out = {}
-local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, want + 32)
-for _, host in ipairs(due) do
-  if #out >= want then break end
-  local lk, qk, tk, rk = base .. 'lease:' .. host, base .. 'q:' .. host, base .. 'taken:' .. host, base .. 'redo:' .. host
-  local left = redis.call('PTTL', lk)
-  if left > 0 then
-    redis.call('ZADD', KEYS[1], now + left, host)
-  else
-    requeue(tk, qk, rk, true)
-    if redis.call('LLEN', qk) == 0 then
-      redis.call('ZREM', KEYS[1], host)
-      redis.call('DEL', lk, rk)
+// frontierMembersLua keeps the shard's members (KEYS[2], a sorted set: owner → the server instant, ms,
+// its heartbeat runs out): heartbeat(owner, ttl) records owner's, drops those that ran out and returns
+// how many are live; share(live) is a member's fair count of the shard's hosts with work (those in the
+// schedule, KEYS[1]): the host count over the live members, rounded up.
+const frontierMembersLua = `
+local function heartbeat(owner, ttl)
+  redis.call('ZADD', KEYS[2], now + ttl, owner)
+  redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
+  return redis.call('ZCARD', KEYS[2])
+end
+local function share(live)
+  return math.ceil(redis.call('ZCARD', KEYS[1]) / math.max(live, 1))
+end
+`
+
+// frontierLeaseScript leases hosts of one shard. KEYS: the schedule, the members and the count.
+// ARGV[1] is the owner, ARGV[2] the lease time (ms), ARGV[3] how many hosts at most, ARGV[4] the key
+// base of the shard's host keys, ARGV[5] how many of the shard's hosts the owner holds. The lease is
+// also the owner's heartbeat (frontierMembersLua), and it leases no more than the owner's share less
+// those it holds, so that the live members split the hosts evenly. A host due (score <= now) whose
+// lease key is gone is leased: its entries handed out under the lease that ran out go back to the head
+// of its queue, marked as handed out again; a host with nothing queued leaves the schedule; a leased
+// host is scored at its lease's end, so that it is due again when the lease runs out unrenewed. A due
+// host still leased (a renewal the score missed) is scored at its lease's end and skipped. The host's
+// holder key (no expiry) names its owner from lease to release: a lease whose holder key outlived its
+// lease key was taken over. It returns the hosts leased, the shard's count of entries queued or handed
+// out, how long (ms) until the earliest host is due (-1: none), and the hosts taken over.
+var frontierLeaseScript = redis.NewScript(frontierNowLua + frontierRequeueLua + frontierMembersLua + `
+local owner, ttl, base = ARGV[1], tonumber(ARGV[2]), ARGV[4]
+local live = heartbeat(owner, ttl)
+local want = math.min(tonumber(ARGV[3]), share(live) - tonumber(ARGV[5]))
+local out, over = {}, {}
+if want > 0 then
+  local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, want + 32)
+  for _, host in ipairs(due) do
+    if #out >= want then break end
+    local lk, qk, tk, rk, hk = base .. 'lease:' .. host, base .. 'q:' .. host, base .. 'taken:' .. host, base .. 'redo:' .. host, base .. 'holder:' .. host
+    local left = redis.call('PTTL', lk)
+    if left > 0 then
+      redis.call('ZADD', KEYS[1], now + left, host)
     else
-      redis.call('SET', lk, owner, 'PX', ttl)
-      redis.call('ZADD', KEYS[1], now + ttl, host)
-      table.insert(out, host)
+      requeue(tk, qk, rk, true)
+      local was = redis.call('GET', hk)
+      if redis.call('LLEN', qk) == 0 then
+        redis.call('ZREM', KEYS[1], host)
+        redis.call('DEL', lk, rk, hk)
+      else
+        redis.call('SET', lk, owner, 'PX', ttl)
+        redis.call('SET', hk, owner)
+        redis.call('ZADD', KEYS[1], now + ttl, host)
+        table.insert(out, host)
+        if was and was ~= owner then table.insert(over, host) end
+      end
     end
   end
 end
 local nextDue = -1
 local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
 if #first == 2 then nextDue = math.max(tonumber(first[2]) - now, 0) end
-return {out, tonumber(redis.call('GET', KEYS[2]) or '0'), nextDue}
+return {out, tonumber(redis.call('GET', KEYS[3]) or '0'), nextDue, over}
 `)
 
-// frontierRenewScript extends owner ARGV[1]'s leases by ARGV[2] ms: ARGV[3] is the key base, then the
-// hosts. KEYS[1] is the schedule. It returns the hosts whose lease owner no longer holds.
-var frontierRenewScript = redis.NewScript(frontierNowLua + `
+// frontierRenewScript is owner ARGV[1]'s heartbeat on one shard (KEYS: the schedule and the members),
+// and extends its leases of the hosts ARGV[4…] by ARGV[2] ms (ARGV[3] is the key base). It returns
+// the hosts whose lease owner no longer holds, the live members and the owner's share of the shard's
+// hosts (frontierMembersLua).
+var frontierRenewScript = redis.NewScript(frontierNowLua + frontierMembersLua + `
 local owner, ttl, base = ARGV[1], tonumber(ARGV[2]), ARGV[3]
+local live = heartbeat(owner, ttl)
 local lost = {}
 for i = 4, #ARGV, 1 do
   local lk = base .. 'lease:' .. ARGV[i]
@@ -108,8 +137,12 @@ for i = 4, #ARGV, 1 do
     table.insert(lost, ARGV[i])
   end
 end
-return lost
+return {lost, live, share(live)}
 `)
+
+// frontierLeaveScript removes owner ARGV[1] from the shard's members (KEYS[1]): it leases no more, and
+// the others' shares grow at once.
+var frontierLeaveScript = redis.NewScript(`return redis.call('ZREM', KEYS[1], ARGV[1])`)
 
 // frontierTakeScript hands owner ARGV[1] up to ARGV[4] entries of host ARGV[3]'s queue (ARGV[2] is the
 // key base), moving each to the host's taken hash. KEYS[1] is the schedule. It returns {0} when owner
@@ -134,7 +167,7 @@ if es then
   end
 end
 if #out == 1 and redis.call('HLEN', tk) == 0 then
-  redis.call('DEL', lk, rk)
+  redis.call('DEL', lk, rk, base .. 'holder:' .. host)
   redis.call('ZREM', KEYS[1], host)
   return {0}
 end
@@ -165,7 +198,7 @@ local owner, base, host = ARGV[1], ARGV[2], ARGV[3]
 local lk, qk, tk, rk = base .. 'lease:' .. host, base .. 'q:' .. host, base .. 'taken:' .. host, base .. 'redo:' .. host
 if redis.call('GET', lk) ~= owner then return 0 end
 requeue(tk, qk, rk, false)
-redis.call('DEL', lk)
+redis.call('DEL', lk, base .. 'holder:' .. host)
 if redis.call('LLEN', qk) == 0 then
   redis.call('ZREM', KEYS[1], host)
   redis.call('DEL', rk)

@@ -34,6 +34,7 @@ type Store struct {
 
 	frontier frontierConfig // the shared frontier's options (frontier.go)
 
+	aliveAt   atomic.Int64           // when this Store last marked itself alive (alive.go), unix ns by the local clock
 	epoch     atomic.Pointer[string] // the store's epoch as last seen (epochScript); nil before the first look
 	notBefore atomic.Pointer[string] // after a loss: nothing admitted before this server instant (unix ns)
 
@@ -114,8 +115,9 @@ func NewErr(client redis.UniversalClient, opts ...Option) (*Store, error) {
 // openTimeout bounds Open's PING.
 const openTimeout = 5 * time.Second
 
-// Open connects to the Redis server at addr and PINGs it once. addr is "host:port", "unix:///path/to.sock"
-// or a redis:// or rediss:// URL (with a password, a database number or client options such as
+// Open connects to the Redis server at addr and PINGs it once. addr is what go-redis takes:
+// "host:port", a unix socket's path ("/path/to.sock", or "unix:///path/to.sock"), or a redis://,
+// rediss:// or unix:// URL (with a password, a database number or client options such as
 // dial_timeout). The Store owns the client: Close closes it.
 //
 // The client fails fast, so that a pacer knows at once that Redis is gone (its departures then wait for
@@ -174,8 +176,11 @@ func Open(addr string, opts ...Option) (*Store, error) {
 // reached is reported without go-redis's pool printing its failed dials.
 func reach(ctx context.Context, o *redis.Options) error {
 	network := o.Network
-	if network == "" {
+	if network == "" { // as go-redis decides: a path is a unix socket
 		network = "tcp"
+		if strings.HasPrefix(o.Addr, "/") {
+			network = "unix"
+		}
 	}
 	if o.Dialer != nil {
 		return nil // the program dials its own way
@@ -299,8 +304,19 @@ const pendingBound = 30 * time.Second
 // enough for every process to find the loss (each looks every 200 ms) and write back its holds.
 const lostGrace = time.Second
 
-// admit is Admit, also returning the server's now at the decision.
+// admit is Admit, also returning the server's now at the decision. A wait for a pending departure of
+// a Store that died is ended (endDeadPending), and the departure asked again once.
 func (s *Store) admit(ctx context.Context, host string, gap time.Duration) (ext.Admission, time.Time, error) {
+	a, now, by, err := s.admitOnce(ctx, host, gap)
+	if err == nil && !a.OK && a.Pending && by != "" && by != s.token && s.endDeadPending(ctx, host, by) {
+		a, now, _, err = s.admitOnce(ctx, host, gap)
+	}
+	return a, now, err
+}
+
+// admitOnce is one admission: the Admission, the server's now and, for a wait on a pending departure,
+// the token of the Store whose departure it is.
+func (s *Store) admitOnce(ctx context.Context, host string, gap time.Duration) (ext.Admission, time.Time, string, error) {
 	gap = max(gap, 0)
 	notBefore := ""
 	if nb := s.notBefore.Load(); nb != nil {
@@ -310,8 +326,12 @@ func (s *Store) admit(ctx context.Context, host string, gap time.Duration) (ext.
 	args := []any{int64(gap / time.Second), int64(gap % time.Second), s.ttlMS(), int64(pendingBound), notBefore, s.token}
 	var epoch *redis.StringCmd
 	var res *redis.Cmd
+	alive := s.aliveDue()
 	run := func() ([]redis.Cmder, error) {
 		return s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+			if alive {
+				s.markAlive(ctx, p)
+			}
 			epoch = p.Get(ctx, s.epochKey())
 			res = admitScript.EvalSha(ctx, p, keys, args...)
 			return nil
@@ -328,39 +348,56 @@ func (s *Store) admit(ctx context.Context, host string, gap time.Duration) (ext.
 		if rerr := res.Err(); rerr != nil {
 			err = rerr
 		}
-		return ext.Admission{}, time.Time{}, wrapErr(err, "admit a departure to host %q", host)
+		return ext.Admission{}, time.Time{}, "", wrapErr(err, "admit a departure to host %q", host)
 	}
-	a, now, err := decodeAdmission(host, res)
+	if alive {
+		s.aliveAt.Store(time.Now().UnixNano())
+	}
+	a, now, by, err := decodeAdmission(host, res)
 	if err != nil {
-		return a, now, err
+		return a, now, "", err
 	}
 	seen, gerr := epoch.Result()
 	if known := s.epoch.Load(); gerr == nil && known != nil && *known == seen {
-		return a, now, nil
+		return a, now, by, nil
 	}
 	lost, err := s.lookAtEpoch(ctx)
-	if err != nil || !lost {
-		return a, now, err
+	if err != nil {
+		return a, now, by, err
+	}
+	wait := lostGrace
+	if !lost { // the same epoch, perhaps just marked lost by another Store: in its grace?
+		nb := s.notBefore.Load()
+		if nb == nil {
+			return a, now, by, nil
+		}
+		end, err := parseInt(*nb, 64)
+		if err != nil || end <= now.UnixNano() {
+			return a, now, by, nil
+		}
+		wait = time.Duration(end - now.UnixNano())
 	}
 	if a.OK { // admitted on a store that forgot the holds: not a departure, and not pending
 		_ = s.Departed(ctx, host, 0)
 	}
-	a.OK, a.Lost, a.Wait = false, true, lostGrace
-	return a, now, nil
+	a.OK, a.Lost, a.Wait = false, lost, wait
+	return a, now, "", nil
 }
 
-// decodeAdmission reads admitScript's answer.
-func decodeAdmission(host string, cmd *redis.Cmd) (ext.Admission, time.Time, error) {
+// decodeAdmission reads admitScript's answer, and the token of the Store whose pending departure the
+// wait is for ("" for none).
+func decodeAdmission(host string, cmd *redis.Cmd) (ext.Admission, time.Time, string, error) {
 	res, err := cmd.Slice()
 	if err != nil {
-		return ext.Admission{}, time.Time{}, wrapErr(err, "admit a departure to host %q", host)
+		return ext.Admission{}, time.Time{}, "", wrapErr(err, "admit a departure to host %q", host)
 	}
-	bad := func() (ext.Admission, time.Time, error) {
-		return ext.Admission{}, time.Time{}, fmt.Errorf("redisstore: admit a departure to host %q: script returned %v: %w", host, res, ext.ErrCorruptState)
+	bad := func() (ext.Admission, time.Time, string, error) {
+		return ext.Admission{}, time.Time{}, "", fmt.Errorf("redisstore: admit a departure to host %q: script returned %v: %w", host, res, ext.ErrCorruptState)
 	}
-	if len(res) != 8 {
+	if len(res) != 9 {
 		return bad()
 	}
+	by, _ := res[8].(string)
 	text := make([]string, 6) // wait, now, adaptive_delay, known_limit, refused_interval, model_ver
 	for i := range text {
 		j := i + 1
@@ -381,7 +418,7 @@ func decodeAdmission(host string, cmd *redis.Cmd) (ext.Admission, time.Time, err
 		return bad()
 	}
 	return ext.Admission{OK: ok == 1, Wait: time.Duration(wait), AdaptiveDelay: ad, KnownLimit: kl, Pending: pending == 1,
-		RefusedInterval: ri, ModelVersion: int64(mv)}, now, nil
+		RefusedInterval: ri, ModelVersion: int64(mv)}, now, by, nil
 }
 
 // CheckLost implements ext.SharedStore: the store keeps an epoch key (<prefix>epoch), created by the
@@ -391,7 +428,16 @@ func decodeAdmission(host string, cmd *redis.Cmd) (ext.Admission, time.Time, err
 // the loss meanwhile (the pacer looks every 200 ms) and write their holds back before anyone departs.
 // A Store that never looked adopts the epoch it finds.
 func (s *Store) CheckLost(ctx context.Context) (bool, error) {
-	seen, err := s.c.Get(ctx, s.epochKey()).Result()
+	var get *redis.StringCmd
+	_, err := s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		s.markAlive(ctx, p) // the pacer calls it every 200 ms: this process's heartbeat
+		get = p.Get(ctx, s.epochKey())
+		return nil
+	})
+	if err == nil || errors.Is(err, redis.Nil) {
+		s.aliveAt.Store(time.Now().UnixNano())
+	}
+	seen, err := get.Result()
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return false, wrapErr(err, "read the epoch")
 	}
@@ -402,10 +448,16 @@ func (s *Store) CheckLost(ctx context.Context) (bool, error) {
 }
 
 // lookAtEpoch reads the epoch, creating it when missing, and reports whether it differs from the one
-// this Store knew. A Store that knew none and finds one that another Store created less than
-// lostGrace ago (a process joining just after a loss) keeps the grace too.
+// this Store knew (the ":lost" mark aside: it is the same epoch). A loss starts the grace: the epoch
+// is marked lost (epochScript), and a Store that knew none and finds a lost epoch less than lostGrace
+// old (a process joining just after a loss) keeps the grace too. A Store joining a store that lost
+// nothing starts at once: the grace fires only after a loss.
 func (s *Store) lookAtEpoch(ctx context.Context) (bool, error) {
-	res, err := epochScript.Run(ctx, s.c, []string{s.epochKey()}, newToken()).Slice()
+	knew := ""
+	if k := s.epoch.Load(); k != nil {
+		knew = *k
+	}
+	res, err := epochScript.Run(ctx, s.c, []string{s.epochKey()}, newToken(), knew).Slice()
 	if err == nil && len(res) != 3 {
 		err = fmt.Errorf("script returned %v", res)
 	}
@@ -414,23 +466,30 @@ func (s *Store) lookAtEpoch(ctx context.Context) (bool, error) {
 	}
 	seen, _ := res[0].(string)
 	nowText, _ := res[1].(string)
-	created, _ := res[2].(int64)
-	known := s.epoch.Swap(&seen)
-	if known != nil && *known == seen {
+	s.epoch.Store(&seen)
+	lost := knew != "" && epochID(knew) != epochID(seen)
+	marked := strings.HasSuffix(seen, epochLostMark)
+	if !lost && !marked {
 		return false, nil
 	}
 	bornText, _, _ := strings.Cut(seen, ":")
 	born, berr := parseInt(bornText, 64)
 	now, nerr := parseInt(nowText, 64)
 	if berr != nil || nerr != nil {
-		return known != nil, nil
+		return lost, nil
 	}
-	if known != nil || (created == 0 && now-born < int64(lostGrace)) {
+	if lost || now-born < int64(lostGrace) {
 		nb := strconv.FormatInt(born+int64(lostGrace), 10)
 		s.notBefore.Store(&nb)
 	}
-	return known != nil, nil
+	return lost, nil
 }
+
+// epochLostMark ends the value of an epoch begun by a loss (epochScript).
+const epochLostMark = ":lost"
+
+// epochID is an epoch without its lost mark.
+func epochID(e string) string { return strings.TrimSuffix(e, epochLostMark) }
 
 // newToken returns a random hex string naming one take, or one epoch.
 func newToken() string {

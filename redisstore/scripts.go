@@ -89,8 +89,8 @@ end
 // longest of ARGV's, adaptive_delay, crawl_delay and, before rate_srv, rate_interval. The departure may go when now >= max(last_departure + gap,
 // hold_srv, ARGV[5]) and no departure is pending (pending, the instant it stops being: until Departed
 // clears it). Then last_departure = now, pending = now + ARGV[4], and it returns {1, "0", now,
-// adaptive_delay, known_limit, 0, refused_interval, model_ver}. Otherwise it changes nothing and returns
-// {0, wait, now, adaptive_delay, known_limit, pending, refused_interval, model_ver}, pending 1 when the wait is for a pending departure (at most
+// adaptive_delay, known_limit, 0, refused_interval, model_ver, ""}. Otherwise it changes nothing and returns
+// {0, wait, now, adaptive_delay, known_limit, pending, refused_interval, model_ver, pending_by}, pending 1 when the wait is for a pending departure (at most
 // pendingPoll: its wire instant may come any time); wait, now and the delays in decimal (unix) nanoseconds, a delay "" when
 // none is stored. A field it cannot read is a CORRUPT error (and Redis answers WRONGTYPE for a key
 // that is not a hash).
@@ -132,7 +132,9 @@ end
 if less(now_s, now_n, al_s, al_n) then
   local w_s, w_n = al_s - now_s, al_n - now_n
   if w_n < 0 then w_s, w_n = w_s - 1, w_n + E9 end
-  return {0, format(w_s, w_n), format(now_s, now_n), ad, kl, pending, ri, mv}
+  local by = ''
+  if pending == 1 then by = f[9] or '' end
+  return {0, format(w_s, w_n), format(now_s, now_n), ad, kl, pending, ri, mv, by}
 end
 redis.call('HSET', KEYS[1], 'last_departure', format(now_s, now_n))
 local pend = tonumber(ARGV[4])
@@ -142,7 +144,7 @@ else
   redis.call('HDEL', KEYS[1], 'pending', 'pending_by')
 end
 refresh(ARGV[3])
-return {1, '0', format(now_s, now_n), ad, kl, 0, ri, mv}
+return {1, '0', format(now_s, now_n), ad, kl, 0, ri, mv, ''}
 `)
 
 // pendingPollNS is, in nanoseconds, the longest a process told to wait for a pending departure waits
@@ -160,6 +162,22 @@ if c_n < 0 then c_s, c_n = c_s - 1, c_n + E9 end
 local ld_s, ld_n = parse(redis.call('HGET', KEYS[1], 'last_departure'))
 if ld_s == false or not ld_s or less(ld_s, ld_n, c_s, c_n) then
   redis.call('HSET', KEYS[1], 'last_departure', format(c_s, c_n))
+end
+redis.call('HDEL', KEYS[1], 'pending', 'pending_by')
+refresh(ARGV[2])
+return 1
+`)
+
+// deadPendingScript ends the pending departure of a Store that died (its alive key ran out: it sends
+// nothing more) on KEYS[1], the host hash, if ARGV[1], the dead Store's token, still holds it: the
+// departure reached the wire before its death, or never will, so it counts as a departure now (the
+// latest it can have been), and the next waits a gap from it. ARGV[2] is the TTL as for admitScript.
+// It returns 1 when it ended one.
+var deadPendingScript = redis.NewScript(timeLua + nowLua + ttlLua + `
+if redis.call('HGET', KEYS[1], 'pending_by') ~= ARGV[1] then return 0 end
+local ld_s, ld_n = parse(redis.call('HGET', KEYS[1], 'last_departure'))
+if ld_s == false or not ld_s or less(ld_s, ld_n, now_s, now_n) then
+  redis.call('HSET', KEYS[1], 'last_departure', format(now_s, now_n))
 end
 redis.call('HDEL', KEYS[1], 'pending', 'pending_by')
 refresh(ARGV[2])
@@ -238,14 +256,19 @@ return 1
 // epochScript returns the store's epoch (KEYS[1]), the server's now and 1 when it created the epoch,
 // which it does when it is missing: "<the server's now in unix nanoseconds>:<ARGV[1]>". A server
 // restarted empty, or flushed, has lost it: the Store that knew the old one finds another, or none.
+// ARGV[2] is the epoch the asking Store knew ("" for none): when it knew one and finds it gone or
+// another, the epoch it returns is marked lost (":lost" appended), so that a Store joining within the
+// grace that follows a loss keeps the grace too, and one joining a store that lost nothing does not.
 var epochScript = redis.NewScript(timeLua + nowLua + `
 local v = redis.call('GET', KEYS[1])
 local created = 0
+local function id(e) return (string.gsub(e, ':lost$', '')) end
 if not v then
   v = format(now_s, now_n) .. ':' .. ARGV[1]
-  redis.call('SET', KEYS[1], v)
   created = 1
 end
+if ARGV[2] ~= '' and id(v) ~= id(ARGV[2]) and not string.find(v, ':lost$') then v = v .. ':lost' end
+if created == 1 or v ~= redis.call('GET', KEYS[1]) then redis.call('SET', KEYS[1], v) end
 return {v, format(now_s, now_n), created}
 `)
 

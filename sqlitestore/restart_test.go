@@ -1,18 +1,24 @@
 package sqlitestore_test
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/collypace/ext"
 	"github.com/collypace/ext/sqlitestore"
 	"github.com/gocolly/colly/v2"
+	"github.com/rs/zerolog"
 )
 
 // A crawler stopped inside a host's Retry-After window, its store closed, and started again on the same
@@ -112,6 +118,55 @@ func TestDeferredSurviveRestart(t *testing.T) {
 	for i := 1; i < 4; i++ {
 		if p := fmt.Sprintf("/p/%d", i); seen[p] != 1 {
 			t.Errorf("%s requested %d times, want once (after the drain)", p, seen[p])
+		}
+	}
+}
+
+// A host whose connection is refused is not a robots.txt outage to wait out across restarts: three
+// crawlers in a row on the same file each fail it as fast as the first did, naming the refused
+// connection, and the store keeps no hold, no doubled delay, no failure and no departure for it.
+func TestRestartAfterRefusedConnectionFailsAtOnce(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	page := "http://" + l.Addr().String() + "/"
+	l.Close() // nothing listens: every connection is refused
+	path := filepath.Join(t.TempDir(), "state.db")
+	for run := 1; run <= 3; run++ {
+		st, err := sqlitestore.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var trail bytes.Buffer
+		c := colly.NewCollector()
+		p := ext.AdaptivePacing(c, ext.WithStore(st), ext.WithLogger(zerolog.New(&trail)))
+		var got error
+		c.OnError(func(_ *colly.Response, err error) { got = err })
+		start := time.Now()
+		_ = c.Visit(page)
+		took := time.Since(start)
+		if err := p.Close(); err != nil {
+			t.Fatal(err)
+		}
+		row, ok, err := st.LoadHost(t.Context(), l.Addr().String())
+		if cerr := st.Close(); cerr != nil {
+			t.Fatal(cerr)
+		}
+		switch {
+		case err != nil || !ok:
+			t.Fatalf("run %d: stored row: %v, %v", run, ok, err)
+		case !errors.Is(got, syscall.ECONNREFUSED) || !strings.Contains(got.Error(), "connection refused"):
+			t.Errorf("run %d: OnError got %v, want the refused connection", run, got)
+		case took > 100*time.Millisecond: // a bound, not a measure: the defect waited 30 s
+			t.Errorf("run %d: failed after %v, want at once; trail:\n%s", run, took, trail.String())
+		}
+		if !row.HoldUntil.IsZero() || row.AdaptiveDelay != ext.DefaultBaseDelay || row.Failures != 0 || row.NextDeparture.After(time.Now()) {
+			t.Errorf("run %d: stored hold %v (%s), delay %v, failures %d, next departure %v; want none of them",
+				run, row.HoldUntil, row.HoldTrigger, row.AdaptiveDelay, row.Failures, row.NextDeparture)
+		}
+		if strings.Contains(trail.String(), "restored from the store") {
+			t.Errorf("run %d: a hold was restored:\n%s", run, trail.String())
 		}
 	}
 }

@@ -22,6 +22,10 @@ import (
 )
 
 func main() {
+	flag.Usage = func() { // names the command, not go run's temporary build path (os.Args[0])
+		fmt.Fprintf(flag.CommandLine.Output(), "usage: costbench [flags]  (in a clone: go run ./cmd/costbench [flags])\n")
+		flag.PrintDefaults()
+	}
 	cfg := defaultConfig()
 	flag.IntVar(&cfg.pages, "pages", cfg.pages, "pages in one crawl")
 	flag.IntVar(&cfg.hosts, "hosts", cfg.hosts, "local hosts they are spread over (one listener each)")

@@ -167,6 +167,7 @@ func measure(sc *Scenario, g int, run *Run) *Metrics {
 	var all []scenario.Arrival // page requests, pooled
 	var first time.Time        // the group's first page request
 	var minGapSeen time.Duration
+	reads := readsOf(run.Audit)
 	for _, h := range run.Hosts {
 		if h.Group != g {
 			continue
@@ -177,7 +178,7 @@ func measure(sc *Scenario, g int, run *Run) *Metrics {
 		m.Requests += len(pages)
 		all = append(all, pages...)
 		m.Refused += scenario.Refused(pages)
-		in, flight := insideWindows(pages, h.Windows, windowGrace)
+		in, flight := insideWindows(reads.arrivals(h.Key, pages), reads.windows(h.Key, h.Windows), windowGrace)
 		m.InWindow += in
 		m.InFlight += flight
 		m.Windows += len(h.Windows)

@@ -143,14 +143,24 @@ func checkRun(t *testing.T, sc *Scenario, run *Run, adaptive bool) {
 			t.Errorf("%s %s %s: gap %d is %v: two requests sent together (floor %v)", sc.Name, mode, h.Config.Name, i, g, floor)
 		}
 		if span, least := scenario.Span(pages), time.Duration(len(gaps)-1)*floor; span < least {
-			t.Errorf("%s %s %s: %d gaps span %v, less than %d × the floor %v", sc.Name, mode, h.Config.Name, len(gaps), span, len(gaps)-1, floor)
+			// As for one gap: the server reads each arrival when its handler starts, which a loaded
+			// machine delays; the span the clients sent them over tells a late read from a burst.
+			if sent := sentSpan(pages); sent >= least {
+				t.Logf("%s %s %s: %d gaps span %v at the server, %v as sent", sc.Name, mode, h.Config.Name, len(gaps), span, sent)
+			} else {
+				t.Errorf("%s %s %s: %d gaps span %v (%v as sent), less than %d × the floor %v", sc.Name, mode, h.Config.Name, len(gaps), span, sent, len(gaps)-1, floor)
+			}
 		}
 		if !adaptive {
 			continue
 		}
-		if in, _ := insideWindows(pages, h.Windows, testGrace); in > 0 {
+		// A request is inside a window only if the pacer admitted it after it read the refusal: one
+		// admitted before was on its way, and nothing the client knew could have held it (reads.go).
+		trail := readsOf(run.Audit)
+		windows, admitted := trail.windows(h.Key, h.Windows), trail.arrivals(h.Key, pages)
+		if in, _ := insideWindows(admitted, windows, testGrace); in > 0 {
 			t.Errorf("%s %s %s: %d requests inside %d Retry-After windows", sc.Name, mode, h.Config.Name, in, len(h.Windows))
-			logInsideWindows(t, pages, h.Windows)
+			logInsideWindows(t, admitted, windows)
 		}
 		if ok := scenario.PagesOK(pages); ok != h.Config.Pages {
 			t.Errorf("%s %s %s: %d of %d pages lost", sc.Name, mode, h.Config.Name, h.Config.Pages-ok, h.Config.Pages)
@@ -167,9 +177,38 @@ func logInsideWindows(t *testing.T, pages []scenario.Arrival, windows []scenario
 	for _, a := range pages {
 		for _, w := range windows {
 			if a.At.After(w.Issued) && a.At.Before(w.Until) {
-				t.Logf("%s arrived +%v into the window of %s (answered +%v, until +%v), sent +%v",
+				t.Logf("%s arrived +%v into the window of %s (read by the client +%v, until +%v), admitted +%v",
 					a.Path, a.At.Sub(w.Issued), w.Path, w.Answered.Sub(w.Issued), w.Until.Sub(w.Issued), a.Sent.Sub(w.Issued))
 			}
 		}
 	}
+}
+
+// sentSpan is the span of the pages' send stamps (first to last), 0 when any is missing.
+func sentSpan(pages []scenario.Arrival) time.Duration {
+	if len(pages) == 0 {
+		return 0
+	}
+	first, last := pages[0].Sent, pages[0].Sent
+	for _, a := range pages {
+		if a.Sent.IsZero() {
+			return 0
+		}
+		first, last = minTime(first, a.Sent), maxTime(last, a.Sent)
+	}
+	return last.Sub(first)
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }

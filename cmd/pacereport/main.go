@@ -11,10 +11,13 @@
 //	0  no violation, and at least one departure checked
 //	1  a violation (each named on stderr with host, time and URL)
 //	2  bad usage, an unreadable file, or a trail without a departure (it proves nothing)
+//
+// -h prints the usage and exits 0, as every command of the repository does.
 package main
 
 import (
 	"bytes"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -46,7 +49,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(fs.Output(), "usage: pacereport [-html FILE] audit.jsonl [more.jsonl ...]\n")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) { // -h asks for the usage: not a failure
+		return exitOK
+	} else if err != nil {
 		return exitUnusable
 	}
 	switch {

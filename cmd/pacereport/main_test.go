@@ -39,6 +39,7 @@ func TestExitStatus(t *testing.T) {
 		{[]string{clean}, 0, "No violation", ""},
 		{[]string{"-html", page, clean, other}, 1, "1 violation(s)", "shop.example at 2026-12-02T12:00:03.000Z: https://shop.example/early: inside the retry_after_honoured window"},
 		{[]string{}, 2, "", "usage"},
+		{[]string{"-h"}, 0, "", "usage: pacereport"},
 		{[]string{filepath.Join(t.TempDir(), "missing.jsonl")}, 2, "", "no such file"},
 	} {
 		var stdout, stderr bytes.Buffer
@@ -91,5 +92,42 @@ func TestBinaryExitStatus(t *testing.T) {
 		if status != tc.status || !strings.Contains(stderr.String(), tc.stderr) {
 			t.Errorf("%s: exit status %d, want %d with %q on stderr:\n%s", tc.name, status, tc.status, tc.stderr, stderr.String())
 		}
+	}
+}
+
+// An event of no host (target_domain "", as option_invalid is) is not a host: no nameless row, section
+// or heading in either report; it is listed under its own heading. A trail holding only such an event
+// proves nothing, and says so in its verdict as in its exit status.
+func TestEventOfNoHostIsNotAHost(t *testing.T) {
+	option := `{"level":"error","timestamp":"2026-12-02T11:59:59Z","pipeline_id":"p","target_domain":"","event":"option_invalid","trigger":"option","base_delay_ms":0,"computed_delay_ms":0,"jitter_ms":0,"compliance_flag":true,"status_code":0,"schema":2,"detail":"WithBaseDelay(-1s): negative; the earlier 100ms applies"}`
+	for _, tc := range []struct {
+		name    string
+		lines   []string
+		status  int
+		verdict string
+	}{
+		{"alone", []string{option}, exitUnusable, "No departure in the trail"},
+		{"with a host", []string{option, dep1, hold, depOK}, exitOK, "No violation"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			page := filepath.Join(t.TempDir(), "report.html")
+			var stdout, stderr bytes.Buffer
+			status := run([]string{"-html", page, write(t, "a.jsonl", tc.lines...)}, &stdout, &stderr)
+			md := stdout.String()
+			html, err := os.ReadFile(page)
+			if err != nil {
+				t.Fatal(err)
+			}
+			switch {
+			case status != tc.status || !strings.Contains(md, tc.verdict):
+				t.Errorf("status %d, want %d with %q:\n%s", status, tc.status, tc.verdict, md)
+			case strings.Contains(md, "|  |") || strings.Contains(md, "\n## \n") || bytes.Contains(html, []byte("<h2></h2>")):
+				t.Errorf("a host with no name is reported:\n%s\n%s", md, html)
+			case strings.Contains(md, "| ok |") && tc.status != exitOK:
+				t.Errorf("a row says ok while the trail proves nothing:\n%s", md)
+			case !strings.Contains(md, "## Events of no host") || !strings.Contains(md, "option_invalid") || !bytes.Contains(html, []byte("option_invalid")):
+				t.Errorf("the event is not listed apart:\n%s\n%s", md, html)
+			}
+		})
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/exec"
 	"slices"
@@ -14,17 +15,19 @@ import (
 	"time"
 
 	"github.com/collypace/ext"
+	"github.com/collypace/ext/audit"
 	"github.com/collypace/ext/internal/redisproc"
 	"github.com/collypace/ext/redisstore"
 	"github.com/redis/go-redis/v9"
 )
 
 // The fleet crawl (-fleet N): N real processes, each an ext.Queue with its workers on a private
-// redis-server, crawl one frontier of many hosts with mixed intervals and latencies, seeded by this
-// process. What the servers saw is measured: the makespan against the ideal (the slowest host's
-// pages × its interval), URLs fetched more than once or never, gaps under a host's interval, and the
-// Redis round trips per URL. The kill crawl SIGKILLs one process mid-crawl: its hosts pass to the
-// others when their leases run out.
+// redis-server, crawl one frontier of many hosts, seeded by this process and started at once after
+// the seeding (no sleep). What the servers saw is measured: the makespan against the ideal (a host's
+// pages × its interval, the mean jitter included), each process's share of the departures, URLs
+// fetched more than once or never, gaps under a host's interval, and the Redis round trips per URL.
+// The kill crawl SIGKILLs one process mid-crawl: its hosts pass to the others when their leases run
+// out, and the takeover time is how long after the kill the last of its hosts was sent to again.
 
 // fleetConfig is the fleet crawl's shape.
 type fleetConfig struct {
@@ -37,11 +40,22 @@ type fleetConfig struct {
 	gapLog         io.Writer // when set, each gap under the floor is described there
 }
 
-// defaultFleetConfig: 200 hosts, 10 slow (1 s, 80 ms answers), 40 at 400 ms (30 ms answers), 150 fast
-// (200 ms, 5 ms answers), 10 pages each; 8 workers a process; leases of 2 s; the kill at 1.06 s, while
-// the slow hosts' second pages are being answered (so that the killed process has requests in flight).
+// defaultFleetConfig is issue 27's shape: 60 hosts every 500 ms (answering in 30 ms), 20 pages each;
+// 8 workers a process; leases of redisstore's default (2 s); the kill 4 s in.
 func defaultFleetConfig(procs int) fleetConfig {
-	return fleetConfig{procs: procs, workers: 8, leaseTTL: 2 * time.Second, killAt: 1060 * time.Millisecond, bound: 2 * time.Minute,
+	return fleetConfig{procs: procs, workers: 8, leaseTTL: redisstore.DefaultLeaseTTL, killAt: 4 * time.Second, bound: 2 * time.Minute,
+		jitter: ext.DefaultJitter,
+		classes: []hostClass{
+			{Name: "host", Hosts: 60, Interval: 500 * time.Millisecond, Latency: 30 * time.Millisecond, Pages: 20},
+		}}
+}
+
+// mixedFleetConfig is the earlier benchmark's shape (-fleet-mixed): 200 hosts, 10 slow (1 s, 80 ms
+// answers), 40 at 400 ms (30 ms answers), 150 fast (200 ms, 5 ms answers), 10 pages each, the kill at
+// 1.06 s, while the slow hosts' second pages are being answered.
+func mixedFleetConfig(procs int) fleetConfig {
+	return fleetConfig{procs: procs, workers: 8, leaseTTL: redisstore.DefaultLeaseTTL, killAt: 1060 * time.Millisecond, bound: 2 * time.Minute,
+		jitter: ext.DefaultJitter,
 		classes: []hostClass{
 			{Name: "slow", Hosts: 10, Interval: time.Second, Latency: 80 * time.Millisecond, Pages: 10},
 			{Name: "mid", Hosts: 40, Interval: 400 * time.Millisecond, Latency: 30 * time.Millisecond, Pages: 10},
@@ -49,11 +63,12 @@ func defaultFleetConfig(procs int) fleetConfig {
 		}}
 }
 
-// ideal is the slowest host's own schedule: its pages × its interval.
+// ideal is the slowest host's own schedule: its pages × its interval, with the jitter's mean (half the
+// fraction) on top.
 func (c fleetConfig) ideal() time.Duration {
 	var out time.Duration
 	for _, hc := range c.classes {
-		out = max(out, time.Duration(hc.Pages)*hc.Interval)
+		out = max(out, time.Duration(float64(time.Duration(hc.Pages)*hc.Interval)*(1+c.jitter/2)))
 	}
 	return out
 }
@@ -65,11 +80,6 @@ func (c fleetConfig) hosts() int {
 	}
 	return n
 }
-
-// epochSettle is how long the fleet crawl waits after the seeding created the store's epoch: more
-// than the second a Store joining right after the epoch's creation waits (it cannot tell a new store
-// from one that lost its state).
-const epochSettle = 1100 * time.Millisecond
 
 // gapTolerance is how much shorter than its interval a gap between two pages of a host may be at the
 // server before it counts as under the floor: the loopback's delivery, not the pacer.
@@ -100,7 +110,10 @@ type fleetRun struct {
 	victimSent           int   // the killed process's requests before the kill
 	victimDuplicates     int   // duplicates whose first arrival was the killed process's, before the kill
 	boundedStop          bool
-	perProcess           []int // pages each process sent, by arrivals
+	perProcess           []int              // pages each process sent, by arrivals
+	victimHosts          int                // hosts the killed process was crawling, with pages left at the kill
+	takeover             time.Duration      // from the kill to the first page of the last of those hosts sent by another process
+	members              []audit.FleetStats // the figures of the processes that reported
 }
 
 // runFleetBench runs the fleet crawl, then the kill crawl, and prints the table.
@@ -152,13 +165,7 @@ func measureFleet(ctx context.Context, cfg fleetConfig, kill bool) (fleetRun, er
 	if err := p.Close(); err != nil {
 		return fleetRun{}, err
 	}
-	// The store's epoch exists, and is older than the grace a Store joining a fleet within a second
-	// of a loss keeps (redisstore's lostGrace): the fleet starts on a Redis that has been up, as in a
-	// deployment, not in that grace.
-	if _, err := st.CheckLost(ctx); err != nil {
-		return fleetRun{}, err
-	}
-	time.Sleep(epochSettle)
+	// The fleet starts at once: no sleep after the seeding.
 	info := redis.NewClient(&redis.Options{Network: "unix", Addr: strings.TrimPrefix(srv.Addr(), "unix://")})
 	defer info.Close()
 	startCommands, err := serverCommands(ctx, info)
@@ -230,6 +237,11 @@ func measureFleet(ctx context.Context, cfg fleetConfig, kill bool) (fleetRun, er
 		}
 	}
 	r := analyzeFleet(cfg, site.log(), wire, start, killedAt)
+	for _, res := range results {
+		if res != nil {
+			r.members = append(r.members, res.Fleet)
+		}
+	}
 	r.kill, r.urls, r.seedTrips = kill, len(urls), seedTrips
 	r.serverCommands = endCommands - startCommands
 	for _, res := range results {
@@ -289,6 +301,7 @@ func analyzeFleet(cfg fleetConfig, log []fleetArrival, wire map[string]time.Time
 		}
 	}
 	r.fetched = len(count)
+	r.victimHosts, r.takeover = takeoverOf(log, killedAt)
 	for u, n := range count {
 		r.duplicates += n - 1
 		if f := first[u]; n > 1 && !killedAt.IsZero() && f.worker == 1 && f.at.Before(killedAt) {
@@ -342,15 +355,67 @@ func analyzeFleet(cfg fleetConfig, log []fleetArrival, wire map[string]time.Time
 	return r
 }
 
-// writeFleetTable prints the fleet crawls as a Markdown table.
+// takeoverOf measures the takeover after a kill at killedAt (zero: none): the hosts process 1 (the
+// victim) sent the last page to before the kill and that had pages after it, and how long after the
+// kill the last of them got its first page from another process.
+func takeoverOf(log []fleetArrival, killedAt time.Time) (hosts int, takeover time.Duration) {
+	if killedAt.IsZero() {
+		return 0, 0
+	}
+	last := map[string]int{}          // host → the process that sent its last page before the kill
+	resumed := map[string]time.Time{} // host → its first page after the kill, by another process
+	for _, a := range log {           // by arrival
+		host := strings.TrimPrefix(a.url, "http://")
+		host = host[:strings.IndexByte(host, '/')]
+		if a.at.Before(killedAt) {
+			last[host] = a.worker
+			continue
+		}
+		if _, ok := resumed[host]; !ok && a.worker != 1 {
+			resumed[host] = a.at
+		}
+	}
+	for host, w := range last {
+		if w != 1 {
+			continue
+		}
+		if at, ok := resumed[host]; ok { // else nothing was left to send (a page lost shows in URLs fetched)
+			hosts++
+			takeover = max(takeover, at.Sub(killedAt))
+		}
+	}
+	return hosts, takeover
+}
+
+// shareSpread is how far the process furthest from an even share of the departures is from it, as a
+// fraction of that share (0.25: a process sent 25% more or fewer than departures ÷ processes).
+func shareSpread(per []int) float64 {
+	total := 0
+	for _, n := range per {
+		total += n
+	}
+	if total == 0 || len(per) == 0 {
+		return 0
+	}
+	even := float64(total) / float64(len(per))
+	spread := 0.0
+	for _, n := range per {
+		spread = max(spread, math.Abs(float64(n)-even)/even)
+	}
+	return spread
+}
+
+// writeFleetTable prints the fleet crawls as a Markdown table, then each process's figures.
 func writeFleetTable(out io.Writer, cfg fleetConfig, runs []fleetRun) {
 	ideal := cfg.ideal()
-	_, _ = fmt.Fprintln(out, "| crawl | URLs fetched | duplicates | makespan | vs ideal | gaps under the floor | tightest gap ÷ interval (at the wire) | Redis round trips per URL (commands) | server commands per URL | pages by process |")
-	_, _ = fmt.Fprintln(out, "|---|---|---|---|---|---|---|---|---|---|")
+	_, _ = fmt.Fprintln(out, "| crawl | URLs fetched | duplicates | makespan | ÷ ideal | pages by process | furthest from an even share | takeover after the kill | gaps under the floor | tightest gap ÷ interval (at the wire) | Redis round trips per URL (commands) | server commands per URL |")
+	_, _ = fmt.Fprintln(out, "|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, r := range runs {
 		name := fmt.Sprintf("%d processes", cfg.procs)
+		takeover := "—"
 		if r.kill {
 			name = fmt.Sprintf("%d processes, one SIGKILLed at %v (%d of its requests in flight at the servers; %d of the duplicates its)", cfg.procs, cfg.killAt, r.victimInFlight, r.victimDuplicates)
+			takeover = fmt.Sprintf("%v (its %d hosts)", r.takeover.Round(10*time.Millisecond), r.victimHosts)
 		}
 		makespan := r.makespan.Round(10 * time.Millisecond).String()
 		if r.boundedStop {
@@ -360,8 +425,18 @@ func writeFleetTable(out io.Writer, cfg fleetConfig, runs []fleetRun) {
 		if r.reportedURLs > 0 {
 			perURL, cmdsPerURL = float64(r.roundTrips)/float64(r.reportedURLs), float64(r.commands)/float64(r.reportedURLs)
 		}
-		_, _ = fmt.Fprintf(out, "| %s | %d / %d | %d | %s | %+.1f%% | %d of %d | %.3f (%.3f) | %.2f (%.2f) + %.2f to add | %.2f | %s |\n",
-			name, r.fetched, r.urls, r.duplicates, makespan, 100*(float64(r.makespan)/float64(ideal)-1), r.gapsUnder, r.gaps, r.tightest, r.wireTightest,
-			perURL, cmdsPerURL, float64(r.seedTrips)/float64(r.urls), float64(r.serverCommands)/float64(r.urls), strings.Trim(strings.Join(strings.Fields(fmt.Sprint(r.perProcess)), " / "), "[]"))
+		spread := "—"
+		if !r.kill {
+			spread = fmt.Sprintf("%.0f%%", 100*shareSpread(r.perProcess))
+		}
+		_, _ = fmt.Fprintf(out, "| %s | %d / %d | %d | %s | %.3f | %s | %s | %s | %d of %d | %.3f (%.3f) | %.2f (%.2f) + %.2f to add | %.2f |\n",
+			name, r.fetched, r.urls, r.duplicates, makespan, float64(r.makespan)/float64(ideal), strings.Trim(strings.Join(strings.Fields(fmt.Sprint(r.perProcess)), " / "), "[]"),
+			spread, takeover, r.gapsUnder, r.gaps, r.tightest, r.wireTightest, perURL, cmdsPerURL, float64(r.seedTrips)/float64(r.urls), float64(r.serverCommands)/float64(r.urls))
 	}
+	for _, r := range runs {
+		for _, m := range r.members {
+			_, _ = fmt.Fprintf(out, "\n- kill %v, member %s: leased %d, gave up %d over its share, took over %d, handed %d requests again", r.kill, m.Member, m.Leased, m.Stolen, m.TakenOver, m.Resent)
+		}
+	}
+	_, _ = fmt.Fprintln(out)
 }

@@ -24,16 +24,19 @@ func TestMain(m *testing.M) {
 // A small fleet crawl, then the same with one process SIGKILLed mid-crawl, measured at the servers:
 // every URL fetched, exactly once without the kill, and with it no more duplicates than the killed
 // process could have had in flight (one a worker); no gap under a host's interval at the wire either
-// way; and the table printed. Times are not asserted (2 noisy cores): the benchmark program reports them.
+// way; the killed process's hosts resumed within seconds; and the table printed. Other times are not
+// asserted (2 noisy cores): the benchmark program reports them.
 func TestFleetCrawlFetchesEveryURL(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the fleet crawl starts processes and a redis-server")
 	}
 	cfg := fleetConfig{procs: 2, workers: 2, leaseTTL: 600 * time.Millisecond, killAt: 700 * time.Millisecond, bound: time.Minute,
 		classes: []hostClass{
-			{Name: "slow", Hosts: 2, Interval: 300 * time.Millisecond, Latency: 20 * time.Millisecond, Pages: 5},
-			{Name: "fast", Hosts: 10, Interval: 60 * time.Millisecond, Latency: 2 * time.Millisecond, Pages: 5},
+			{Name: "slow", Hosts: 8, Interval: 200 * time.Millisecond, Latency: 10 * time.Millisecond, Pages: 8},
+			{Name: "fast", Hosts: 4, Interval: 120 * time.Millisecond, Latency: 2 * time.Millisecond, Pages: 4},
 		}}
+	var gapLog bytes.Buffer
+	cfg.gapLog = &gapLog
 	var runs []fleetRun
 	for _, kill := range []bool{false, true} {
 		r, err := measureFleet(context.Background(), cfg, kill)
@@ -59,7 +62,19 @@ func TestFleetCrawlFetchesEveryURL(t *testing.T) {
 		// cores, the suite under -race, bursts of hosts leaving together); a quarter of the interval is
 		// what no process sharing the schedule comes near, and what processes pacing alone would.
 		if r.tightest >= 0 && r.tightest < 0.75 {
-			t.Errorf("kill %v: two pages of a host reached the server %.3f of its interval apart", kill, r.tightest)
+			t.Errorf("kill %v: two pages of a host reached the server %.3f of its interval apart:\n%s", kill, r.tightest, gapLog.String())
+		}
+		// Issue 27: the killed process's hosts are resumed by the others within the lease (600 ms) and
+		// the liveness of a pending departure (1 s at least), not after redisstore's 30 s pendingBound;
+		// the bound here leaves a loaded machine room.
+		if kill && (r.victimHosts == 0 || r.takeover > 4*time.Second) {
+			t.Errorf("the killed process's %d hosts were resumed %v after the kill, want within a few seconds", r.victimHosts, r.takeover)
+		}
+		if kill {
+			t.Logf("the killed process's %d hosts resumed %v after the kill; %d duplicates, %d in flight", r.victimHosts, r.takeover, r.duplicates, r.victimInFlight)
+		}
+		if len(r.members) == 0 || r.members[0].Leased == 0 {
+			t.Errorf("kill %v: no member's figures reported: %+v", kill, r.members)
 		}
 		if r.roundTrips == 0 || r.reportedURLs == 0 {
 			t.Errorf("kill %v: no round trips counted (%d for %d URLs)", kill, r.roundTrips, r.reportedURLs)
@@ -68,7 +83,7 @@ func TestFleetCrawlFetchesEveryURL(t *testing.T) {
 	}
 	var out bytes.Buffer
 	writeFleetTable(&out, cfg, runs)
-	if !strings.Contains(out.String(), "| 2 processes | 60 / 60 | 0 |") {
+	if !strings.Contains(out.String(), "| 2 processes | 80 / 80 | 0 |") {
 		t.Errorf("table:\n%s", out.String())
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/collypace/ext"
+	"github.com/collypace/ext/audit"
 	"github.com/collypace/ext/redisstore"
 	"github.com/gocolly/colly/v2"
 	"github.com/redis/go-redis/v9"
@@ -45,6 +46,32 @@ type fleetResult struct {
 	Commands   int64
 	Sent       int64                // requests its collector sent
 	Wire       map[string]time.Time // URL → when its headers were written (the last time, if sent twice)
+	Fleet      audit.FleetStats     // its figures as a member of the fleet
+}
+
+// memberFigures is an ext.Observer that keeps the process's figures as a fleet member, as its Queue
+// tells them (FleetChanged).
+type memberFigures struct {
+	mu sync.Mutex // protects st
+	st audit.FleetStats
+}
+
+func (*memberFigures) Departed(string, time.Duration)            {}
+func (*memberFigures) Refused(string, audit.Trigger)             {}
+func (*memberFigures) RetryAfter(string, time.Duration)          {}
+func (*memberFigures) BreakerChanged(string, audit.BreakerState) {}
+
+// FleetChanged records the member's latest figures.
+func (m *memberFigures) FleetChanged(st audit.FleetStats) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.st = st
+}
+
+func (m *memberFigures) get() audit.FleetStats {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.st
 }
 
 // wireLog is the innermost RoundTripper of a fleet process: it notes when each request's headers
@@ -155,7 +182,9 @@ func crawlFrontier(spec fleetSpec) (fleetResult, error) {
 		r.Headers.Set(workerHeader, strconv.Itoa(spec.Index))
 		sent.Add(1)
 	})
-	opts := append([]ext.Option{ext.WithStore(st), ext.WithTransport(wire), ext.WithJitter(spec.Jitter), ext.WithoutRobots()}, fleetPolicies(spec.Classes)...)
+	figures := &memberFigures{}
+	opts := append([]ext.Option{ext.WithStore(st), ext.WithTransport(wire), ext.WithJitter(spec.Jitter), ext.WithoutRobots(), ext.WithObserver(figures)},
+		fleetPolicies(spec.Classes)...)
 	p := ext.AdaptivePacing(c, opts...)
 	q := ext.NewQueue(p, spec.Workers)
 	runErr := q.Run(c)
@@ -164,5 +193,5 @@ func crawlFrontier(spec fleetSpec) (fleetResult, error) {
 	}
 	wire.mu.Lock()
 	defer wire.mu.Unlock()
-	return fleetResult{RoundTrips: rt.trips.Load(), Commands: rt.commands.Load(), Sent: sent.Load(), Wire: wire.at}, runErr
+	return fleetResult{RoundTrips: rt.trips.Load(), Commands: rt.commands.Load(), Sent: sent.Load(), Wire: wire.at, Fleet: figures.get()}, runErr
 }

@@ -5,7 +5,7 @@
 //
 //	go run ./cmd/queuebench            # 1 000 hosts, 20 slow (Crawl-delay 5 s), 10 refusing, 8 workers, 10 000 URLs
 //	go run ./cmd/queuebench -short     # a quick version
-//	go run ./cmd/queuebench -fleet 3   # the fleet's frontier: 3 processes × 8 workers on a private redis-server, 200 hosts, then one killed
+//	go run ./cmd/queuebench -fleet 3   # the fleet's frontier: 3 processes × 8 workers on a private redis-server, 60 hosts × 20 pages, then one killed 4 s in
 //
 // Every host is served by one loopback server (127.0.0.1), told apart by the Host header.
 package main
@@ -25,6 +25,10 @@ func main() {
 	if isFleetWorker(os.Args) {
 		os.Exit(fleetWorkerMain(os.Stdin, os.Stdout, os.Stderr))
 	}
+	flag.Usage = func() { // names the command, not go run's temporary build path (os.Args[0])
+		fmt.Fprintf(flag.CommandLine.Output(), "usage: queuebench [flags]  (in a clone: go run ./cmd/queuebench [flags])\n")
+		flag.PrintDefaults()
+	}
 	cfg := defaultConfig()
 	flag.IntVar(&cfg.hosts, "hosts", cfg.hosts, "hosts in the crawl")
 	flag.IntVar(&cfg.slow, "slow", cfg.slow, "hosts among them whose robots.txt asks for -crawl-delay")
@@ -37,14 +41,24 @@ func main() {
 	short := flag.Bool("short", false, "a quick version: 100 hosts, 4 slow at 1 s, 3 refusing, 5 pages each")
 	fleet := flag.Int("fleet", 0, "crawl the fleet's frontier with this many processes on a private redis-server (then the same with one killed), instead")
 	fleetWorkers := flag.Int("fleet-workers", 8, "workers of each fleet process")
-	lease := flag.Duration("lease", 2*time.Second, "the fleet's host lease time")
-	killAt := flag.Duration("kill-at", 1060*time.Millisecond, "when the kill crawl SIGKILLs one process")
+	lease := flag.Duration("lease", 0, "the fleet's host lease time (0: redisstore's default, 2 s)")
+	killAt := flag.Duration("kill-at", 0, "when the kill crawl SIGKILLs one process (0: 4 s in; 1.06 s with -fleet-mixed)")
+	mixed := flag.Bool("fleet-mixed", false, "fleet: the earlier shape, 200 hosts of three kinds (1 s, 400 ms, 200 ms), 10 pages each, instead of issue 27's 60 hosts × 20 pages at 500 ms")
 	jitter := flag.Float64("fleet-jitter", ext.DefaultJitter, "fleet: the pacers' jitter, the library's default (0: intervals exact, where a burst of fast hosts read by one server can show gaps a few ms short at the server, never at the wire)")
 	gaps := flag.Bool("gaps", false, "fleet: describe on stderr each gap under a host's interval")
 	flag.Parse()
 	if *fleet > 0 {
 		fc := defaultFleetConfig(*fleet)
-		fc.workers, fc.leaseTTL, fc.killAt, fc.jitter = *fleetWorkers, *lease, *killAt, *jitter
+		if *mixed {
+			fc = mixedFleetConfig(*fleet)
+		}
+		fc.workers, fc.jitter = *fleetWorkers, *jitter
+		if *lease > 0 {
+			fc.leaseTTL = *lease
+		}
+		if *killAt > 0 {
+			fc.killAt = *killAt
+		}
 		if *gaps {
 			fc.gapLog = os.Stderr
 		}

@@ -99,5 +99,9 @@ figure.chart{margin:1em 0}figure.chart svg{max-width:100%;height:auto}
 {{with .Breaker}}<h3>Breaker open</h3><ul>{{range .}}<li>{{.Process}}: {{time .Opened}}{{if .EndedBy}} – {{time .Ended}} ({{.EndedBy}}){{else}}, open at the end{{end}}; {{len .Inside}} departure(s) inside: {{.Detail}}</li>{{end}}</ul>{{end}}
 {{with .Deferred}}<h3>Deferred</h3><ul>{{range .}}<li>{{.}}</li>{{end}}</ul>{{end}}
 </section>
-{{end}}</body></html>
+{{end}}{{with .Unhosted}}<section class="unhosted">
+<h2>Events of no host</h2>
+<p>The pacer's own (no target_domain): not a host's schedule, not checked against one.</p>
+<ul>{{range .}}<li>{{time .At}} {{.Name}} ({{.Trigger}}): {{.Detail}}</li>{{end}}</ul>
+</section>{{end}}</body></html>
 `))

@@ -166,6 +166,9 @@ type Report struct {
 	Violations []Violation
 	Warnings   []Warning
 	Tolerance  Tolerance
+	// Unhosted are the events of no host (an empty target_domain): the pacer's own, such as
+	// option_invalid, callbacks_before_pacer or a store's recovery. They are listed apart, not as a host.
+	Unhosted []Event
 }
 
 // OK reports whether the trail shows no violation. A trail without departures shows none and proves
@@ -195,6 +198,10 @@ func Check(t *Trail, tol Tolerance) *Report {
 	}
 	hosts := map[string]*hostCheck{}
 	for _, e := range t.Events {
+		if e.Host == "" {
+			r.Unhosted = append(r.Unhosted, e)
+			continue
+		}
 		hc := hosts[e.Host]
 		if hc == nil {
 			hc = newHostCheck(e.Host, ends, tol)

@@ -33,6 +33,10 @@ func (r *Report) WriteSummary(w io.Writer) error {
 		}
 		pw.printf("  %s\n", v)
 	}
+	if n := len(r.Unhosted); n > 0 {
+		e := r.Unhosted[0]
+		pw.printf("%d event(s) of no host (the pacer's own), first: %s %s: %s\n", n, FormatTime(e.At), e.Name, e.Detail)
+	}
 	if len(r.Warnings) > 0 {
 		pw.printf("%d line(s) skipped, first: %s\n", len(r.Warnings), r.Warnings[0])
 	}
@@ -54,8 +58,10 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 	if len(r.Violations) > 0 {
 		pw.printf("\n")
 	}
-	pw.printf("| host | departures | first | last | min gap | median gap | strongest constraint | windows | inside | verdict |\n")
-	pw.printf("|---|--:|---|---|--:|--:|--:|--:|--:|---|\n")
+	if len(r.Hosts) > 0 {
+		pw.printf("| host | departures | first | last | min gap | median gap | strongest constraint | windows | inside | verdict |\n")
+		pw.printf("|---|--:|---|---|--:|--:|--:|--:|--:|---|\n")
+	}
 	for _, h := range r.Hosts {
 		first, last := "-", "-"
 		if n := len(h.Departures); n > 0 {
@@ -66,6 +72,12 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 	}
 	for _, h := range r.Hosts {
 		h.writeMarkdown(pw)
+	}
+	if len(r.Unhosted) > 0 {
+		pw.printf("\n## Events of no host\n\nThe pacer's own (no target_domain): not a host's schedule, not checked against one.\n\n")
+		for _, e := range r.Unhosted {
+			pw.printf("- %s %s (%s): %s\n", FormatTime(e.At), e.Name, e.Trigger, md(e.Detail))
+		}
 	}
 	if len(r.Warnings) > 0 {
 		pw.printf("\n## Skipped lines\n\n")
@@ -169,7 +181,8 @@ func (b BreakerPeriod) ending() string {
 	return "closed " + FormatTime(b.Ended) + " (" + FormatDuration(b.Ended.Sub(b.Opened)) + ")"
 }
 
-// verdict is "ok" or the number of the host's violations.
+// verdict is "ok", the number of the host's violations, or "no departure" for a host whose events
+// include none: as for a whole trail (Proves), nothing about its pace is shown.
 func (h *Host) verdict(vs []Violation) string {
 	n := 0
 	for _, v := range vs {
@@ -177,7 +190,10 @@ func (h *Host) verdict(vs []Violation) string {
 			n++
 		}
 	}
-	if n == 0 {
+	switch {
+	case n == 0 && len(h.Departures) == 0:
+		return "no departure"
+	case n == 0:
 		return "ok"
 	}
 	return fmt.Sprintf("%d VIOLATION(S)", n)

@@ -11,13 +11,15 @@ package scenario
 import (
 	"errors"
 	"fmt"
+	"net/http"
+	"slices"
 	"strings"
 	"time"
 )
 
 // HostConfig describes one host. The behaviours combine: a request for a page is first checked
-// against Refusals (in order), then against the RateLimit quota, then against the Capacity bucket,
-// and is served with Latency only if all of them let it through. Refusals answer at once, as a
+// against Refusals (in order), then Flaky, then the RateLimit quota, then the Sliding window, then the
+// Capacity bucket, and is served with Latency only if all of them let it through. Refusals answer at once, as a
 // rate limiter in front of the application would. A page let through waits for one of Workers, if
 // set, before its Latency. /robots.txt is always answered at once and is exempt from all of them.
 //
@@ -43,6 +45,10 @@ type HostConfig struct {
 	Capacity *Capacity
 	// RateLimit sends rate-limit headers for a fixed-window quota. Nil sends none.
 	RateLimit *RateLimit
+	// Sliding is a sliding-window rate limiter (HAProxy's http_req_rate). Nil means none.
+	Sliding *SlidingWindow
+	// Flaky refuses a fraction of the pages on their first attempt, whatever the rate. Nil means none.
+	Flaky *Flaky
 	// Refusals are scripted refusals (the first K requests, a window, an outage). The first match wins.
 	Refusals []Refusal
 	// Robots is the body of /robots.txt, such as "User-agent: *\nCrawl-delay: 2\n". Empty answers 404.
@@ -150,6 +156,41 @@ func (cfg HostConfig) normalized() (HostConfig, error) {
 	if rl := cfg.RateLimit; rl != nil && (rl.Limit < 1 || rl.Window <= 0) {
 		return cfg, fmt.Errorf("%w: rate limit needs limit ≥ 1 and window > 0, got %d per %v", errConfig, rl.Limit, rl.Window)
 	}
+	if w := cfg.Sliding; w != nil {
+		if w.Limit < 1 || w.Period < 0 || (w.Status != 0 && (w.Status < 400 || w.Status > 599)) || w.RetryAfter < 0 {
+			return cfg, fmt.Errorf("%w: sliding window needs limit ≥ 1, a period ≥ 0 and a 4xx or 5xx status, got %d per %v, %d", errConfig, w.Limit, w.Period, w.Status)
+		}
+		c := *w
+		if c.Period == 0 {
+			c.Period = time.Second
+		}
+		if c.Period < time.Millisecond {
+			return cfg, fmt.Errorf("%w: sliding window period %v under a millisecond", errConfig, c.Period)
+		}
+		if c.Status == 0 {
+			c.Status = http.StatusTooManyRequests
+		}
+		cfg.Sliding = &c
+	}
+	if f := cfg.Flaky; f != nil {
+		if !(f.Fraction >= 0 && f.Fraction <= 1) || f.Hold < 0 || f.RetryAfter < 0 {
+			return cfg, fmt.Errorf("%w: flaky needs a fraction in [0, 1] and no negative duration, got %v", errConfig, f.Fraction)
+		}
+		c := *f
+		for _, k := range c.Kinds {
+			if k < FlakyTooMany || k > FlakyTimeout {
+				return cfg, fmt.Errorf("%w: flaky kind %d", errConfig, int(k))
+			}
+		}
+		c.Kinds = slices.Clone(c.Kinds)
+		if len(c.Kinds) == 0 {
+			c.Kinds = []FlakyKind{FlakyTooMany}
+		}
+		if c.Hold == 0 {
+			c.Hold = defaultFlakyHold
+		}
+		cfg.Flaky = &c
+	}
 	refusals := make([]Refusal, len(cfg.Refusals))
 	for i, r := range cfg.Refusals {
 		if r.Status == 0 {
@@ -217,6 +258,19 @@ func (cfg HostConfig) Describe() string {
 			enforced = "enforced"
 		}
 		parts = append(parts, fmt.Sprintf("quota %d per %v (%s, %s)", rl.Limit, rl.Window, style, enforced))
+	}
+	if w := cfg.Sliding; w != nil {
+		parts = append(parts, fmt.Sprintf("sliding window %d per %v counting refusals (%d, %s)", w.Limit, w.Period, w.Status, retry(w.RetryAfter)))
+	}
+	if f := cfg.Flaky; f != nil {
+		kinds := make([]string, len(f.Kinds))
+		for i, k := range f.Kinds {
+			kinds[i] = k.String()
+			if k == FlakyTooMany && f.RetryAfter > 0 {
+				kinds[i] += " " + retry(f.RetryAfter)
+			}
+		}
+		parts = append(parts, fmt.Sprintf("%.0f%% of first attempts refused at any rate (%s)", f.Fraction*100, strings.Join(kinds, ", ")))
 	}
 	for _, r := range cfg.Refusals {
 		var when []string

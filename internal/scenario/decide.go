@@ -15,18 +15,23 @@ type reply struct {
 	latency time.Duration // before the headers are written, after queueWait
 	// queueWait is how long the page waits for a free worker (HostConfig.Workers) before its latency.
 	queueWait time.Duration
+	// hang, when positive, answers nothing: the request is held that long, then its connection is
+	// dropped (a timeout; status is 0).
+	hang time.Duration
 }
 
 // state is a host's decision state. It is not safe for concurrent use; Host guards it.
 type state struct {
-	cfg      HostConfig  // normalized
-	start    time.Time   // arrival of the first page request; zero before
-	requests int         // page requests so far, refused ones included
-	bucket   bucket      // if cfg.Capacity != nil
-	window   int64       // index of the current rate-limit window
-	used     int         // requests served in it
-	windows  []Window    // Retry-After windows announced
-	free     []time.Time // if cfg.Workers > 0: when each worker is next free
+	cfg      HostConfig     // normalized
+	start    time.Time      // arrival of the first page request; zero before
+	requests int            // page requests so far, refused ones included
+	bucket   bucket         // if cfg.Capacity != nil
+	window   int64          // index of the current rate-limit window
+	used     int            // requests served in it
+	windows  []Window       // Retry-After windows announced
+	free     []time.Time    // if cfg.Workers > 0: when each worker is next free
+	freq     freqCounter    // if cfg.Sliding != nil
+	attempts map[string]int // if cfg.Flaky != nil: requests per page path
 }
 
 func newState(cfg HostConfig) *state {
@@ -35,6 +40,12 @@ func newState(cfg HostConfig) *state {
 		s.bucket = newBucket(c.Rate, c.Burst)
 	}
 	s.free = make([]time.Time, cfg.Workers)
+	if w := cfg.Sliding; w != nil {
+		s.freq.periodMsec = max(w.Period.Milliseconds(), 1)
+	}
+	if cfg.Flaky != nil {
+		s.attempts = map[string]int{}
+	}
 	return s
 }
 
@@ -71,6 +82,20 @@ func (s *state) decideAt(now time.Time, path string) reply {
 		}
 	}
 
+	if f := s.cfg.Flaky; f != nil {
+		s.attempts[path]++
+		if kind, refused := f.refusal(path, s.attempts[path]); refused {
+			if kind == FlakyTimeout {
+				return reply{header: h, hang: f.Hold}
+			}
+			retry := time.Duration(0)
+			if kind == FlakyTooMany {
+				retry = f.RetryAfter
+			}
+			return s.refuse(now, path, kind.status(), retry, h)
+		}
+	}
+
 	rl := s.cfg.RateLimit
 	var windowEnd time.Time
 	if rl != nil {
@@ -83,6 +108,9 @@ func (s *state) decideAt(now time.Time, path string) reply {
 			s.rateLimitHeaders(h, now, windowEnd)
 			return s.refuse(now, path, http.StatusTooManyRequests, max(windowEnd.Sub(now), time.Second), h)
 		}
+	}
+	if w := s.cfg.Sliding; w != nil && s.freq.addAt(now) > w.Limit {
+		return s.refuse(now, path, w.Status, w.RetryAfter, h)
 	}
 	if c := s.cfg.Capacity; c != nil && c.StepAfter > 0 && elapsed >= c.StepAfter && s.bucket.rate != c.StepRate {
 		s.bucket.setRateAt(s.start.Add(c.StepAfter), c.StepRate)

@@ -155,7 +155,9 @@ func (h *Host) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer h.handlers.Done()
 
 	status := rep.status
-	if wait := rep.queueWait + rep.latency; wait > 0 {
+	if rep.hang > 0 {
+		h.sleep(r.Context(), rep.hang) // a timeout: nothing is answered, the connection is dropped below
+	} else if wait := rep.queueWait + rep.latency; wait > 0 {
 		if !h.sleep(r.Context(), wait) {
 			status = 0
 		}

@@ -277,3 +277,25 @@ func TestQueueWaitLogged(t *testing.T) {
 			first.QueueWait, second.QueueWait, service)
 	}
 }
+
+// TestFlakyTimeoutOverHTTP checks a Flaky timeout answers nothing: the client's own timeout ends it,
+// the arrival is logged with status 0, and the retry is served.
+func TestFlakyTimeoutOverHTTP(t *testing.T) {
+	h := startHost(t, HostConfig{Flaky: &Flaky{Fraction: 1, Kinds: []FlakyKind{FlakyTimeout}}})
+	c := newClient(t)
+	c.Timeout = 100 * time.Millisecond
+	if resp, err := c.Get(h.URL() + "/"); err == nil {
+		resp.Body.Close()
+		t.Fatalf("first attempt answered %d, want a timeout", resp.StatusCode)
+	}
+	c.Timeout = 10 * time.Second
+	if resp, body := get(t, c, h.URL()+"/"); resp.StatusCode != http.StatusOK || body == "" {
+		t.Fatalf("retry: %d, want 200 with a page", resp.StatusCode)
+	}
+	for i := 0; i < 5000 && len(h.Arrivals()) < 2; i++ {
+		time.Sleep(time.Millisecond)
+	}
+	if a := h.Arrivals(); len(a) != 2 || a[0].Status != 0 || a[1].Status != http.StatusOK {
+		t.Fatalf("arrivals %+v, want a dropped one, then one served", a)
+	}
+}

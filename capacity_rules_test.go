@@ -1,0 +1,294 @@
+package ext
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+)
+
+// The capacity model's rules, fed with explicit instants: a host model decides each departure's
+// fate, the model answers with the next interval, and Retry-After holds are kept as the pacer keeps
+// them. One request in flight, answered in a millisecond; the departure's arrival at the host is
+// delayed by up to a millisecond of network noise, so the edge of a limiter is met as on a real
+// network.
+
+// limiterHost is a limiter without burst (nginx limit_req): a request arriving sooner than 1/rate
+// after the last accepted one is refused. rate may change at step (a reconfigured limiter).
+type limiterHost struct {
+	rate, stepRate float64
+	step           time.Time
+	last           time.Time
+}
+
+func (l *limiterHost) refuses(at time.Time) bool {
+	rate := l.rate
+	if !l.step.IsZero() && !at.Before(l.step) {
+		rate = l.stepRate
+	}
+	if !l.last.IsZero() && at.Sub(l.last) < time.Duration(float64(time.Second)/rate) {
+		return true
+	}
+	l.last = at
+	return false
+}
+
+// modelRun drives one adaptive model against refuses for d from t0.
+type modelRun struct {
+	a              adaptive
+	floor, ceiling time.Duration
+	retryAfter     time.Duration // announced with each refusal
+	rnd            *rand.Rand
+	accepted       []time.Time
+	refusals       []time.Time
+	maxDelay       time.Duration // the largest delay once past warmUp
+}
+
+func newModelRun(floor, retryAfter time.Duration, seed uint64) *modelRun {
+	return &modelRun{a: newAdaptive(floor), floor: floor, ceiling: time.Minute, retryAfter: retryAfter,
+		rnd: rand.New(rand.NewPCG(seed, 1))}
+}
+
+// run sends departures until d has passed; refused decides each (at its arrival at the host).
+func (m *modelRun) run(d, warmUp time.Duration, refused func(at time.Time) bool) {
+	last, hold := t0, t0
+	for now := t0; now.Sub(t0) < d; {
+		iv := max(m.a.delay, m.floor)
+		fraction := DefaultJitter
+		if m.a.probingFaster() && m.a.delay >= m.floor {
+			fraction = 0 // as earliestLocked
+		}
+		jit := jitter(iv, fraction, m.rnd.Float64())
+		dep := later(last.Add(iv+jit), hold)
+		last = dep
+		arrival := dep.Add(time.Duration(m.rnd.Int64N(int64(time.Millisecond))))
+		now = dep.Add(time.Millisecond)
+		gen := m.a.gen
+		if refused(arrival) {
+			m.refusals = append(m.refusals, arrival)
+			hold = now.Add(m.retryAfter + m.retryAfter/10)
+			m.a.spaceProbes(hold.Sub(now)) // as applyVerdictLocked
+			m.a.refuse(gen, refusedRate, jit, m.floor, m.ceiling, now)
+		} else {
+			m.accepted = append(m.accepted, arrival)
+			m.a.drain.accepted()
+			m.a.succeed(gen, m.floor, m.ceiling, now)
+		}
+		if now.Sub(t0) > warmUp {
+			m.maxDelay = max(m.maxDelay, m.a.delay)
+		}
+	}
+}
+
+// share is the accepted rate over [from, to) as a share of rate.
+func (m *modelRun) share(from, to time.Duration, rate float64) float64 {
+	n := 0
+	for _, at := range m.accepted {
+		if d := at.Sub(t0); d >= from && d < to {
+			n++
+		}
+	}
+	return float64(n) / (to - from).Seconds() / rate
+}
+
+func (m *modelRun) refusedIn(from, to time.Duration) int {
+	n := 0
+	for _, at := range m.refusals {
+		if d := at.Sub(t0); d >= from && d < to {
+			n++
+		}
+	}
+	return n
+}
+
+// Limiters without burst at 2, 4 and 10/s, Retry-After 1 and 3 s, over 10 minutes: once learnt, the
+// model keeps at least 90% of the capacity from 30 s on and 85% over the crawl; at 4/s with
+// Retry-After 1 s, 90% in every 30 s window after the first, with at most one refusal a minute.
+func TestModelKeepsWhatItLearnt(t *testing.T) {
+	const d = 10 * time.Minute
+	for _, rate := range []float64{2, 4, 10} {
+		for _, ra := range []time.Duration{time.Second, 3 * time.Second} {
+			for seed := range uint64(3) {
+				m := newModelRun(100*ms, ra, seed)
+				m.run(d, 0, (&limiterHost{rate: rate}).refuses)
+				worst := 1.0
+				for from := 30 * time.Second; from < d; from += 30 * time.Second {
+					worst = min(worst, m.share(from, from+30*time.Second, rate))
+				}
+				steady, whole, n := m.share(30*time.Second, d, rate), m.share(0, d, rate), m.refusedIn(30*time.Second, d)
+				name := fmt.Sprintf("%g/s, Retry-After %v, seed %d", rate, ra, seed)
+				t.Logf("%s: steady %.1f%%, whole %.1f%%, worst 30 s window %.1f%%, %d refusals after 30 s", name, 100*steady, 100*whole, 100*worst, n)
+				if steady < 0.90 || whole < 0.85 {
+					t.Errorf("%s: steady %.1f%%, whole %.1f%% of capacity; want ≥ 90%% and ≥ 85%%", name, 100*steady, 100*whole)
+				}
+				if rate == 4 && ra == time.Second && (worst < 0.90 || n > 9) {
+					t.Errorf("%s: worst 30 s window %.1f%%, %d refusals in 9.5 min; want ≥ 90%%, at most 1 a minute", name, 100*worst, n)
+				}
+			}
+		}
+	}
+}
+
+// A capacity that halves or doubles mid-crawl (a limiter reconfigured) is followed: at least 85% of
+// the capacity in force on each side of the step, leaving out the 30 s after it (a drop is seen at
+// once; a rise within the probe wait, which a host whose capacity held has grown to cruiseMaxTime).
+func TestModelFollowsACapacityStep(t *testing.T) {
+	const step, d = 4 * time.Minute, 8 * time.Minute
+	for _, tc := range []struct{ before, after float64 }{{4, 2}, {2, 4}} {
+		for seed := range uint64(3) {
+			m := newModelRun(100*ms, time.Second, seed)
+			m.run(d, 0, (&limiterHost{rate: tc.before, stepRate: tc.after, step: t0.Add(step)}).refuses)
+			pre, post := m.share(30*time.Second, step, tc.before), m.share(step+30*time.Second, d, tc.after)
+			t.Logf("%g/s → %g/s, seed %d: %.1f%% before the step, %.1f%% from 30 s after it", tc.before, tc.after, seed, 100*pre, 100*post)
+			if pre < 0.85 || post < 0.85 {
+				t.Errorf("%g/s → %g/s, seed %d: %.1f%% before, %.1f%% after the step; want ≥ 85%% on each side", tc.before, tc.after, seed, 100*pre, 100*post)
+			}
+		}
+	}
+}
+
+// After a drop that doubled the delay, the model climbs back toward the host's rate within seconds:
+// refused twice at its good interval (the second a drop), it is back within 10% of the limit in 10 s.
+func TestModelRecoversWithinSeconds(t *testing.T) {
+	m := newModelRun(100*ms, time.Second, 7)
+	lim := &limiterHost{rate: 4}
+	m.run(time.Minute, 0, lim.refuses)                                           // learnt: cruising at about 250 ms
+	m.a.refuse(m.a.gen, refusedRate, 0, m.floor, m.ceiling, t0.Add(time.Minute)) // at good: the edge, one step
+	good := m.a.good
+	m.a.refuse(m.a.gen, refusedRate, 0, m.floor, m.ceiling, t0.Add(time.Minute+time.Second)) // again at once: a drop
+	if m.a.delay < 2*good {
+		t.Fatalf("refused at the good %v within %d responses: delay %v, want a doubling", good, dropRun, m.a.delay)
+	}
+	start := t0.Add(time.Minute + 2*time.Second)
+	back := time.Duration(0)
+	last := start
+	for now := start; now.Sub(start) < 30*time.Second; {
+		now = later(last.Add(max(m.a.delay, m.floor)), now)
+		last = now
+		gen := m.a.gen
+		if lim.refuses(now) {
+			m.a.refuse(gen, refusedRate, 0, m.floor, m.ceiling, now)
+			now = now.Add(1100 * time.Millisecond)
+			continue
+		}
+		m.a.succeed(gen, m.floor, m.ceiling, now)
+		if back == 0 && m.a.delay <= 275*ms {
+			back = now.Sub(start)
+		}
+	}
+	if back == 0 || back > 10*time.Second {
+		t.Errorf("back within 10%% of 250ms after %v (0: never in 30 s), want within 10 s", back)
+	}
+}
+
+// Refusals that speed does not cause (every third request, whatever the rate, 429 + Retry-After 2 s)
+// do not ratchet the delay: once the model has seen that backing off did not make them rarer, the
+// delay stays within 4× the base and decays back to it.
+func TestNoiseDoesNotRatchet(t *testing.T) {
+	const base = 200 * ms
+	m := newModelRun(base, 2*time.Second, 3)
+	n := 0
+	m.run(3*time.Minute, 20*time.Second, func(time.Time) bool { n++; return n%3 == 0 })
+	if !m.a.noisy || m.maxDelay > 4*base || m.a.delay > base+base/10 {
+		t.Errorf("noise seen %v; delay at most %v after 20 s, %v at the end; want seen, ≤ %v, back near %v",
+			m.a.noisy, m.maxDelay, m.a.delay, 4*base, base)
+	}
+}
+
+// In noise mode, a window of outcomes refused clearly more often than the noise before it is a rate
+// signal again: the mode ends and refusals move the delay.
+func TestNoiseModeEndsWhenRefusalsRise(t *testing.T) {
+	n := noise{gen: 1, before: counts{n: noiseWindow, refused: noiseWindow / 3}}
+	rate := false
+	for i := range noiseWindow {
+		rate = n.observe(1, i%2 == 0, true) || rate // half refused, against a third
+	}
+	if !rate || n.gen != 0 {
+		t.Errorf("half refused after a third: rate signal %v, noise %+v; want a rate signal, the counts afresh", rate, n)
+	}
+	n = noise{gen: 1, before: counts{n: noiseWindow, refused: noiseWindow / 3}}
+	for i := range noiseWindow {
+		if n.observe(1, i%3 == 0, true) {
+			t.Fatalf("a third refused, as before: read as a rate signal")
+		}
+	}
+}
+
+// A fleet shares one model (adopting the newest, as every admission returns it): three members taking
+// turns on one limiter without burst keep what one process keeps, at least 90% of the capacity from
+// 30 s on, and refuse no more often.
+func TestFleetModelKeepsWhatItLearnt(t *testing.T) {
+	const d, rate = 5 * time.Minute, 4
+	for seed := range uint64(3) {
+		one := newModelRun(100*ms, time.Second, seed)
+		one.run(d, 0, (&limiterHost{rate: rate}).refuses)
+
+		members := []*modelRun{newModelRun(100*ms, time.Second, seed), newModelRun(100*ms, time.Second, seed+10), newModelRun(100*ms, time.Second, seed+20)}
+		var shared capacityModel
+		var version int64
+		lim := &limiterHost{rate: rate}
+		var accepted, refusals []time.Time
+		last, hold := t0, t0
+		for i := 0; ; i++ {
+			m := members[i%len(members)]
+			if version > m.a.version {
+				m.a.adopt(shared.delay, shared.good, shared.bad, version, m.floor, m.ceiling)
+			}
+			fraction := DefaultJitter
+			if m.a.probingFaster() {
+				fraction = 0
+			}
+			iv := max(m.a.delay, m.floor)
+			jit := jitter(iv, fraction, m.rnd.Float64())
+			dep := later(last.Add(iv+jit), hold)
+			if dep.Sub(t0) >= d {
+				break
+			}
+			last = dep
+			arrival := dep.Add(time.Duration(m.rnd.Int64N(int64(time.Millisecond))))
+			now := dep.Add(time.Millisecond)
+			before := m.a.model()
+			if lim.refuses(arrival) {
+				refusals = append(refusals, arrival)
+				m.a.refuse(m.a.gen, refusedRate, jit, m.floor, m.ceiling, now)
+				hold = now.Add(1100 * time.Millisecond)
+			} else {
+				accepted = append(accepted, arrival)
+				m.a.succeed(m.a.gen, m.floor, m.ceiling, now)
+			}
+			if m.a.model() != before {
+				version = max(version+1, now.UnixNano())
+				m.a.version, shared = version, m.a.model()
+			}
+		}
+		fleet := &modelRun{accepted: accepted, refusals: refusals}
+		steadyOne, steadyFleet := one.share(30*time.Second, d, rate), fleet.share(30*time.Second, d, rate)
+		t.Logf("seed %d: one process %.1f%%, %d refusals; a fleet of 3 %.1f%%, %d refusals", seed,
+			100*steadyOne, one.refusedIn(30*time.Second, d), 100*steadyFleet, fleet.refusedIn(30*time.Second, d))
+		if steadyFleet < 0.90 || fleet.refusedIn(30*time.Second, d) > 3*max(one.refusedIn(30*time.Second, d), 2) {
+			t.Errorf("seed %d: a fleet of 3 keeps %.1f%% with %d refusals after 30 s; one process %.1f%% with %d", seed,
+				100*steadyFleet, fleet.refusedIn(30*time.Second, d), 100*steadyOne, one.refusedIn(30*time.Second, d))
+		}
+	}
+}
+
+// A refusal of the first departure after a Retry-After hold came a whole hold after the one before:
+// no limiter refuses that for speed, so it moves neither the delay nor the count of refusals in a row
+// (refusedSpaced); the pacer marks such a departure (afterHold).
+func TestRefusalAfterAHoldTeachesNothingAboutSpeed(t *testing.T) {
+	a := newAdaptive(100 * ms)
+	a.good, a.bad, a.held = 250*ms, 240*ms, dropRun
+	a.set(250*ms, 100*ms, time.Minute)
+	if a.refuse(a.gen, refusedSpaced, 0, 100*ms, time.Minute, t0) || a.delay != 250*ms || a.good != 250*ms || a.failures != 0 {
+		t.Errorf("a refusal after a hold moved the model: delay %v, good %v, %d failures", a.delay, a.good, a.failures)
+	}
+	h := newHost("h", HostPolicy{BaseDelay: 100 * ms, MaxDelay: time.Minute, MaxInFlight: 8})
+	h.lastDeparture, h.holdUntil = t0, t0.Add(2*time.Second)
+	if _, res := h.earliestLocked(t0.Add(time.Second), 0, 0); !res.afterHold {
+		t.Error("the first departure after a hold is not marked afterHold")
+	}
+	h.lastDeparture = t0.Add(3 * time.Second)
+	if _, res := h.earliestLocked(t0.Add(4*time.Second), 0, 0); res.afterHold {
+		t.Error("a departure after another since the hold is marked afterHold")
+	}
+}

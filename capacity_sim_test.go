@@ -1,0 +1,344 @@
+package ext
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/collypace/ext/internal/scenario"
+	"github.com/gocolly/colly/v2"
+	"github.com/rs/zerolog"
+)
+
+// TestCapacityVirtual runs the real pacer (a Colly collector with AdaptivePacing) against modelled
+// hosts in virtual time, one subtest a cell of the grid of issue 26: limiters without burst, capacity
+// steps, HAProxy's sliding window, refusals that speed does not cause, servers that slow down. Each
+// crawl lasts minutes of virtual time and costs seconds of CPU; the figures are measured at the
+// server, the targets asserted per cell, and the table logged (and written as markdown to the file
+// named by COLLYPACE_SIM_REPORT). One cell: go test -run 'TestCapacityVirtual/nb-4-1-429' .
+func TestCapacityVirtual(t *testing.T) {
+	var (
+		mu   sync.Mutex // protects rows
+		rows []simRow
+	)
+	for _, c := range simGrid(simCrawlLength()) {
+		t.Run(c.name, func(t *testing.T) {
+			row := c.run(t)
+			mu.Lock()
+			rows = append(rows, row)
+			mu.Unlock()
+		})
+	}
+	table := simTable(rows)
+	t.Logf("capacity grid in virtual time (%v a host; figures of capacity, at the server):\n%s", simCrawlLength(), table)
+	if path := os.Getenv("COLLYPACE_SIM_REPORT"); path != "" {
+		report := fmt.Sprintf("# Capacity grid in virtual time\n\n%v of crawl a host, measured at the server.\n\n%s", simCrawlLength(), table)
+		if err := os.WriteFile(path, []byte(report), 0o644); err != nil {
+			t.Errorf("writing the report: %v", err)
+		}
+	}
+}
+
+// simCrawlLength is how long a crawl of the grid lasts at its host's capacity.
+func simCrawlLength() time.Duration {
+	return 10 * time.Minute
+}
+
+// simCell is one crawl of the grid: its hosts (h0.test, h1.test …), the pacer's base delay and the
+// targets its figures must meet.
+type simCell struct {
+	name     string
+	hosts    []scenario.HostConfig
+	capacity float64 // each host's capacity in pages per second (the base delay's rate when it has none)
+	base     time.Duration
+	limit    time.Duration // the crawl's hard deadline
+	seed     uint64
+	// settled returns from when a host's interval counts as learnt (simFigures.maxInterval).
+	settled func([]scenario.Arrival) time.Time
+	targets simTargets
+}
+
+// simTargets are a cell's targets; zero values are not checked.
+type simTargets struct {
+	minWindow, steady, whole, sides float64 // goodput at least
+	refusalsPerMin                  float64 // at most (checked when positive)
+	noLoss, noDeferred              bool
+	makespan                        time.Duration // at most
+	maxIntervalBases                float64       // the interval once settled, at most this many base delays
+	queueMedian, queueP95           float64       // queue wait at most, in service times
+	checkQueue                      bool
+}
+
+// simGrid returns the cells, each host crawled for about length at its capacity.
+func simGrid(length time.Duration) []simCell {
+	const base = 100 * time.Millisecond
+	pagesFor := func(rate float64, d time.Duration) int { return int(rate * d.Seconds()) }
+	afterWarmup := func(a []scenario.Arrival) time.Time {
+		if p := scenario.PageRequests(a); len(p) > 0 {
+			return p[0].At.Add(simWarmup)
+		}
+		return time.Time{}
+	}
+	limiter := simTargets{minWindow: 0.90, steady: 0.90, whole: 0.85, noLoss: true}
+	var cells []simCell
+	seed := uint64(26)
+	add := func(c simCell) {
+		seed++
+		c.seed = seed
+		if c.settled == nil {
+			c.settled = afterWarmup
+		}
+		cells = append(cells, c)
+	}
+	for _, rate := range []float64{2, 4, 10} {
+		shapes := []struct {
+			name   string
+			status int
+			ra     time.Duration
+		}{
+			{fmt.Sprintf("nb-%g-1-429", rate), 429, time.Second},
+			{fmt.Sprintf("nb-%g-3-429", rate), 429, 3 * time.Second},
+			{fmt.Sprintf("nb-%g-503", rate), 503, 0}, // nginx's default: 503 without Retry-After
+		}
+		for _, s := range shapes {
+			tg := limiter
+			if s.name == "nb-4-1-429" {
+				tg.refusalsPerMin = 1
+			}
+			add(simCell{
+				name: s.name, capacity: rate, base: base, limit: 4 * length,
+				hosts: []scenario.HostConfig{{
+					Name: s.name, Pages: pagesFor(rate, length),
+					Capacity: &scenario.Capacity{Rate: rate, Burst: 1, Status: s.status, RetryAfter: s.ra},
+				}},
+				targets: tg,
+			})
+		}
+	}
+	for _, st := range [][2]float64{{4, 2}, {2, 4}} {
+		half := length / 2
+		add(simCell{
+			name: fmt.Sprintf("step-%g-%g", st[0], st[1]), capacity: st[0], base: base, limit: 4 * length,
+			hosts: []scenario.HostConfig{{
+				Name: "step", Pages: pagesFor(st[0], half) + pagesFor(st[1], half),
+				Capacity: &scenario.Capacity{Rate: st[0], Burst: 1, RetryAfter: time.Second, StepAfter: half, StepRate: st[1]},
+			}},
+			targets: simTargets{sides: 0.85, noLoss: true},
+		})
+	}
+	add(simCell{
+		name: "haproxy-4", capacity: 4, base: base, limit: 4 * length,
+		hosts: []scenario.HostConfig{{
+			Name: "haproxy", Pages: pagesFor(4, length),
+			Sliding: &scenario.SlidingWindow{Limit: 4, Period: time.Second, RetryAfter: time.Second},
+		}},
+		targets: simTargets{whole: 0.85, noLoss: true},
+	})
+	// Refusals that speed does not cause: two hosts of 30 pages, a third of first attempts refused.
+	const riBase = 200 * time.Millisecond
+	fourthRefusal := func(a []scenario.Arrival) time.Time { // the model has seen slowing down not help
+		n := 0
+		for _, x := range scenario.PageRequests(a) {
+			if x.Status != 200 {
+				if n++; n == 4 {
+					return x.At
+				}
+			}
+		}
+		return time.Now().Add(time.Hour) // never: nothing to check
+	}
+	kinds := map[string][]scenario.FlakyKind{
+		"ri-mixed":   {scenario.FlakyTooMany, scenario.FlakyUnavailable, scenario.FlakyTimeout},
+		"ri-429":     {scenario.FlakyTooMany},
+		"ri-503":     {scenario.FlakyUnavailable},
+		"ri-timeout": {scenario.FlakyTimeout},
+	}
+	for _, name := range []string{"ri-mixed", "ri-429", "ri-503", "ri-timeout"} {
+		var hosts []scenario.HostConfig
+		for i := range 2 {
+			hosts = append(hosts, scenario.HostConfig{
+				Name: fmt.Sprintf("%s-%d", name, i), Pages: 30,
+				Flaky: &scenario.Flaky{Fraction: 1.0 / 3, Seed: uint64(i + 1), Kinds: kinds[name], RetryAfter: 2 * time.Second},
+			})
+		}
+		add(simCell{
+			name: name, hosts: hosts, capacity: 1 / riBase.Seconds(), base: riBase, limit: 15 * time.Minute,
+			settled: fourthRefusal,
+			targets: simTargets{makespan: time.Minute, noDeferred: true, noLoss: true, maxIntervalBases: 4},
+		})
+	}
+	// Servers that slow down instead of refusing: k workers of a service time behind a FIFO queue.
+	for _, k := range []int{1, 2, 4} {
+		for _, svc := range []time.Duration{50 * time.Millisecond, 200 * time.Millisecond} {
+			capacity := float64(k) / svc.Seconds()
+			d := length
+			if capacity > 10 {
+				d = length / 5 // a fast server: fewer minutes, as many requests as the others at most
+			}
+			add(simCell{
+				name: fmt.Sprintf("w-%d-%d", k, svc.Milliseconds()), capacity: capacity, base: 0, limit: 4 * d,
+				hosts: []scenario.HostConfig{{
+					Name: "workers", Pages: pagesFor(capacity, d), Workers: k, Latency: svc,
+				}},
+				targets: simTargets{whole: 0.85, noLoss: true, queueMedian: 0.10, queueP95: 1, checkQueue: true},
+			})
+		}
+	}
+	return cells
+}
+
+// run crawls the cell in a synctest bubble and checks its targets.
+func (c simCell) run(t *testing.T) simRow {
+	t.Helper()
+	row := simRow{cell: c.name}
+	for i, h := range c.hosts {
+		if i > 0 {
+			row.shape += "; "
+		}
+		row.shape += h.Describe()
+	}
+	if c.base > 0 {
+		row.shape += fmt.Sprintf("; base %v", c.base)
+	}
+	synctest.Test(t, func(t *testing.T) {
+		row.fig = c.crawl(t)
+	})
+	row.failed = c.check(t, row.fig)
+	return row
+}
+
+// crawl runs the crawl and measures it: every page of every host visited at once, retried by the
+// pacer, within the cell's limit.
+func (c simCell) crawl(t *testing.T) simFigures {
+	net := newSimNet(c.seed, 200*time.Microsecond, 3*time.Millisecond)
+	keys := make([]string, len(c.hosts))
+	for i, h := range c.hosts {
+		keys[i] = fmt.Sprintf("h%d.test", i)
+		if _, err := net.add(keys[i], h); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), c.limit)
+	defer cancel()
+	rng := rand.New(rand.NewPCG(c.seed, 0x5eed))
+	var rngMu sync.Mutex
+	random := func() float64 {
+		rngMu.Lock()
+		defer rngMu.Unlock()
+		return rng.Float64()
+	}
+	var audit auditBuf
+	col := colly.NewCollector(colly.Async(true), colly.StdlibContext(ctx))
+	p := AdaptivePacing(col, WithTransport(net), WithBaseDelay(c.base), WithJitter(DefaultJitter), withRandom(random),
+		WithLogger(zerolog.New(&audit)))
+
+	start := time.Now()
+	samples := make([][]simSample, len(keys))
+	stop := make(chan struct{})
+	sampled := make(chan struct{})
+	go func() { // a snapshot of every host each second, bounded by the crawl's limit
+		defer close(sampled)
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		for range int(c.limit / time.Second) {
+			select {
+			case <-stop:
+				return
+			case now := <-tick.C:
+				for i, k := range keys {
+					if s, ok := p.Host(k); ok {
+						samples[i] = append(samples[i], simSample{at: now, snap: s})
+					}
+				}
+			}
+		}
+	}()
+	for i, h := range c.hosts {
+		for pg := range max(h.Pages, 1) {
+			_ = col.Visit("http://" + keys[i] + scenario.PagePath(pg)) // async: errors come back through OnError
+		}
+	}
+	col.Wait()
+	close(stop)
+	<-sampled
+	cut := ctx.Err() != nil
+	deferred, err := p.DeferredRequests(context.Background(), "")
+	if err != nil {
+		t.Errorf("%s: listing deferred requests: %v", c.name, err)
+	}
+	if err := p.Close(); err != nil {
+		t.Errorf("%s: closing the pacer: %v", c.name, err)
+	}
+	var fig simFigures
+	for i, k := range keys {
+		arrivals, windows := net.logs(k)
+		f := measureHost(c.hosts[i], c.capacity, c.base, start, arrivals, windows, samples[i], c.settled)
+		if i == 0 {
+			fig = f
+		} else {
+			fig = fig.merge(f, i+1)
+		}
+	}
+	fig.deferred, fig.cut = len(deferred), cut
+	if testing.Verbose() {
+		slices.Sort(fig.lateRefusals)
+		t.Logf("%s: refusals after the first 30 s at %v", c.name, fig.lateRefusals)
+	}
+	return fig
+}
+
+// check asserts the cell's targets, each failure naming the cell and the figure; it returns the
+// targets missed, for the report.
+func (c simCell) check(t *testing.T, f simFigures) []string {
+	var missed []string
+	fail := func(format string, args ...any) {
+		msg := fmt.Sprintf(format, args...)
+		missed = append(missed, msg)
+		t.Errorf("%s: %s", c.name, msg)
+	}
+	atLeast := func(what string, got, want float64) {
+		if want > 0 && !(got >= want) { // NaN fails: no figure is no evidence
+			fail("%s %.0f%% < %.0f%%", what, got*100, want*100)
+		}
+	}
+	tg := c.targets
+	atLeast("min 30 s window", f.minWindow, tg.minWindow)
+	atLeast("steady state", f.steady, tg.steady)
+	atLeast("whole crawl", f.whole, tg.whole)
+	atLeast("before the step", f.before, tg.sides)
+	atLeast("after the step", f.after, tg.sides)
+	if tg.refusalsPerMin > 0 && !(f.refusalsPerMin <= tg.refusalsPerMin) {
+		fail("%.1f refusals/min after 30 s > %g", f.refusalsPerMin, tg.refusalsPerMin)
+	}
+	if tg.noLoss && f.lost > 0 {
+		fail("%d of %d pages lost", f.lost, f.pages)
+	}
+	if tg.noDeferred && f.deferred > 0 {
+		fail("%d requests deferred", f.deferred)
+	}
+	if tg.makespan > 0 && f.makespan > tg.makespan {
+		fail("makespan %v > %v", f.makespan.Round(100*time.Millisecond), tg.makespan)
+	}
+	if tg.maxIntervalBases > 0 && f.maxInterval > time.Duration(tg.maxIntervalBases*float64(c.base)) {
+		fail("interval up to %v > %g× base", f.maxInterval.Round(time.Millisecond), tg.maxIntervalBases)
+	}
+	if tg.checkQueue && !(f.queueMedian <= tg.queueMedian) {
+		fail("median queue wait %.2f > %.2f service times", f.queueMedian, tg.queueMedian)
+	}
+	if tg.checkQueue && !(f.queueP95 <= tg.queueP95) {
+		fail("p95 queue wait %.2f > %.2f service times", f.queueP95, tg.queueP95)
+	}
+	if f.insideWindow > 0 {
+		fail("%d arrivals inside a Retry-After window", f.insideWindow)
+	}
+	if f.underFloor > 0 {
+		fail("%d gaps under the base delay", f.underFloor)
+	}
+	return missed
+}

@@ -1,0 +1,105 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/url"
+	"slices"
+	"time"
+
+	"github.com/collypace/ext/audit"
+	"github.com/collypace/ext/internal/scenario"
+)
+
+// A server knows when it answered a refusal; what its client could know is when it read that answer.
+// A request the pacer let go before then was already on its way, and says nothing about the pacer: it
+// could not have been held. The pacer's audit trail records the instant it read each Retry-After
+// (retry_after_honoured's window_start) and the instant it admitted each departure (delay_applied's
+// admitted), so the judge of a window compares those two.
+
+// trailInstants maps each host key and path to the instants, in order, at which the trail says a
+// Retry-After from it was read (reads) and a request for it was admitted (admitted).
+type trailInstants struct {
+	reads, admitted map[string]map[string][]time.Time
+}
+
+// readsOf collects the refusal reads and the admissions of an audit trail (JSON lines; lines that do
+// not parse are skipped: the trail is the pacer's own).
+func readsOf(trail []byte) trailInstants {
+	ti := trailInstants{reads: map[string]map[string][]time.Time{}, admitted: map[string]map[string][]time.Time{}}
+	for line := range bytes.SplitSeq(trail, []byte("\n")) {
+		read := bytes.Contains(line, []byte(audit.EventRetryAfterHonoured))
+		if !read && !bytes.Contains(line, []byte(audit.EventDelayApplied)) {
+			continue
+		}
+		var e struct {
+			Event    string `json:"event"`
+			Host     string `json:"target_domain"`
+			URL      string `json:"url"`
+			Window   string `json:"window_start"`
+			Admitted string `json:"admitted"`
+		}
+		if json.Unmarshal(line, &e) != nil {
+			continue
+		}
+		into, at := ti.admitted, e.Admitted
+		if e.Event == string(audit.EventRetryAfterHonoured) {
+			into, at = ti.reads, e.Window
+		} else if e.Event != string(audit.EventDelayApplied) {
+			continue
+		}
+		u, err := url.Parse(e.URL)
+		t, terr := time.Parse(time.RFC3339Nano, at)
+		if err != nil || terr != nil {
+			continue
+		}
+		if into[e.Host] == nil {
+			into[e.Host] = map[string][]time.Time{}
+		}
+		into[e.Host][u.Path] = append(into[e.Host][u.Path], t)
+	}
+	for _, m := range []map[string]map[string][]time.Time{ti.reads, ti.admitted} {
+		for _, paths := range m {
+			for _, ts := range paths {
+				slices.SortFunc(ts, time.Time.Compare)
+			}
+		}
+	}
+	return ti
+}
+
+// arrivals returns host's arrivals with Sent moved back to when the pacer admitted each: the latest
+// admission of its path at or before its send stamp. An arrival the trail does not show admitted keeps
+// its stamp (the stamp comes after the admission: judging by it is stricter).
+func (r trailInstants) arrivals(host string, as []scenario.Arrival) []scenario.Arrival {
+	out := slices.Clone(as)
+	for i, a := range out {
+		adm := r.admitted[host][a.Path]
+		if a.Sent.IsZero() {
+			continue
+		}
+		if j, found := slices.BinarySearchFunc(adm, a.Sent, time.Time.Compare); found {
+			out[i].Sent = adm[j]
+		} else if j > 0 {
+			out[i].Sent = adm[j-1]
+		}
+	}
+	return out
+}
+
+// windows returns host's windows with Answered moved to when the client read each refusal: the first
+// read of the refused path at or after the server decided it. A window the trail does not show read
+// keeps the server's instant.
+func (r trailInstants) windows(host string, ws []scenario.Window) []scenario.Window {
+	out := slices.Clone(ws)
+	for i, w := range out {
+		reads := r.reads[host][w.Path]
+		if w.Answered.IsZero() {
+			continue
+		}
+		if j, _ := slices.BinarySearchFunc(reads, w.Issued, time.Time.Compare); j < len(reads) {
+			out[i].Answered = reads[j]
+		}
+	}
+	return out
+}
