@@ -7,15 +7,28 @@
 // deadline, a steady capacity, a capacity that halves) and the eight of issue 15 (a server that queues
 // instead of refusing, with one worker and with four; limiters without burst, as nginx limit_req,
 // steady, halving, answering 503 without Retry-After, shared by a fleet and over a grid of rates and
-// Retry-After values; an enforced quota of 10 per 5 s). In each, static Colly and the adaptive pacer
+// Retry-After values; an enforced quota of 10 per 5 s), and step-up-nb (a capacity without burst that
+// rises from 2/s to 4/s, issue 26). In each, static Colly and the adaptive pacer
 // crawl the same pages of identical servers side by side, each on its own servers. The fleet scenarios
 // re-execute this program as worker processes and start a private redis-server (it must be installed).
 // It prints a Markdown table, checks the issue's targets, writes the generated section of
-// BENCHMARKS.md and renders a chart per scenario (limiter-grid, of eight hosts, has a table instead).
+// BENCHMARKS.md and renders a chart per scenario (limiter-grid, of many hosts, has a table instead).
+//
+// Issue 26 adds, run only when asked: real rate limiters (-real, or by name), nginx limit_req without
+// burst at 4/s with its default 503 and with 429 + Retry-After: 1, and HAProxy's sliding window
+// http_req_rate(1s) at 4/s with 429 + Retry-After: 1, each started as a child process with a private
+// configuration in a temporary directory, in front of a scenario host without limits, and measured from
+// its own access log (a scenario whose binary is missing is skipped, saying so); the long version of
+// every limiter shape (-long: at least 3 minutes of crawl per host, with the steady state from 30 s on);
+// and refusals that speed does not cause (-scenarios rate-independent).
 //
 //	go run ./cmd/pacebench                         # the full suite, about 11 minutes
 //	go run ./cmd/pacebench -short                  # the quick version, a few seconds a scenario
 //	go run ./cmd/pacebench -scenarios outage,capacity
+//	go run ./cmd/pacebench -real                   # nginx and HAProxy, about 2 minutes
+//	go run ./cmd/pacebench -scenarios real-haproxy # one of them
+//	go run ./cmd/pacebench -long -md LONG.md       # every limiter shape for 3+ minutes a host, 30 to 50 minutes
+//	go run ./cmd/pacebench -long -real             # the real limiters only, 3+ minutes each
 package main
 
 import (

@@ -58,10 +58,15 @@ type Metrics struct {
 	WaitMedian, WaitP95 time.Duration
 	Step                *StepMetrics   // hosts whose capacity steps mid-crawl; nil otherwise
 	Steady              *SteadyMetrics // after the first steadyFrom; nil for a crawl too short to have one
-	Wall                time.Duration  // from the start of the crawl to the group's last response
-	Lateness            []Lateness     // the first request after each Retry-After window
-	Outage              *OutageMetrics // hosts with a scripted outage; nil otherwise
-	Floor               time.Duration  // the interval the group should be paced at: the configured one or Crawl-delay
+	// SettledInterval is, on hosts refusing whatever the rate (scenario.Flaky), the largest interval the
+	// adaptive pacer had in force (sampled) after each host's riSettleRefusals-th refusal; Settled says
+	// some host had that many refusals and was sampled after.
+	SettledInterval time.Duration
+	Settled         bool
+	Wall            time.Duration  // from the start of the crawl to the group's last response
+	Lateness        []Lateness     // the first request after each Retry-After window
+	Outage          *OutageMetrics // hosts with a scripted outage; nil otherwise
+	Floor           time.Duration  // the interval the group should be paced at: the configured one or Crawl-delay
 }
 
 // GoodputShare is Goodput as a share of Capacity; NaN when the group has no capacity.
@@ -212,6 +217,11 @@ func measure(sc *Scenario, g int, run *Run) *Metrics {
 		m.Lateness = append(m.Lateness, lateness(pages, h.Windows, h.Config, ext.DefaultRetryAfterBuffer)...)
 		if o := outageOf(h.Config); o != nil {
 			m.Outage = outageMetrics(pages, *o, sc.floorFor(h.Config), sc.Jitter)
+		}
+		if h.Config.Flaky != nil {
+			if d, ok := intervalAfterRefusals(pages, run.Samples[h.Key], riSettleRefusals); ok {
+				m.SettledInterval, m.Settled = max(m.SettledInterval, d), true
+			}
 		}
 		if h.LastDone.After(lastDone) {
 			lastDone = h.LastDone
@@ -514,4 +524,29 @@ func outageMetrics(arrivals []scenario.Arrival, o scenario.Refusal, floor time.D
 		}
 	}
 	return m
+}
+
+// intervalAfterRefusals returns the largest interval in the samples taken after the n-th refusal
+// among pages (a page request not served 200: refused, or never answered); ok is false when there were
+// fewer refusals or no sample after.
+func intervalAfterRefusals(pages []scenario.Arrival, samples []Sample, n int) (largest time.Duration, ok bool) {
+	var from time.Time
+	seen := 0
+	for _, a := range pages {
+		if a.Status != http.StatusOK {
+			if seen++; seen == n {
+				from = a.At
+				break
+			}
+		}
+	}
+	if seen < n {
+		return 0, false
+	}
+	for _, s := range samples {
+		if !s.At.Before(from) {
+			largest, ok = max(largest, s.Status.Interval), true
+		}
+	}
+	return largest, ok
 }

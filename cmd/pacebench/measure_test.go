@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/collypace/ext"
 	"github.com/collypace/ext/internal/scenario"
 )
 
@@ -407,5 +408,31 @@ func TestStepSettled(t *testing.T) {
 	short := stepMetrics(slices.Concat(every(200, 0, 250, 360), every(200, 90000, 500, 20)), scenario.Capacity{Rate: 4, StepAfter: 90 * time.Second, StepRate: 2})
 	if short.SettledOK {
 		t.Errorf("a crawl ending 10 s after the step: Settled %v, want unmeasured", short.Settled)
+	}
+}
+
+// TestIntervalAfterRefusals: the largest interval sampled from the n-th refusal (or request never
+// answered) on; none before there were n.
+func TestIntervalAfterRefusals(t *testing.T) {
+	pages := slices.Concat(arrivals(200, 0), arrivals(429, 100), arrivals(503, 200), arrivals(0, 300), arrivals(200, 400))
+	samples := []Sample{
+		{At: at(250), Status: ext.HostSnapshot{Interval: 900 * time.Millisecond}}, // before the 3rd refusal
+		{At: at(300), Status: ext.HostSnapshot{Interval: 400 * time.Millisecond}},
+		{At: at(500), Status: ext.HostSnapshot{Interval: 600 * time.Millisecond}},
+	}
+	tests := []struct {
+		name   string
+		n      int
+		want   time.Duration
+		wantOK bool
+	}{
+		{"from the 3rd (the unanswered one at 300 ms): 400 and 600 ms sampled", 3, 600 * time.Millisecond, true},
+		{"from the 1st: the 900 ms one too", 1, 900 * time.Millisecond, true},
+		{"a 4th never came", 4, 0, false},
+	}
+	for _, tt := range tests {
+		if got, ok := intervalAfterRefusals(pages, samples, tt.n); got != tt.want || ok != tt.wantOK {
+			t.Errorf("%s: %v, %v; want %v, %v", tt.name, got, ok, tt.want, tt.wantOK)
+		}
 	}
 }

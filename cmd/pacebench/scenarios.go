@@ -436,6 +436,37 @@ func realScenarios(sz size) []Scenario {
 	}
 }
 
+// The scenario of refusals that speed does not cause (issue 26): run only when asked, by name.
+const (
+	scRateIndependent = "rate-independent"
+	riBase            = 200 * time.Millisecond
+	riSettleRefusals  = 4 // after a host's fourth refusal, the model has seen that slowing down does not help
+)
+
+// rateIndependentScenario returns two hosts of 30 pages (12 short) at a base of 200 ms, each refusing
+// a third of the first attempts of its pages whatever the rate: 429 with Retry-After: 2, 503 without,
+// or no answer (a timeout: Colly gives up after 10 s); every retry is served. As
+// TestCapacityVirtual's ri-mixed cell, on loopback servers.
+func rateIndependentScenario(sz size) Scenario {
+	pick, _ := sizes(sz == sizeShort)
+	sc := Scenario{
+		Name: scRateIndependent, Title: "Refusals that speed does not cause: a third of first attempts refused (429 + Retry-After: 2, 503, timeout), two hosts",
+		Interval: riBase, Jitter: ext.DefaultJitter, Limit: 3 * time.Minute,
+	}
+	var hosts []scenario.HostConfig
+	for i := range 2 {
+		hosts = append(hosts, scenario.HostConfig{
+			Name: fmt.Sprintf("%s-%d", scRateIndependent, i+1), Pages: pick(30, 12), Latency: 20 * time.Millisecond,
+			Flaky: &scenario.Flaky{
+				Fraction: 1.0 / 3, Seed: uint64(i + 1), RetryAfter: 2 * time.Second,
+				Kinds: []scenario.FlakyKind{scenario.FlakyTooMany, scenario.FlakyUnavailable, scenario.FlakyTimeout},
+			},
+		})
+	}
+	sc.Groups = []Group{{Label: "2 hosts, 1/3 of first attempts refused", Hosts: hosts}}
+	return sc
+}
+
 // longScenarios returns the long version of every limiter shape: the limiters without burst (steady,
 // both steps, the grid) and the real limiters. The simulated nginx-503 is the grid's 4/s, 503 cell.
 func longScenarios() []Scenario {
@@ -449,13 +480,15 @@ func longScenarios() []Scenario {
 }
 
 // catalogue returns every scenario of a size, in the order they run, and which of them "all" selects:
-// at full and short size the loopback scenarios (the real limiters only when asked); at long size
-// every long scenario.
+// at full and short size the loopback scenarios (rate-independent and the real limiters only when
+// asked); at long size every long scenario.
 func catalogue(sz size) (scs []Scenario, all func(Scenario) bool) {
 	if sz == sizeLong {
 		return longScenarios(), func(Scenario) bool { return true }
 	}
-	return append(allScenarios(sz == sizeShort), realScenarios(sz)...), func(sc Scenario) bool { return sc.Limiter == nil }
+	scs = append(allScenarios(sz == sizeShort), rateIndependentScenario(sz))
+	scs = append(scs, realScenarios(sz)...)
+	return scs, func(sc Scenario) bool { return sc.Limiter == nil && sc.Name != scRateIndependent }
 }
 
 // selectScenarios returns the scenarios of size sz named in a comma-separated list, in their canonical

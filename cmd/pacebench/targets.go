@@ -57,6 +57,10 @@ const (
 	targetLongStep       = 0.85 // steps 4→2 and 2→4: at least 85% before the step and after the 30 s that follow it
 	targetRealNginx      = 0.90 // nginx limit_req at 4/s, with 503 and with 429: at least 90% of its rate
 	targetRealHAProxy    = 0.85 // HAProxy's sliding window at 4/s: at least 85%
+	// Refusals that speed does not cause: the crawl ends within a minute, nothing deferred, and the
+	// interval stays within 4× the base once the model has seen that slowing down does not help.
+	targetRIWall          = time.Minute
+	targetRIIntervalBases = 4.0
 )
 
 // Target is one target of the issue, evaluated on one run.
@@ -206,8 +210,28 @@ func evaluateIssue15(r *ScenarioResult) []Target {
 		add("nothing refused", fmtRefused(a), fmtRefused(s), a.Refused == 0)
 	case scRealNginx503, scRealNginx429, scRealHAProxy:
 		out = append(out, evaluateReal(r)...)
+	case scRateIndependent:
+		a, s := ad[0], st[0]
+		ar, sr := r.Runs[Adaptive], r.Runs[Static]
+		add("the crawl ends within 60 s", fmtCrawl(ar), fmtCrawl(sr), !ar.TimedOut && ar.Wall <= targetRIWall)
+		add("nothing deferred", fmt.Sprintf("%d deferred", ar.Deferred), "", ar.Deferred == 0)
+		add("no URL lost", fmtLost(a), fmtLost(s), a.Lost == 0)
+		settled := "no host refused 4 times"
+		if a.Settled {
+			settled = fmt.Sprintf("at most %s (%.1f× base)", fmtDur(a.SettledInterval), float64(a.SettledInterval)/float64(sc.Interval))
+		}
+		add("the interval in force at most 4× the base once the model has seen slowing down not help (from a host's 4th refusal)",
+			settled, "", !a.Settled || a.SettledInterval <= time.Duration(targetRIIntervalBases*float64(sc.Interval)))
 	}
 	return out
+}
+
+// fmtCrawl renders how long a crawl took: "41.20 s", "stopped at 3m0s".
+func fmtCrawl(run *Run) string {
+	if run.TimedOut {
+		return "stopped at " + fmtDur(run.Wall)
+	}
+	return fmtDur(run.Wall)
 }
 
 // evaluateReal checks a real limiter's targets (issue 26), at any length: nginx at least 90% of its
