@@ -436,3 +436,63 @@ func TestIntervalAfterRefusals(t *testing.T) {
 		}
 	}
 }
+
+// TestLongReport: every long scenario, fed synthetic arrivals of its pages at its first capacity, is judged by
+// issue 26's targets (none of the under-a-minute kind), and has a row per group and pacing in the
+// steady-state table and, for the grid, a cell with its steady state.
+func TestLongReport(t *testing.T) {
+	var results []*ScenarioResult
+	for _, sc := range longScenarios() {
+		r := &ScenarioResult{Scenario: sc}
+		for _, mode := range []Mode{Static, Adaptive} {
+			run := &Run{Mode: mode, Start: t0, Wall: 200 * time.Second}
+			for g, grp := range sc.Groups {
+				for _, cfg := range grp.Hosts {
+					if sc.Limiter != nil {
+						cfg.Capacity = sc.Limiter.capacity()
+					}
+					gap := int(1000 / cfg.Capacity.Rate)
+					arr := every(200, 0, gap, cfg.Pages)
+					for i := range arr {
+						arr[i].Path = scenario.PagePath(i)
+					}
+					run.Hosts = append(run.Hosts, &HostRun{Group: g, Config: cfg, Arrivals: arr})
+				}
+			}
+			r.Runs[mode] = run
+			for g := range sc.Groups {
+				r.Metrics[mode] = append(r.Metrics[mode], measure(&r.Scenario, g, run))
+			}
+		}
+		results = append(results, r)
+	}
+	targets := evaluate(results, 0, false)
+	for _, r := range results {
+		n := 0
+		for _, tg := range targets {
+			if tg.Scenario == r.Scenario.Name+" (long)" {
+				n++
+			}
+			if strings.Contains(tg.Text, "under a minute") {
+				t.Errorf("%s: a long scenario judged by %q", tg.Scenario, tg.Text)
+			}
+		}
+		if n == 0 {
+			t.Errorf("%s: no long target", r.Scenario.Name)
+		}
+	}
+	steady := renderSteady(results)
+	for _, r := range results {
+		if rows := strings.Count(steady, "| "+r.Scenario.Name+" | "); rows != 2*len(r.Scenario.Groups) {
+			t.Errorf("%s: %d rows in the steady-state table, want %d:\n%s", r.Scenario.Name, rows, 2*len(r.Scenario.Groups), steady)
+		}
+		if r.Scenario.Name == scLimiterGrid {
+			if grid := renderGrid(r); strings.Count(grid, "steady 100%") != 2*len(r.Scenario.Groups) {
+				t.Errorf("grid cells without their steady state:\n%s", grid)
+			}
+		}
+	}
+	if !strings.Contains(steady, "| steady-nb | 4/s, no burst | adaptive | 100% (4.01/s) | 100% (4.01/s) | 100% (4.00/s), of 5 | 0.0 (0) | 0 of 800 |") {
+		t.Errorf("steady-nb at capacity for 200 s: want 100%% throughout, 5 windows, no refusal:\n%s", steady)
+	}
+}

@@ -138,13 +138,16 @@ func TestLimiterConfigs(t *testing.T) {
 }
 
 // TestRealLimiters runs the short version of each real-limiter scenario, side by side, where the
-// limiter is installed (skipped otherwise; CI need not install them), and checks the instrument, not
+// limiter is installed (skipped otherwise, and in CI unless PACEBENCH_REAL is set), and checks the instrument, not
 // the pacer: the limiter's log has every page of both crawls, stamped and in the crawl's time; static
 // Colly, sending 10/s to a 4/s limiter, was refused with the limiter's status; a Retry-After opened a
 // window per refusal. Each crawl is bounded by its scenario's Limit (60 s); they take about 10 s.
 func TestRealLimiters(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts nginx and HAProxy and crawls them for about 10 s")
+	}
+	if os.Getenv("CI") != "" && os.Getenv("PACEBENCH_REAL") == "" {
+		t.Skip("CI need not run the real limiters (set PACEBENCH_REAL=1 to run them there)")
 	}
 	var scs []Scenario
 	for _, sc := range realScenarios(sizeShort) {
