@@ -200,8 +200,7 @@ func startFront(l Limiter, upstream string) (*front, error) {
 		defer out.Close()
 		f.cmd.Stdout = out
 	}
-	// Its own process group: a Ctrl-C at the terminal reaches pacebench, which stops the limiter.
-	f.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	f.cmd.SysProcAttr = limiterProcAttr()
 	if err := f.cmd.Start(); err != nil {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("%s: %w", l.Kind, err)
