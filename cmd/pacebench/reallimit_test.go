@@ -190,6 +190,15 @@ func TestRealLimiters(t *testing.T) {
 			t.Errorf("the report lacks %s or its targets:\n%s", sc.Name, section)
 		}
 	}
+	dir := t.TempDir()
+	for _, r := range results {
+		if r == nil {
+			continue
+		}
+		if err := renderChart(r, filepath.Join(dir, r.Scenario.Name+".svg")); err != nil {
+			t.Errorf("chart of %s: %v", r.Scenario.Name, err)
+		}
+	}
 }
 
 // checkLimiterLog checks one crawl's arrivals as a limiter logged them.
