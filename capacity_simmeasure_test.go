@@ -38,10 +38,12 @@ type simFigures struct {
 	refusalsPerMin                  float64       // after simWarmup
 	before, after                   float64       // a capacity step's sides (NaN without a step)
 	maxInterval                     time.Duration // largest interval in force once settled (see simCell.settled)
+	maxInFlight                     int           // most requests in flight in a snapshot
 	queueMedian, queueP95           float64       // queue wait of accepted pages, in service times (NaN without workers)
 	insideWindow                    int           // arrivals sent after a refusal was read, inside its Retry-After window
 	underFloor                      int           // departures closer than the base delay to the one before
 	lateRefusals                    []time.Duration
+	explained                       []simRefusal // a limiter's refusals from simLearnt on, with their causes
 }
 
 // measureHost computes the figures of one host crawled from start.
@@ -120,6 +122,7 @@ func measureHost(cfg scenario.HostConfig, capacity float64, base time.Duration, 
 		if !s.at.Before(from) {
 			f.maxInterval = max(f.maxInterval, s.snap.Interval)
 		}
+		f.maxInFlight = max(f.maxInFlight, s.snap.InFlight)
 	}
 	for _, a := range pages {
 		for _, w := range windows {
@@ -156,6 +159,8 @@ func (f simFigures) merge(g simFigures, hosts int) simFigures {
 	f.pages += g.pages
 	f.accepted += g.accepted
 	f.lost += g.lost
+	f.deferred += g.deferred
+	f.explained = append(f.explained, g.explained...)
 	f.refusals += g.refusals
 	f.makespan = max(f.makespan, g.makespan)
 	f.cut = f.cut || g.cut
@@ -164,6 +169,7 @@ func (f simFigures) merge(g simFigures, hosts int) simFigures {
 	f.refusalsPerMin = avg(f.refusalsPerMin, g.refusalsPerMin)
 	f.before, f.after = avg(f.before, g.before), avg(f.after, g.after)
 	f.maxInterval = max(f.maxInterval, g.maxInterval)
+	f.maxInFlight = max(f.maxInFlight, g.maxInFlight)
 	f.queueMedian, f.queueP95 = max(f.queueMedian, g.queueMedian), max(f.queueP95, g.queueP95)
 	f.insideWindow += g.insideWindow
 	f.underFloor += g.underFloor
@@ -181,7 +187,7 @@ type simRow struct {
 
 // simHeader and simCells are the report's columns.
 var simHeader = []string{"cell", "whole", "steady", "min 30 s", "before/after step", "refusals/min", "lost", "deferred",
-	"makespan", "max interval", "queue p50/p95", "in window", "< floor", "targets missed"}
+	"makespan", "refusals from 10 s", "max interval", "max in flight", "queue p50/p95", "in window", "< floor", "targets missed"}
 
 func (r simRow) cells() []string {
 	f := r.fig
@@ -214,8 +220,8 @@ func (r simRow) cells() []string {
 		missed = "none"
 	}
 	return []string{r.cell, pct(f.whole), pct(f.steady), pct(f.minWindow), step, num(f.refusalsPerMin, "%.1f"),
-		fmt.Sprintf("%d/%d", f.lost, f.pages), fmt.Sprint(f.deferred), makespan,
-		f.maxInterval.Round(time.Millisecond).String(), queue, fmt.Sprint(f.insideWindow), fmt.Sprint(f.underFloor), missed}
+		fmt.Sprintf("%d/%d", f.lost, f.pages), fmt.Sprint(f.deferred), makespan, causeCounts(f.explained),
+		f.maxInterval.Round(time.Millisecond).String(), fmt.Sprint(f.maxInFlight), queue, fmt.Sprint(f.insideWindow), fmt.Sprint(f.underFloor), missed}
 }
 
 // simTable renders rows as a markdown table, with each cell's shape listed below it.

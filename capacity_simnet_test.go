@@ -21,15 +21,16 @@ import (
 // In virtual time every gap is exact, and a pacer cruising at exactly a limiter's interval would never
 // meet the refusals that timing noise causes on a real network. simNet adds that noise: each request
 // reaches its host after a one-way delay drawn uniformly from [minOneWay, maxOneWay], and its response
-// reaches the client after another. The draws are a hash of the seed, the URL and how many times it
-// was sent, so a run does not depend on the order goroutines happen to run in.
+// reaches the client after another. The draws are a hash of the seed, the host and how many requests
+// were sent to it before: a pacer sends to a host one request after another, so the n-th departure
+// meets the same noise whichever URL it carries.
 type simNet struct {
 	seed                 uint64
 	minOneWay, maxOneWay time.Duration
 
 	mu    sync.Mutex // protects hosts (their models) and sends
 	hosts map[string]*scenario.Model
-	sends map[string]uint64 // requests per URL so far
+	sends map[string]uint64 // requests sent to each host so far
 }
 
 // errSimDropped is a timeout's end: the modelled host dropped the connection without answering.
@@ -69,16 +70,16 @@ func (n *simNet) RoundTrip(req *http.Request) (*http.Response, error) {
 		trace.WroteHeaders()
 	}
 	sent := time.Now()
-	url := req.URL.Host + req.URL.Path
+	host := req.URL.Host
 	n.mu.Lock()
-	m := n.hosts[req.URL.Host]
-	k := n.sends[url]
-	n.sends[url]++
+	m := n.hosts[host]
+	k := n.sends[host]
+	n.sends[host]++
 	n.mu.Unlock()
 	if m == nil {
 		return nil, fmt.Errorf("simnet: no such host %q", req.URL.Host)
 	}
-	if !sleepCtx(ctx, n.oneWay(url, k, 0)) {
+	if !sleepCtx(ctx, n.oneWay(host, k, 0)) {
 		return nil, context.Cause(ctx)
 	}
 	n.mu.Lock()
@@ -96,7 +97,7 @@ func (n *simNet) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		return nil, errSimDropped
 	}
-	if !sleepCtx(ctx, d.QueueWait+d.Latency+n.oneWay(url, k, 1)) {
+	if !sleepCtx(ctx, d.QueueWait+d.Latency+n.oneWay(host, k, 1)) {
 		abandon()
 		return nil, context.Cause(ctx)
 	}
@@ -118,12 +119,12 @@ func (n *simNet) RoundTrip(req *http.Request) (*http.Response, error) {
 	}, nil
 }
 
-// oneWay is the network delay of the k-th send of url, leg 0 to the host and 1 back.
-func (n *simNet) oneWay(url string, k, leg uint64) time.Duration {
+// oneWay is the network delay of the k-th send to host, leg 0 to the host and 1 back.
+func (n *simNet) oneWay(host string, k, leg uint64) time.Duration {
 	if n.maxOneWay <= n.minOneWay {
 		return n.minOneWay
 	}
-	h := simMix(n.seed ^ simMix(simHash(url)^simMix(k<<1|leg)))
+	h := simMix(n.seed ^ simMix(simHash(host)^simMix(k<<1|leg)))
 	return n.minOneWay + time.Duration(h%uint64(n.maxOneWay-n.minOneWay+1))
 }
 

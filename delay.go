@@ -37,7 +37,7 @@ const (
 	// cruiseMaxTime, so a host whose capacity holds sees at most one probe a minute. Gains in percent.
 	cruiseBeforeProbe = 30
 	cruiseMinTime     = 15 * time.Second
-	cruiseMaxTime     = 90 * time.Second
+	cruiseMaxTime     = 75 * time.Second
 	// probeCostShare is the share of the crawl's time that refused probes may cost (see spaceProbes).
 	probeCostShare = 0.05
 	probeGain      = 8
@@ -46,7 +46,7 @@ const (
 	// cruises at the edge of what the host accepts, where a fraction of a millisecond of timing noise
 	// decides (nginx keeps its rate per millisecond). That refusal says "at the edge", not "capacity
 	// dropped": one small step clears the noise, where a doubling would halve the crawl.
-	edgeStep = 1
+	edgeStep = 2
 	// dropRun: a refusal at the good interval within this many clean responses of its confirmation or
 	// of the last refusal there shows that the host accepts measurably less than it did (its capacity
 	// dropped): only then does the model let go of the good interval and back off.
@@ -233,8 +233,8 @@ func (a *adaptive) learnRefusal(interval, jit, floor time.Duration, bursty bool,
 		return a.good, false
 	}
 	if a.good > 0 && interval >= a.good && a.held >= dropRun {
-		a.bad = min(refused, a.good)
 		a.good = satAdd(max(a.good, interval), max(a.good, interval)*edgeStep/100)
+		a.bad = max(min(refused, a.good), a.creep()) // the edge is known: no creep back to it
 		a.held = 0
 		return a.good, false
 	}
@@ -352,7 +352,10 @@ func (a *adaptive) next(floor, ceiling time.Duration, now time.Time) int {
 	case a.gain <= probeGain && !a.cruised(now): // not climbing (the last probe accepted), nor cruised
 		return 0
 	}
-	probe := a.good - a.good*time.Duration(a.gain)/100
+	probe := max(a.good-a.good*time.Duration(a.gain)/100, floor)
+	if probe >= a.bad-a.bad/25 {
+		return 0 // the floor keeps the probe within 4% of what was refused: not worth a refusal
+	}
 	a.bad = min(a.bad, probe) // a probe below what was refused: forget the old bound
 	a.probing = true
 	return a.increase(max(probe, floor), floor, ceiling)

@@ -200,8 +200,8 @@ func TestRefusalAtGoodCostsOneStep(t *testing.T) {
 	a.good, a.bad, a.held = 250*ms, 200*ms, dropRun // held at good a while
 	a.set(250*ms, 100*ms, time.Minute)
 	a.refuse(a.gen, refusedRate, 3*ms, 100*ms, time.Minute, t0)
-	if a.delay != 252500*time.Microsecond || a.good != a.delay || a.bad != 250*ms {
-		t.Errorf("refused at the good 250ms: delay %v, good %v, bad %v; want 252.5ms (1%%), 252.5ms, 250ms", a.delay, a.good, a.bad)
+	if a.delay != 255*ms || a.good != a.delay || a.bad != 253*ms {
+		t.Errorf("refused at the good 250ms: delay %v, good %v, bad %v; want 255ms (2%%), 255ms, 253ms (the gap refused)", a.delay, a.good, a.bad)
 	}
 }
 
@@ -221,8 +221,8 @@ func TestCapacityDropDoubles(t *testing.T) {
 		a.succeed(a.gen, 100*ms, time.Minute, t0.Add(time.Hour))
 	}
 	a.refuse(a.gen, refusedRate, 0, 100*ms, time.Minute, t0.Add(time.Hour+5*time.Second))
-	if a.delay != 505*ms || a.good != 0 || a.bad != 252500*time.Microsecond {
-		t.Errorf("refused again at good within %d clean responses: delay %v, good %v, bad %v; want 505ms, unknown, 252.5ms",
+	if a.delay != 510*ms || a.good != 0 || a.bad != 255*ms {
+		t.Errorf("refused again at good within %d clean responses: delay %v, good %v, bad %v; want 510ms, unknown, 255ms",
 			dropRun, a.delay, a.good, a.bad)
 	}
 	// Refused at good again only after dropRun clean responses: the edge again, one step.
@@ -233,8 +233,8 @@ func TestCapacityDropDoubles(t *testing.T) {
 		b.succeed(b.gen, 100*ms, time.Minute, t0)
 	}
 	b.refuse(b.gen, refusedRate, 0, 100*ms, time.Minute, t0.Add(time.Minute))
-	if b.delay != 252500*time.Microsecond {
-		t.Errorf("refused at good after %d clean responses: delay %v, want one step, 252.5ms", dropRun, b.delay)
+	if b.delay != 255*ms {
+		t.Errorf("refused at good after %d clean responses: delay %v, want one step, 255ms", dropRun, b.delay)
 	}
 }
 

@@ -296,12 +296,12 @@ func TestFleetModelIsOneModel(t *testing.T) {
 	res.gen = h.delay.gen
 	p.ObserveAt(res, Outcome{Status: 429}, time.Now())
 	m, v := model()
-	if m.delay != 404*time.Millisecond || m.good != 404*time.Millisecond || v <= 7 {
-		t.Fatalf("after a refusal: model %+v version %d; want one step slower, 404ms, a newer version", m, v)
+	if m.delay != 408*time.Millisecond || m.good != 408*time.Millisecond || v <= 7 {
+		t.Fatalf("after a refusal: model %+v version %d; want one step slower, 408ms, a newer version", m, v)
 	}
 	st, ok, _ := store.LoadHost(t.Context(), "fleet.test")
-	if !ok || st.AdaptiveDelay != 404*time.Millisecond || st.ModelVersion != v {
-		t.Errorf("stored model %v (version %d), want this process's change written through: 404ms, version %d", st.AdaptiveDelay, st.ModelVersion, v)
+	if !ok || st.AdaptiveDelay != 408*time.Millisecond || st.ModelVersion != v {
+		t.Errorf("stored model %v (version %d), want this process's change written through: 408ms, version %d", st.AdaptiveDelay, st.ModelVersion, v)
 	}
 	// An older stored model is not adopted; a newer one is, even when it is faster.
 	if _, release, err = p.Wait(t.Context(), "fleet.test"); err != nil {

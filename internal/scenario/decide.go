@@ -32,6 +32,7 @@ type state struct {
 	free     []time.Time    // if cfg.Workers > 0: when each worker is next free
 	freq     freqCounter    // if cfg.Sliding != nil
 	attempts map[string]int // if cfg.Flaky != nil: requests per page path
+	firsts   int            // pages requested at least once
 }
 
 func newState(cfg HostConfig) *state {
@@ -84,7 +85,10 @@ func (s *state) decideAt(now time.Time, path string) reply {
 
 	if f := s.cfg.Flaky; f != nil {
 		s.attempts[path]++
-		if kind, refused := f.refusal(path, s.attempts[path]); refused {
+		if s.attempts[path] == 1 {
+			s.firsts++
+		}
+		if kind, refused := f.refusal(s.firsts - 1); refused && s.attempts[path] == 1 {
 			if kind == FlakyTimeout {
 				return reply{header: h, hang: f.Hold}
 			}

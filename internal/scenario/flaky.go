@@ -38,8 +38,9 @@ const defaultFlakyHold = 30 * time.Second
 
 // Flaky refuses a Fraction of the pages on their first attempt, whatever the rate: an application
 // that fails now and then (a flaky backend, a lock timeout), not a limiter. Slowing down changes
-// nothing. Which pages are refused, and how, is a hash of Seed and the path, so a run is reproducible
-// whatever the order of requests; a page refused once is served on every later attempt.
+// nothing. Whether a first attempt is refused, and how, is a hash of Seed and its ordinal among the
+// host's first attempts (the n-th page requested for the first time), so a run is reproducible
+// whichever page a client happens to send n-th; a page refused once is served on every later attempt.
 type Flaky struct {
 	Fraction float64 // of the pages refused on their first attempt, in [0, 1]
 	Seed     uint64
@@ -51,12 +52,9 @@ type Flaky struct {
 	Hold time.Duration
 }
 
-// refusal decides whether the attempt-th request (1 for the first) for path is refused, and how.
-func (f *Flaky) refusal(path string, attempt int) (FlakyKind, bool) {
-	if attempt != 1 {
-		return 0, false
-	}
-	h := mix(f.Seed ^ hashString(path))
+// refusal decides whether the n-th first attempt of a page (0 for the host's first) is refused, and how.
+func (f *Flaky) refusal(n int) (FlakyKind, bool) {
+	h := mix(f.Seed ^ mix(uint64(n)))
 	if float64(h>>11)/(1<<53) >= f.Fraction {
 		return 0, false
 	}
@@ -75,16 +73,6 @@ func (k FlakyKind) status() int {
 		return http.StatusServiceUnavailable
 	}
 	return 0
-}
-
-// hashString is FNV-1a over s.
-func hashString(s string) uint64 {
-	h := uint64(14695981039346656037)
-	for i := 0; i < len(s); i++ {
-		h ^= uint64(s[i])
-		h *= 1099511628211
-	}
-	return h
 }
 
 // mix is splitmix64's finalizer: a well-spread 64-bit hash of x.
