@@ -137,13 +137,32 @@ type front struct {
 	cmd     *exec.Cmd
 	exited  chan struct{} // closed when the process has exited
 	waitErr error         // the process's exit, once exited is closed
-	started time.Time
 }
+
+// errExitedAtStart is wrapped when a limiter exits before accepting connections: most likely its port,
+// free a moment before, was taken in between.
+var errExitedAtStart = errors.New("exited at start")
+
+// frontAttempts bounds the starts of one limiter, each on a newly chosen port.
+const frontAttempts = 3
 
 // startFront starts the limiter l in front of upstream ("127.0.0.1:PORT") in a new temporary directory,
 // listening on a free port of 127.0.0.1, as a child process in the foreground. It returns once the
-// limiter accepts connections. Close stops it and removes the directory.
+// limiter accepts connections. Close stops it and removes the directory. A limiter that exits at once
+// is started again on another port, frontAttempts times at most.
 func startFront(l Limiter, upstream string) (*front, error) {
+	var err error
+	for range frontAttempts {
+		var f *front
+		if f, err = startFrontOnce(l, upstream); !errors.Is(err, errExitedAtStart) {
+			return f, err
+		}
+	}
+	return nil, err
+}
+
+// startFrontOnce is one attempt of startFront.
+func startFrontOnce(l Limiter, upstream string) (*front, error) {
 	bin, err := l.Kind.binary()
 	if err != nil {
 		return nil, err
@@ -205,7 +224,6 @@ func startFront(l Limiter, upstream string) (*front, error) {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("%s: %w", l.Kind, err)
 	}
-	f.started = time.Now()
 	go func() {
 		f.waitErr = f.cmd.Wait()
 		close(f.exited)
@@ -224,7 +242,7 @@ func (f *front) waitReady() error {
 	for time.Now().Before(deadline) {
 		select {
 		case <-f.exited:
-			return fmt.Errorf("%s exited at start (%v): %s", f.limiter.Kind, f.waitErr, f.messages())
+			return fmt.Errorf("%s on %s %w (%v): %s", f.limiter.Kind, f.addr, errExitedAtStart, f.waitErr, f.messages())
 		default:
 		}
 		if c, err := net.DialTimeout("tcp", f.addr, frontDialWait); err == nil {
@@ -249,8 +267,8 @@ func (f *front) messages() string {
 // URL returns the base URL the crawler uses, "http://127.0.0.1:PORT".
 func (f *front) URL() string { return "http://" + f.addr }
 
-// stop ends the process: SIGTERM (both flush nothing on exit: the access log is written request by
-// request), then SIGKILL after frontStopWait. It is idempotent.
+// stop ends the process: SIGTERM (neither limiter buffers its access log: each line is written as its
+// request ends), then SIGKILL after frontStopWait. It is idempotent.
 func (f *front) stop() {
 	select {
 	case <-f.exited:

@@ -236,3 +236,20 @@ func checkLimiterLog(t *testing.T, sc *Scenario, run *Run) {
 		t.Errorf("%s: host key %q, want the limiter's 127.0.0.1:PORT", run.Mode, h.Key)
 	}
 }
+
+// TestStartFrontFails: a limiter that cannot start says why, and leaves no directory behind.
+func TestStartFrontFails(t *testing.T) {
+	l := Limiter{Kind: Nginx, Rate: 4}
+	if _, err := l.Kind.binary(); err != nil {
+		t.Skip(err)
+	}
+	before, _ := filepath.Glob(filepath.Join(os.TempDir(), "pacebench-nginx-*"))
+	// An upstream nginx cannot parse: the configuration is refused at start.
+	_, err := startFront(l, "127.0.0.1:notaport")
+	if !errors.Is(err, errExitedAtStart) || !strings.Contains(err.Error(), "invalid port") {
+		t.Errorf("err %v, want an exit at start quoting nginx's message", err)
+	}
+	if after, _ := filepath.Glob(filepath.Join(os.TempDir(), "pacebench-nginx-*")); len(after) > len(before) {
+		t.Errorf("directories left behind: %v", after)
+	}
+}
