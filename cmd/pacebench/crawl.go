@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -94,18 +95,33 @@ func crawl(ctx context.Context, sc *Scenario, mode Mode) (*Run, error) {
 		return nil, err
 	}
 	defer site.Close()
+	// With a real limiter, the crawler meets the limiter, and the host serves the pages behind it.
+	base := make([]string, len(site.Hosts)) // what the crawler connects to, "http://127.0.0.1:PORT"
+	fronts := make([]*front, len(site.Hosts))
+	for i, h := range site.Hosts {
+		base[i] = h.URL()
+		if sc.Limiter == nil {
+			continue
+		}
+		f, err := startFront(*sc.Limiter, h.Key())
+		if err != nil {
+			return nil, fmt.Errorf("%s in front of %s: %w", sc.Limiter.Kind, h.Name(), err)
+		}
+		defer f.Close()
+		fronts[i], base[i] = f, f.URL()
+	}
 
 	procs := max(sc.Processes, 1)
 	specs := make([]workerSpec, procs)
 	for i := range specs {
 		specs[i] = workerSpec{Mode: mode, Interval: sc.Interval, Jitter: sc.Jitter, Sample: i == 0 && mode == Adaptive}
-		for _, h := range site.Hosts {
-			specs[i].Hosts = append(specs[i].Hosts, h.Key())
+		for _, b := range base {
+			specs[i].Hosts = append(specs[i].Hosts, strings.TrimPrefix(b, "http://"))
 		}
 	}
-	for _, h := range site.Hosts {
+	for i, h := range site.Hosts {
 		for p := range h.Pages() {
-			specs[p%procs].URLs = append(specs[p%procs].URLs, h.PageURL(p))
+			specs[p%procs].URLs = append(specs[p%procs].URLs, base[i]+scenario.PagePath(p))
 		}
 	}
 
@@ -140,10 +156,20 @@ func crawl(ctx context.Context, sc *Scenario, mode Mode) (*Run, error) {
 	site.Close()
 
 	for i, h := range site.Hosts {
-		run.Hosts = append(run.Hosts, &HostRun{
+		hr := &HostRun{
 			Group: groups[i], Key: h.Key(), Config: h.Config(),
-			Arrivals: h.Arrivals(), Windows: h.Windows(), LastDone: res.LastDone[h.Key()],
-		})
+			Arrivals: h.Arrivals(), Windows: h.Windows(),
+		}
+		if f := fronts[i]; f != nil {
+			// Measured at the limiter, from its own log; the host behind it saw only what it let through.
+			hr.Key = strings.TrimPrefix(f.URL(), "http://")
+			hr.Config.Capacity = sc.Limiter.capacity()
+			if hr.Arrivals, hr.Windows, err = f.Log(); err != nil {
+				return nil, err
+			}
+		}
+		hr.LastDone = res.LastDone[hr.Key]
+		run.Hosts = append(run.Hosts, hr)
 	}
 	return run, nil
 }

@@ -7,15 +7,28 @@
 // deadline, a steady capacity, a capacity that halves) and the eight of issue 15 (a server that queues
 // instead of refusing, with one worker and with four; limiters without burst, as nginx limit_req,
 // steady, halving, answering 503 without Retry-After, shared by a fleet and over a grid of rates and
-// Retry-After values; an enforced quota of 10 per 5 s). In each, static Colly and the adaptive pacer
+// Retry-After values; an enforced quota of 10 per 5 s), and step-up-nb (a capacity without burst that
+// rises from 2/s to 4/s, issue 26). In each, static Colly and the adaptive pacer
 // crawl the same pages of identical servers side by side, each on its own servers. The fleet scenarios
 // re-execute this program as worker processes and start a private redis-server (it must be installed).
 // It prints a Markdown table, checks the issue's targets, writes the generated section of
-// BENCHMARKS.md and renders a chart per scenario (limiter-grid, of eight hosts, has a table instead).
+// BENCHMARKS.md and renders a chart per scenario (limiter-grid, of many hosts, has a table instead).
+//
+// Issue 26 adds, run only when asked: real rate limiters (-real, or by name), nginx limit_req without
+// burst at 4/s with its default 503 and with 429 + Retry-After: 1, and HAProxy's sliding window
+// http_req_rate(1s) at 4/s with 429 + Retry-After: 1, each started as a child process with a private
+// configuration in a temporary directory, in front of a scenario host without limits, and measured from
+// its own access log (a scenario whose binary is missing is skipped, saying so); the long version of
+// every limiter shape (-long: at least 3 minutes of crawl per host, with the steady state from 30 s on);
+// and refusals that speed does not cause (-scenarios rate-independent).
 //
 //	go run ./cmd/pacebench                         # the full suite, about 11 minutes
 //	go run ./cmd/pacebench -short                  # the quick version, a few seconds a scenario
 //	go run ./cmd/pacebench -scenarios outage,capacity
+//	go run ./cmd/pacebench -real                   # nginx and HAProxy, about 2 minutes
+//	go run ./cmd/pacebench -scenarios real-haproxy # one of them
+//	go run ./cmd/pacebench -long -md LONG.md       # every limiter shape for 3+ minutes a host, 30 to 50 minutes
+//	go run ./cmd/pacebench -long -real             # the real limiters only, 3+ minutes each
 package main
 
 import (
@@ -39,6 +52,8 @@ type options struct {
 	md        string // Markdown file whose generated section is updated; "" for none
 	scenarios string
 	short     bool
+	long      bool   // the long version of every limiter shape (issue 26)
+	real      bool   // the real-limiter scenarios (nginx, HAProxy)
 	format    string // chart format: svg or png
 	audit     string // directory for the adaptive pacer's audit trails; "" for none
 }
@@ -70,8 +85,10 @@ func parseFlags(fs *flag.FlagSet, args []string) (options, error) {
 	var o options
 	fs.StringVar(&o.out, "out", "docs/bench", "directory for the charts, one per scenario (\"\" for none)")
 	fs.StringVar(&o.md, "md", "BENCHMARKS.md", "Markdown file whose generated section (between the pacebench markers) is replaced (\"\" for none)")
-	fs.StringVar(&o.scenarios, "scenarios", "all", "scenarios to run, comma-separated: all or "+scenarioNames())
+	fs.StringVar(&o.scenarios, "scenarios", "all", "scenarios to run, comma-separated: all (the loopback scenarios), real (the real limiters) or names among "+scenarioNames(sizeFull))
 	fs.BoolVar(&o.short, "short", false, "run the quick version of each scenario (a few seconds each)")
+	fs.BoolVar(&o.long, "long", false, "run the long version (at least 3 minutes a host) of every limiter shape, real limiters included, or of those named by -scenarios: "+scenarioNames(sizeLong))
+	fs.BoolVar(&o.real, "real", false, "run the scenarios served by real rate limiters (nginx, HAProxy; skipped where not installed), besides those named by -scenarios")
 	fs.StringVar(&o.format, "format", "svg", "chart format: svg or png")
 	fs.StringVar(&o.audit, "audit", "", "directory to write the adaptive pacer's audit trail of each scenario to (JSON lines)")
 	fs.Usage = func() {
@@ -90,9 +107,19 @@ func parseFlags(fs *flag.FlagSet, args []string) (options, error) {
 	if o.format != "svg" && o.format != "png" {
 		return o, fmt.Errorf("-format must be svg or png, not %q", o.format)
 	}
+	if o.short && o.long {
+		return o, errors.New("-short and -long exclude each other")
+	}
 	explicit := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { explicit[f.Name] = true })
-	if o.short || strings.TrimSpace(o.scenarios) != "all" {
+	if o.real {
+		if explicit["scenarios"] {
+			o.scenarios += "," + realSetName
+		} else {
+			o.scenarios = realSetName
+		}
+	}
+	if o.short || o.long || strings.TrimSpace(o.scenarios) != "all" {
 		if !explicit["md"] {
 			o.md = ""
 		}
@@ -141,7 +168,7 @@ func runScenario(ctx context.Context, sc Scenario) (*ScenarioResult, error) {
 
 // run runs the selected scenarios one after another, then reports.
 func run(ctx context.Context, o options, stdout, stderr io.Writer) error {
-	scs, err := selectScenarios(o.scenarios, o.short)
+	scs, err := selectScenarios(o.scenarios, o.size())
 	if err != nil {
 		return err
 	}
@@ -150,6 +177,12 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) error {
 	for i := range scs {
 		if err := ctx.Err(); err != nil {
 			return err
+		}
+		if l := scs[i].Limiter; l != nil {
+			if _, err := l.Kind.binary(); err != nil {
+				fmt.Fprintf(stderr, "pacebench: skipping %s: %v\n", scs[i].Name, err)
+				continue
+			}
 		}
 		fmt.Fprintf(stderr, "pacebench: %s (%d of %d)…\n", scs[i].Name, i+1, len(scs))
 		r, err := runScenario(ctx, scs[i])
@@ -200,7 +233,7 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) error {
 	}
 	info := RunInfo{
 		Date: start, Go: runtime.Version() + " " + runtime.GOOS + "/" + runtime.GOARCH,
-		Procs: runtime.GOMAXPROCS(0), Total: total, Short: o.short, Command: command(o),
+		Procs: runtime.GOMAXPROCS(0), Total: total, Short: o.short, Long: o.long, Command: command(o),
 		Load: [2]string{loadStart, loadAverage()},
 	}
 	section := renderSection(info, results, targets, charts)
@@ -217,13 +250,27 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) error {
 // command reconstructs the command line of the run, for the report.
 func command(o options) string {
 	cmd := "go run ./cmd/pacebench"
-	if o.short {
+	switch {
+	case o.short:
 		cmd += " -short"
+	case o.long:
+		cmd += " -long"
 	}
 	if strings.TrimSpace(o.scenarios) != "all" {
 		cmd += " -scenarios " + o.scenarios
 	}
 	return cmd
+}
+
+// size is the length of the scenarios the flags ask for.
+func (o options) size() size {
+	switch {
+	case o.short:
+		return sizeShort
+	case o.long:
+		return sizeLong
+	}
+	return sizeFull
 }
 
 // writeAudit writes the adaptive pacer's audit trail of a scenario to dir/<scenario>.jsonl.

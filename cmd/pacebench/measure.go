@@ -19,6 +19,12 @@ const (
 	// dateResolution is what an HTTP-date Retry-After can add to the wait a client computes: both
 	// the date and the Date header have one-second resolution.
 	dateResolution = time.Second
+	// steadyFrom is the learning a crawl is granted (issue 26): its steady state is what follows,
+	// from this long after the group's first page request.
+	steadyFrom = 30 * time.Second
+	// steadyWindow is the length of the windows the steady state is judged in, back to back from
+	// steadyFrom, and how long after a capacity step the new rate is granted to be found.
+	steadyWindow = 30 * time.Second
 )
 
 // Metrics are the measurements of one group of hosts in one crawl, all taken from the servers'
@@ -51,10 +57,16 @@ type Metrics struct {
 	QueueWaits          []time.Duration
 	WaitMedian, WaitP95 time.Duration
 	Step                *StepMetrics   // hosts whose capacity steps mid-crawl; nil otherwise
-	Wall                time.Duration  // from the start of the crawl to the group's last response
-	Lateness            []Lateness     // the first request after each Retry-After window
-	Outage              *OutageMetrics // hosts with a scripted outage; nil otherwise
-	Floor               time.Duration  // the interval the group should be paced at: the configured one or Crawl-delay
+	Steady              *SteadyMetrics // after the first steadyFrom; nil for a crawl too short to have one
+	// SettledInterval is, on hosts refusing whatever the rate (scenario.Flaky), the largest interval the
+	// adaptive pacer had in force (sampled) after each host's riSettleRefusals-th refusal; Settled says
+	// some host had that many refusals and was sampled after.
+	SettledInterval time.Duration
+	Settled         bool
+	Wall            time.Duration  // from the start of the crawl to the group's last response
+	Lateness        []Lateness     // the first request after each Retry-After window
+	Outage          *OutageMetrics // hosts with a scripted outage; nil otherwise
+	Floor           time.Duration  // the interval the group should be paced at: the configured one or Crawl-delay
 }
 
 // GoodputShare is Goodput as a share of Capacity; NaN when the group has no capacity.
@@ -115,6 +127,33 @@ type StepMetrics struct {
 	CapBefore, CapAfter         float64       // the bucket's rate before and after
 	Before, After               float64       // pages served 200 per second before and after
 	RefusedBefore, RefusedAfter int           // refusals before and after
+	// Settled is the rate of pages served 200 after the step, leaving out the steadyWindow that
+	// follows it (granted to find the new rate): from then to the last 200. SettledOK says the crawl
+	// went on past that window; Settled is 0 otherwise.
+	Settled   float64
+	SettledOK bool
+}
+
+// SteadyMetrics measure a group's crawl from steadyFrom after its first page request on, at the
+// server: the steady state, once the capacity had time to be learnt.
+type SteadyMetrics struct {
+	// Goodput is the pages served 200 from steadyFrom on, per second from steadyFrom to the last 200.
+	Goodput float64
+	// Windows are the pages served 200 per second in each steadyWindow, back to back from steadyFrom,
+	// of those that end by the last 200 (a window the crawl ran out of pages in is not counted).
+	Windows []float64
+	// Refused counts the refusals from steadyFrom on; RefusedPerMinute divides them by the minutes
+	// from steadyFrom to the last page request.
+	Refused          int
+	RefusedPerMinute float64
+}
+
+// MinWindow returns the lowest goodput of Windows; ok is false when there is none.
+func (s *SteadyMetrics) MinWindow() (rate float64, ok bool) {
+	if len(s.Windows) == 0 {
+		return 0, false
+	}
+	return slices.Min(s.Windows), true
 }
 
 // Drop is the request rate before the outage divided by the rate during it (+Inf for no request during).
@@ -129,8 +168,9 @@ func (o *OutageMetrics) Drop() float64 {
 func measure(sc *Scenario, g int, run *Run) *Metrics {
 	m := &Metrics{}
 	var lastDone time.Time
-	var ok []scenario.Arrival // pages served 200, pooled
-	var first time.Time       // the group's first page request
+	var ok []scenario.Arrival  // pages served 200, pooled
+	var all []scenario.Arrival // page requests, pooled
+	var first time.Time        // the group's first page request
 	var minGapSeen time.Duration
 	reads := readsOf(run.Audit)
 	for _, h := range run.Hosts {
@@ -141,6 +181,7 @@ func measure(sc *Scenario, g int, run *Run) *Metrics {
 		m.Floor = max(m.Floor, sc.floorFor(h.Config))
 		pages := scenario.PageRequests(h.Arrivals)
 		m.Requests += len(pages)
+		all = append(all, pages...)
 		m.Refused += scenario.Refused(pages)
 		in, flight := insideWindows(reads.arrivals(h.Key, pages), reads.windows(h.Key, h.Windows), windowGrace)
 		m.InWindow += in
@@ -177,6 +218,11 @@ func measure(sc *Scenario, g int, run *Run) *Metrics {
 		if o := outageOf(h.Config); o != nil {
 			m.Outage = outageMetrics(pages, *o, sc.floorFor(h.Config), sc.Jitter)
 		}
+		if h.Config.Flaky != nil {
+			if d, ok := intervalAfterRefusals(pages, run.Samples[h.Key], riSettleRefusals); ok {
+				m.SettledInterval, m.Settled = max(m.SettledInterval, d), true
+			}
+		}
 		if h.LastDone.After(lastDone) {
 			lastDone = h.LastDone
 		}
@@ -185,7 +231,14 @@ func measure(sc *Scenario, g int, run *Run) *Metrics {
 	if !lastDone.IsZero() && lastDone.Sub(run.Start) < run.Wall {
 		m.Wall = lastDone.Sub(run.Start)
 	}
-	m.Goodput = serverGoodput(ok, first)
+	var end time.Time // the group's last page request
+	for _, a := range all {
+		if a.At.After(end) {
+			end = a.At
+		}
+	}
+	m.Goodput = serverGoodput(ok, first, end)
+	m.Steady = steadyMetrics(all, ok, first)
 	if len(m.QueueWaits) > 0 {
 		m.WaitMedian, m.WaitP95 = scenario.Median(m.QueueWaits), scenario.P95(m.QueueWaits)
 	}
@@ -231,12 +284,14 @@ func quotaCapacity(cfg scenario.HostConfig) float64 {
 
 // serverGoodput is the rate of pages served 200 at the server: their number divided by the time from
 // the first page request's arrival to the last 200's (to its completion on a host with workers, as
-// measure passes it). 0 when there are fewer than two.
-func serverGoodput(ok []scenario.Arrival, first time.Time) float64 {
+// measure passes it), or to the last page request's if that came later (end): a crawl that keeps being
+// refused after its last 200 is still crawling, and a crawl whose few 200s all came at the start does
+// not read as faster than the host. 0 when there are fewer than two.
+func serverGoodput(ok []scenario.Arrival, first, end time.Time) float64 {
 	if len(ok) < 2 {
 		return 0
 	}
-	last := ok[0].At
+	last := end
 	for _, a := range ok {
 		if a.At.After(last) {
 			last = a.At
@@ -277,7 +332,66 @@ func stepMetrics(pages []scenario.Arrival, c scenario.Capacity) *StepMetrics {
 	if span := last.Sub(step); after > 0 && span > 0 {
 		m.After = float64(after) / span.Seconds()
 	}
+	settled, settledOK := step.Add(steadyWindow), 0
+	for _, a := range pages {
+		if a.Status == http.StatusOK && !a.At.Before(settled) {
+			settledOK++
+		}
+	}
+	if span := last.Sub(settled); span > 0 {
+		m.Settled, m.SettledOK = float64(settledOK)/span.Seconds(), true
+	}
 	return m
+}
+
+// steadyMetrics measures the steady state of a group: its page requests pooled (all, refused ones
+// included), those served 200 (ok, at the instant they count for goodput) and its first page request.
+// It returns nil unless the last 200 came at least steadyFrom + steadyWindow after first: a crawl
+// shorter than that has no steady state to judge.
+func steadyMetrics(all, ok []scenario.Arrival, first time.Time) *SteadyMetrics {
+	if len(ok) == 0 || first.IsZero() {
+		return nil
+	}
+	from := first.Add(steadyFrom)
+	last := slices.MaxFunc(ok, func(a, b scenario.Arrival) int { return a.At.Compare(b.At) }).At
+	if last.Sub(from) < steadyWindow {
+		return nil
+	}
+	m := &SteadyMetrics{}
+	n := len(ok) // a bound on the windows: each ends by the last 200
+	for k := 0; k < n && !from.Add(time.Duration(k+1)*steadyWindow).After(last); k++ {
+		m.Windows = append(m.Windows, 0)
+	}
+	served := 0
+	for _, a := range ok {
+		if a.At.Before(from) {
+			continue
+		}
+		served++
+		if k := int(a.At.Sub(from) / steadyWindow); k < len(m.Windows) {
+			m.Windows[k]++
+		}
+	}
+	for k := range m.Windows {
+		m.Windows[k] /= steadyWindow.Seconds()
+	}
+	m.Goodput = float64(served) / last.Sub(from).Seconds()
+	end := last
+	for _, a := range all {
+		if a.At.After(end) {
+			end = a.At
+		}
+		if !a.At.Before(from) && refusal(a.Status) {
+			m.Refused++
+		}
+	}
+	m.RefusedPerMinute = float64(m.Refused) / end.Sub(from).Minutes()
+	return m
+}
+
+// refusal reports whether a status refuses the request for its rate: 429 or 503.
+func refusal(status int) bool {
+	return status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable
 }
 
 // insideWindows counts the arrivals inside an announced Retry-After window (after Issued, before
@@ -410,4 +524,29 @@ func outageMetrics(arrivals []scenario.Arrival, o scenario.Refusal, floor time.D
 		}
 	}
 	return m
+}
+
+// intervalAfterRefusals returns the largest interval in the samples taken after the n-th refusal
+// among pages (a page request not served 200: refused, or never answered); ok is false when there were
+// fewer refusals or no sample after.
+func intervalAfterRefusals(pages []scenario.Arrival, samples []Sample, n int) (largest time.Duration, ok bool) {
+	var from time.Time
+	seen := 0
+	for _, a := range pages {
+		if a.Status != http.StatusOK {
+			if seen++; seen == n {
+				from = a.At
+				break
+			}
+		}
+	}
+	if seen < n {
+		return 0, false
+	}
+	for _, s := range samples {
+		if !s.At.Before(from) {
+			largest, ok = max(largest, s.Status.Interval), true
+		}
+	}
+	return largest, ok
 }

@@ -25,7 +25,8 @@ type RunInfo struct {
 	Go      string // runtime.Version() and GOOS/GOARCH
 	Procs   int    // GOMAXPROCS
 	Total   time.Duration
-	Short   bool
+	Short   bool // a -short run
+	Long    bool // a -long run
 	Command string
 	Load    [2]string // the load average (1, 5, 15 min) at the start and the end; "" when unknown
 }
@@ -79,6 +80,12 @@ func notes(sc *Scenario, run *Run, m *Metrics) string {
 	if st := m.Step; st != nil {
 		n = append(n, fmt.Sprintf("before the step %s, %d refused; after %s, %d refused",
 			fmtStepShare(st.Before, st.CapBefore), st.RefusedBefore, fmtStepShare(st.After, st.CapAfter), st.RefusedAfter))
+		if st.SettledOK {
+			n = append(n, "after the 30 s following the step "+fmtStepShare(st.Settled, st.CapAfter))
+		}
+	}
+	if sc.Limiter != nil {
+		n = append(n, "measured from "+sc.Limiter.Kind.String()+"'s access log")
 	}
 	if worst, over, ok := m.MaxLateness(); ok {
 		s := fmt.Sprintf("%d windows; first request after one at most %s late ", m.Windows, fmtDur(worst.Late))
@@ -117,27 +124,49 @@ func serviceTime(run *Run) time.Duration {
 	return 0
 }
 
-// renderGrid renders limiter-grid as a table: a row per rate, a column per Retry-After, each cell the
-// adaptive pacer's goodput, refusals and lost pages, then static Colly's.
+// renderGrid renders limiter-grid as a table: a row per rate, a column per way of refusing, each cell
+// the adaptive pacer's goodput, refusals and lost pages, then static Colly's. A long run adds the
+// steady state to each cell.
 func renderGrid(r *ScenarioResult) string {
+	var rates []float64
+	var cols []gridColumn
+	for _, grp := range r.Scenario.Groups {
+		if c := grp.Cell; c != nil {
+			if !slices.Contains(rates, c.Rate) {
+				rates = append(rates, c.Rate)
+			}
+			if !slices.Contains(cols, c.Column) {
+				cols = append(cols, c.Column)
+			}
+		}
+	}
 	var b strings.Builder
-	b.WriteString("Each cell: goodput as a share of the limiter's rate, requests refused, pages lost; adaptive pacing, then static Colly.\n\n")
-	b.WriteString("| Rate (no burst) |")
-	for _, ra := range gridRetryAfter {
-		fmt.Fprintf(&b, " Retry-After %s |", fmtLabel(ra))
+	b.WriteString("Each cell: goodput as a share of the limiter's rate, requests refused, pages lost")
+	if r.Scenario.Long {
+		b.WriteString("; then from 30 s on: goodput, the worst 30 s window, refusals a minute")
+	}
+	b.WriteString("; adaptive pacing, then static Colly.\n\n| Rate (no burst) |")
+	for _, c := range cols {
+		fmt.Fprintf(&b, " %s |", c)
 	}
 	b.WriteString("\n|---|")
-	for range gridRetryAfter {
+	for range cols {
 		b.WriteString("---|")
 	}
 	b.WriteString("\n")
 	cell := func(m *Metrics) string {
-		return fmt.Sprintf("%.0f%%, %d refused, %d lost", m.GoodputShare()*100, m.Refused, m.Lost)
+		s := fmt.Sprintf("%.0f%%, %d refused, %d lost", m.GoodputShare()*100, m.Refused, m.Lost)
+		if r.Scenario.Long {
+			s += "; " + fmtSteadyCell(m)
+		}
+		return s
 	}
-	for _, rate := range gridRates {
+	for _, rate := range rates {
 		fmt.Fprintf(&b, "| %g/s |", rate)
-		for _, ra := range gridRetryAfter {
-			g := slices.IndexFunc(r.Scenario.Groups, func(grp Group) bool { return grp.Label == gridLabel(rate, ra) })
+		for _, col := range cols {
+			g := slices.IndexFunc(r.Scenario.Groups, func(grp Group) bool {
+				return grp.Cell != nil && *grp.Cell == gridCell{Rate: rate, Column: col}
+			})
 			if g < 0 {
 				b.WriteString(" — |")
 				continue
@@ -147,6 +176,34 @@ func renderGrid(r *ScenarioResult) string {
 		b.WriteString("\n")
 	}
 	return b.String()
+}
+
+// renderSteady renders the steady state of every group whose crawl had one (issue 26): the whole
+// crawl's goodput beside the goodput from 30 s on, the worst 30 s window from then on and the
+// refusals a minute from then on, static Colly and the adaptive pacer side by side. "" when no group
+// ran long enough.
+func renderSteady(results []*ScenarioResult) string {
+	var b strings.Builder
+	for _, r := range results {
+		sc := &r.Scenario
+		for g, grp := range sc.Groups {
+			if r.Metrics[Static][g].Steady == nil && r.Metrics[Adaptive][g].Steady == nil {
+				continue
+			}
+			for _, mode := range []Mode{Static, Adaptive} {
+				m := r.Metrics[mode][g]
+				fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %d of %d | %s |\n", sc.Name, grp.Label, mode,
+					fmtShare(m.Goodput, m.Capacity), fmtSteadyGoodput(m), fmtMinWindow(m), fmtRefusedPerMinute(m), m.Lost, m.Pages, fmtDur(m.Wall))
+			}
+		}
+	}
+	if b.Len() == 0 {
+		return ""
+	}
+	return "Measured at the server, pages served 200 as a share of the capacity. The first 30 s are learning; " +
+		"from then on the windows are 30 s back to back, up to the last page served.\n\n" +
+		"| Scenario | Hosts | Pacing | Whole crawl | From 30 s on | Worst 30 s window after 30 s | Refusals a minute after 30 s | Pages lost | Wall |\n" +
+		"|---|---|---|---|---|---|---:|---:|---:|\n" + b.String()
 }
 
 // renderTargets renders the targets table.
@@ -173,8 +230,11 @@ func renderTargets(ts []Target) string {
 func renderSection(info RunInfo, results []*ScenarioResult, targets []Target, charts map[string]string) string {
 	var b strings.Builder
 	kind := "full"
-	if info.Short {
+	switch {
+	case info.Short:
 		kind = "short (-short)"
+	case info.Long:
+		kind = "long (-long)"
 	}
 	met := 0
 	for _, t := range targets {
@@ -195,6 +255,10 @@ func renderSection(info RunInfo, results []*ScenarioResult, targets []Target, ch
 			b.WriteString("\n### Limiter grid\n\n")
 			b.WriteString(renderGrid(r))
 		}
+	}
+	if steady := renderSteady(results); steady != "" {
+		b.WriteString("\n### Steady state\n\n")
+		b.WriteString(steady)
 	}
 	b.WriteString("\n### Targets\n\n")
 	b.WriteString(renderTargets(targets))
@@ -317,4 +381,50 @@ func fmtFirstOK(o *OutageMetrics) string {
 // fmtStepShare renders a rate as a share of a capacity: "92% of 4/s (3.68/s)".
 func fmtStepShare(rate, capacity float64) string {
 	return fmt.Sprintf("%.0f%% of %g/s (%.2f/s)", rate/capacity*100, capacity, rate)
+}
+
+// fmtShare renders a rate as a share of a capacity, "92% (3.68/s)"; the bare rate without a capacity.
+func fmtShare(rate, capacity float64) string {
+	if capacity <= 0 {
+		return fmt.Sprintf("%.2f/s", rate)
+	}
+	return fmt.Sprintf("%.0f%% (%.2f/s)", rate/capacity*100, rate)
+}
+
+func fmtSteadyGoodput(m *Metrics) string {
+	if m.Steady == nil {
+		return "—"
+	}
+	return fmtShare(m.Steady.Goodput, m.Capacity)
+}
+
+// fmtMinWindow renders the worst 30 s window after 30 s and how many there were: "88% (3.53/s), of 5".
+func fmtMinWindow(m *Metrics) string {
+	if m.Steady == nil {
+		return "—"
+	}
+	low, ok := m.Steady.MinWindow()
+	if !ok {
+		return "no whole window"
+	}
+	return fmt.Sprintf("%s, of %d", fmtShare(low, m.Capacity), len(m.Steady.Windows))
+}
+
+func fmtRefusedPerMinute(m *Metrics) string {
+	if m.Steady == nil {
+		return "—"
+	}
+	return fmt.Sprintf("%.1f (%d)", m.Steady.RefusedPerMinute, m.Steady.Refused)
+}
+
+// fmtSteadyCell renders the steady state in a grid cell: "steady 93%, worst window 90%, 0.4 refused/min".
+func fmtSteadyCell(m *Metrics) string {
+	if m.Steady == nil || m.Capacity <= 0 {
+		return "no steady state"
+	}
+	s := fmt.Sprintf("steady %.0f%%", m.Steady.Goodput/m.Capacity*100)
+	if low, ok := m.Steady.MinWindow(); ok {
+		s += fmt.Sprintf(", worst window %.0f%%", low/m.Capacity*100)
+	}
+	return s + fmt.Sprintf(", %.1f refused/min", m.Steady.RefusedPerMinute)
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -26,12 +27,19 @@ type Scenario struct {
 	// NoChart leaves the scenario out of the charts: a scenario of many hosts (limiter-grid) is
 	// reported as a table only.
 	NoChart bool
+	// Limiter, when set, puts real rate-limiting software in front of each host (nginx, HAProxy):
+	// the hosts serve every page without limit, and arrivals are read from the limiter's access log.
+	Limiter *Limiter
+	// Long marks the long version of a limiter scenario (-long): at least longSpan of crawl per host,
+	// judged by the steady-state targets of issue 26.
+	Long bool
 }
 
 // Group is a set of hosts of the same character, measured together (their gaps are pooled).
 type Group struct {
 	Label string
 	Hosts []scenario.HostConfig
+	Cell  *gridCell // limiter-grid's cell of the group; nil elsewhere
 }
 
 // Scenario names, in the order they run.
@@ -57,6 +65,7 @@ const (
 	scSteadyNoBurst = "steady-nb"
 	scStepNoBurst   = "step-nb"
 	scNginx503      = "nginx-503"
+	scStepUpNoBurst = "step-up-nb" // issue 26: a capacity that rises
 	scFleetNoBurst  = "fleet-nb"
 	scLimiterGrid   = "limiter-grid"
 	scQuota         = "quota"
@@ -201,9 +210,18 @@ func allScenarios(short bool) []Scenario {
 // issue15Scenarios returns the scenarios of issue 15: a server that never refuses but queues (one
 // worker × 100 ms, and four × 200 ms), limiters without burst (burst 1: nginx's limit_req without
 // burst) steady, stepping, answering nginx's default 503 without Retry-After, shared by a fleet and
-// over a grid of rates and Retry-After values, and an enforced quota of 10 per 5 s.
+// over a grid of rates and Retry-After values, and an enforced quota of 10 per 5 s. The limiter shapes
+// come from limiterShapes, which also builds their long versions.
 func issue15Scenarios(short bool, limit time.Duration) []Scenario {
-	pick, dur := sizes(short)
+	pick, _ := sizes(short)
+	sz := sizeFull
+	if short {
+		sz = sizeShort
+	}
+	shapes := map[string]Scenario{}
+	for _, sc := range limiterShapes(sz) {
+		shapes[sc.Name] = sc
+	}
 	fast := 20 * time.Millisecond
 	overload := Scenario{
 		Name: scOverload, Title: "Overload: 1 worker × 100 ms behind a FIFO queue, never refusing",
@@ -219,53 +237,12 @@ func issue15Scenarios(short bool, limit time.Duration) []Scenario {
 			Name: scOverload4x200, Pages: pick(120, 60), Workers: 4, Latency: 200 * time.Millisecond,
 		}}}},
 	}
-	noBurst := func(rate float64, retryAfter time.Duration) *scenario.Capacity {
-		return &scenario.Capacity{Rate: rate, Burst: 1, RetryAfter: retryAfter}
-	}
-	steady := Scenario{
-		Name: scSteadyNoBurst, Title: "Limiter without burst (nginx limit_req): 4 requests/s, 429 + Retry-After: 1",
-		Interval: 100 * time.Millisecond, Jitter: ext.DefaultJitter, Limit: limit,
-		Groups: []Group{{Label: "4/s, no burst", Hosts: []scenario.HostConfig{{
-			Name: scSteadyNoBurst, Pages: pick(120, 20), Latency: fast, Capacity: noBurst(4, time.Second),
-		}}}},
-	}
-	stepAt := dur(20*time.Second, 3*time.Second)
-	stepCap := noBurst(4, time.Second)
-	stepCap.StepAfter, stepCap.StepRate = stepAt, 2
-	step := Scenario{
-		Name: scStepNoBurst, Title: fmt.Sprintf("Capacity step without burst: 4 requests/s, 2/s from %s on, 429 + Retry-After: 1", fmtLabel(stepAt)),
-		Interval: 100 * time.Millisecond, Jitter: ext.DefaultJitter, Limit: limit,
-		Groups: []Group{{Label: "4/s then 2/s, no burst", Hosts: []scenario.HostConfig{{
-			Name: scStepNoBurst, Pages: pick(120, 20), Latency: fast, Capacity: stepCap,
-		}}}},
-	}
-	nginx := Scenario{
-		Name: scNginx503, Title: "nginx limit_req defaults: 4 requests/s without burst, 503 without Retry-After",
-		Interval: 100 * time.Millisecond, Jitter: ext.DefaultJitter, Limit: limit,
-		Groups: []Group{{Label: "4/s, no burst, 503", Hosts: []scenario.HostConfig{{
-			Name: scNginx503, Pages: pick(120, 20), Latency: fast,
-			Capacity: &scenario.Capacity{Rate: 4, Burst: 1, Status: 503},
-		}}}},
-	}
 	fleet := Scenario{
 		Name: scFleetNoBurst, Title: fmt.Sprintf("Fleet of %d processes on one redisstore: 4 requests/s without burst, 429 + Retry-After: 1", fleetSize),
 		Interval: 100 * time.Millisecond, Jitter: ext.DefaultJitter, Limit: limit, Processes: fleetSize,
 		Groups: []Group{{Label: fmt.Sprintf("4/s, no burst, %d processes", fleetSize), Hosts: []scenario.HostConfig{{
 			Name: scFleetNoBurst, Pages: pick(120, 24), Latency: fast, Capacity: noBurst(4, time.Second),
 		}}}},
-	}
-	grid := Scenario{
-		Name: scLimiterGrid, Title: "Limiters without burst: 2, 4, 6 and 10 requests/s × 429 + Retry-After: 1 and 3, one host each",
-		Interval: 100 * time.Millisecond, Jitter: ext.DefaultJitter, Limit: limit, NoChart: true,
-	}
-	gridSpan := dur(27*time.Second, 3*time.Second) // each host's pages take about this long at its rate
-	for _, rate := range gridRates {
-		for _, ra := range gridRetryAfter {
-			grid.Groups = append(grid.Groups, Group{Label: gridLabel(rate, ra), Hosts: []scenario.HostConfig{{
-				Name:  fmt.Sprintf("grid-%g-%g", rate, ra.Seconds()),
-				Pages: int(rate * gridSpan.Seconds()), Latency: fast, Capacity: noBurst(rate, ra),
-			}}})
-		}
 	}
 	quota := Scenario{
 		Name: scQuota, Title: "Quota headers: X-RateLimit 10 per 5 s, enforced (429 + Retry-After once spent)",
@@ -275,27 +252,249 @@ func issue15Scenarios(short bool, limit time.Duration) []Scenario {
 			RateLimit: &scenario.RateLimit{Limit: 10, Window: 5 * time.Second, Style: scenario.XRateLimit, Enforce: true},
 		}}}},
 	}
-	return []Scenario{overload, overload4, steady, step, nginx, fleet, grid, quota}
+	return []Scenario{overload, overload4, shapes[scSteadyNoBurst], shapes[scStepNoBurst], shapes[scStepUpNoBurst],
+		shapes[scNginx503], fleet, shapes[scLimiterGrid], quota}
 }
 
-// The cells of limiter-grid: every rate with every Retry-After.
-var (
-	gridRates      = []float64{2, 4, 6, 10}
-	gridRetryAfter = []time.Duration{time.Second, 3 * time.Second}
+// size is how long a scenario runs: its full version, its quick one (-short) or, for the limiter
+// shapes, its long one (-long).
+type size int
+
+const (
+	sizeFull size = iota
+	sizeShort
+	sizeLong
 )
 
-// gridLabel labels a cell of limiter-grid: "4/s, Retry-After 3 s".
-func gridLabel(rate float64, retryAfter time.Duration) string {
-	return fmt.Sprintf("%g/s, Retry-After %s", rate, fmtLabel(retryAfter))
+func (sz size) String() string {
+	switch sz {
+	case sizeShort:
+		return "short"
+	case sizeLong:
+		return "long"
+	}
+	return "full"
 }
 
-// selectScenarios returns the scenarios named in a comma-separated list ("all" for every one),
-// in their canonical order.
-func selectScenarios(list string, short bool) ([]Scenario, error) {
-	all := allScenarios(short)
-	if strings.TrimSpace(list) == "all" {
-		return all, nil
+// Lengths of the long scenarios (issue 26): at least three minutes of crawl per host.
+const (
+	// longSpan is how long each host's pages take at its capacity. No crawl can be faster, so each
+	// lasts at least that long; the first 30 s are learning, the rest is the steady state.
+	longSpan = 200 * time.Second
+	// longStepAt is when a long scenario's capacity steps: 90 s of one rate, then 110 s of the other,
+	// each side measured outside the 30 s after the step.
+	longStepAt = 90 * time.Second
+	// longLimit bounds a long crawl: a crawler at half of capacity still finishes within it.
+	longLimit = 2*longSpan + 100*time.Second
+)
+
+// noBurst is a limiter without burst (nginx limit_req without burst): rate per second, 429 with
+// retryAfter; see scenario.Capacity.
+func noBurst(rate float64, retryAfter time.Duration) *scenario.Capacity {
+	return &scenario.Capacity{Rate: rate, Burst: 1, RetryAfter: retryAfter}
+}
+
+// limiterShapes returns the limiters without burst at size sz: steady at 4/s, stepping from 4/s to
+// 2/s and from 2/s to 4/s, answering nginx's default 503 without Retry-After, and a grid of rates ×
+// refusals. The long versions crawl longSpan of pages per host (rate × longSpan), step at longStepAt,
+// and have a grid of 2, 4 and 10/s.
+func limiterShapes(sz size) []Scenario {
+	pick, dur := sizes(sz == sizeShort)
+	limit := dur(90*time.Second, 60*time.Second)
+	stepAt := dur(20*time.Second, 3*time.Second)
+	gridSpan := dur(27*time.Second, 3*time.Second) // each host's pages take about this long at its rate
+	rates := gridRates
+	steady := func(rate float64) int { return pick(120, 20) }
+	stepped := func(before, after float64) int { return pick(120, 20) }
+	if sz == sizeLong {
+		limit, stepAt, gridSpan, rates = longLimit, longStepAt, longSpan, gridRatesLong
+		steady = func(rate float64) int { return int(rate * longSpan.Seconds()) }
+		stepped = func(before, after float64) int {
+			return int(before*longStepAt.Seconds() + after*(longSpan-longStepAt).Seconds())
+		}
 	}
+	fast := 20 * time.Millisecond
+	long := sz == sizeLong
+	steadyNB := Scenario{
+		Name: scSteadyNoBurst, Title: "Limiter without burst (nginx limit_req): 4 requests/s, 429 + Retry-After: 1",
+		Interval: 100 * time.Millisecond, Jitter: ext.DefaultJitter, Limit: limit, Long: long,
+		Groups: []Group{{Label: "4/s, no burst", Hosts: []scenario.HostConfig{{
+			Name: scSteadyNoBurst, Pages: steady(4), Latency: fast, Capacity: noBurst(4, time.Second),
+		}}}},
+	}
+	step := func(name string, before, after float64) Scenario {
+		c := noBurst(before, time.Second)
+		c.StepAfter, c.StepRate = stepAt, after
+		return Scenario{
+			Name: name, Title: fmt.Sprintf("Capacity step without burst: %g requests/s, %g/s from %s on, 429 + Retry-After: 1", before, after, fmtLabel(stepAt)),
+			Interval: 100 * time.Millisecond, Jitter: ext.DefaultJitter, Limit: limit, Long: long,
+			Groups: []Group{{Label: fmt.Sprintf("%g/s then %g/s, no burst", before, after), Hosts: []scenario.HostConfig{{
+				Name: name, Pages: stepped(before, after), Latency: fast, Capacity: c,
+			}}}},
+		}
+	}
+	nginx := Scenario{
+		Name: scNginx503, Title: "nginx limit_req defaults: 4 requests/s without burst, 503 without Retry-After",
+		Interval: 100 * time.Millisecond, Jitter: ext.DefaultJitter, Limit: limit, Long: long,
+		Groups: []Group{{Label: "4/s, no burst, 503", Hosts: []scenario.HostConfig{{
+			Name: scNginx503, Pages: steady(4), Latency: fast,
+			Capacity: &scenario.Capacity{Rate: 4, Burst: 1, Status: 503},
+		}}}},
+	}
+	var rateNames []string
+	for _, r := range rates {
+		rateNames = append(rateNames, fmt.Sprintf("%g", r))
+	}
+	grid := Scenario{
+		Name: scLimiterGrid, Title: fmt.Sprintf("Limiters without burst: %s requests/s × 429 + Retry-After: 1 and 3, and 503 without Retry-After, one host each", strings.Join(rateNames, ", ")),
+		Interval: 100 * time.Millisecond, Jitter: ext.DefaultJitter, Limit: limit, NoChart: true, Long: long,
+	}
+	for _, rate := range rates {
+		for _, col := range gridColumns {
+			c := noBurst(rate, col.RetryAfter)
+			c.Status = col.Status
+			grid.Groups = append(grid.Groups, Group{Label: gridLabel(rate, col), Cell: &gridCell{Rate: rate, Column: col}, Hosts: []scenario.HostConfig{{
+				Name:  col.hostName(rate),
+				Pages: int(rate * gridSpan.Seconds()), Latency: fast, Capacity: c,
+			}}})
+		}
+	}
+	return []Scenario{steadyNB, step(scStepNoBurst, 4, 2), step(scStepUpNoBurst, 2, 4), nginx, grid}
+}
+
+// The rows of limiter-grid: its rates without burst; the long grid has fewer (issue 26's 2 to 10/s).
+var (
+	gridRates     = []float64{2, 4, 6, 10}
+	gridRatesLong = []float64{2, 4, 10}
+)
+
+// gridColumn is a column of limiter-grid: how its limiters refuse.
+type gridColumn struct {
+	Status     int
+	RetryAfter time.Duration // 0: none
+}
+
+// gridColumns are the refusals of limiter-grid: 429 with Retry-After 1 s and 3 s, and nginx's default
+// 503 without Retry-After.
+var gridColumns = []gridColumn{{429, time.Second}, {429, 3 * time.Second}, {503, 0}}
+
+// gridCell places a group of limiter-grid in the table.
+type gridCell struct {
+	Rate   float64
+	Column gridColumn
+}
+
+func (c gridColumn) String() string {
+	if c.RetryAfter == 0 {
+		return fmt.Sprintf("%d without Retry-After", c.Status)
+	}
+	return "Retry-After " + fmtLabel(c.RetryAfter)
+}
+
+// hostName names the grid's host of a rate in this column: "grid-4-1", "grid-4-503".
+func (c gridColumn) hostName(rate float64) string {
+	if c.RetryAfter == 0 {
+		return fmt.Sprintf("grid-%g-%d", rate, c.Status)
+	}
+	return fmt.Sprintf("grid-%g-%g", rate, c.RetryAfter.Seconds())
+}
+
+// gridLabel labels a cell of limiter-grid: "4/s, Retry-After 3 s", "4/s, 503 without Retry-After".
+func gridLabel(rate float64, c gridColumn) string {
+	return fmt.Sprintf("%g/s, %s", rate, c)
+}
+
+// The real-limiter scenarios (issue 26): run only when asked (-real, -long or by name).
+const (
+	scRealNginx503  = "real-nginx-503"
+	scRealNginx429  = "real-nginx-429"
+	scRealHAProxy   = "real-haproxy"
+	realSetName     = "real" // -scenarios real: the three of them
+	realPagesFull   = 120    // 30 s at 4/s
+	realPagesShort  = 20     // 5 s at 4/s
+	realLimiterRate = 4
+)
+
+// realScenarios returns the scenarios served by real rate-limiting software at 4/s: nginx limit_req
+// without burst with its default 503 (no Retry-After) and with 429 + Retry-After: 1, and HAProxy's
+// sliding window http_req_rate(1s) with 429 + Retry-After: 1. Each host is a scenario host without
+// limits behind the limiter.
+func realScenarios(sz size) []Scenario {
+	pages := map[size]int{sizeFull: realPagesFull, sizeShort: realPagesShort, sizeLong: int(realLimiterRate * longSpan.Seconds())}[sz]
+	limit := map[size]time.Duration{sizeFull: 90 * time.Second, sizeShort: 60 * time.Second, sizeLong: longLimit}[sz]
+	mk := func(name string, l Limiter) Scenario {
+		return Scenario{
+			Name: name, Title: "Real limiter: " + l.describe(),
+			Interval: 100 * time.Millisecond, Jitter: ext.DefaultJitter, Limit: limit, Long: sz == sizeLong, Limiter: &l,
+			Groups: []Group{{Label: l.describe(), Hosts: []scenario.HostConfig{{Name: name, Pages: pages, Latency: 20 * time.Millisecond}}}},
+		}
+	}
+	return []Scenario{
+		mk(scRealNginx503, Limiter{Kind: Nginx, Rate: realLimiterRate, Status: 503}),
+		mk(scRealNginx429, Limiter{Kind: Nginx, Rate: realLimiterRate, Status: 429, RetryAfter: time.Second}),
+		mk(scRealHAProxy, Limiter{Kind: HAProxy, Rate: realLimiterRate, Status: 429, RetryAfter: time.Second}),
+	}
+}
+
+// The scenario of refusals that speed does not cause (issue 26): run only when asked, by name.
+const (
+	scRateIndependent = "rate-independent"
+	riBase            = 200 * time.Millisecond
+	riSettleRefusals  = 4 // after a host's fourth refusal, the model has seen that slowing down does not help
+)
+
+// rateIndependentScenario returns two hosts of 30 pages (12 short) at a base of 200 ms, each refusing
+// a third of the first attempts of its pages whatever the rate: 429 with Retry-After: 2, 503 without,
+// or no answer (a timeout: Colly gives up after 10 s); every retry is served. As
+// TestCapacityVirtual's ri-mixed cell, on loopback servers.
+func rateIndependentScenario(sz size) Scenario {
+	pick, _ := sizes(sz == sizeShort)
+	sc := Scenario{
+		Name: scRateIndependent, Title: "Refusals that speed does not cause: a third of first attempts refused (429 + Retry-After: 2, 503, timeout), two hosts",
+		Interval: riBase, Jitter: ext.DefaultJitter, Limit: 3 * time.Minute,
+	}
+	var hosts []scenario.HostConfig
+	for i := range 2 {
+		hosts = append(hosts, scenario.HostConfig{
+			Name: fmt.Sprintf("%s-%d", scRateIndependent, i+1), Pages: pick(30, 12), Latency: 20 * time.Millisecond,
+			Flaky: &scenario.Flaky{
+				Fraction: 1.0 / 3, Seed: uint64(i + 1), RetryAfter: 2 * time.Second,
+				Kinds: []scenario.FlakyKind{scenario.FlakyTooMany, scenario.FlakyUnavailable, scenario.FlakyTimeout},
+			},
+		})
+	}
+	sc.Groups = []Group{{Label: "2 hosts, 1/3 of first attempts refused", Hosts: hosts}}
+	return sc
+}
+
+// longScenarios returns the long version of every limiter shape: the limiters without burst (steady,
+// both steps, the grid) and the real limiters. The simulated nginx-503 is the grid's 4/s, 503 cell.
+func longScenarios() []Scenario {
+	var out []Scenario
+	for _, sc := range limiterShapes(sizeLong) {
+		if sc.Name != scNginx503 {
+			out = append(out, sc)
+		}
+	}
+	return append(out, realScenarios(sizeLong)...)
+}
+
+// catalogue returns every scenario of a size, in the order they run, and which of them "all" selects:
+// at full and short size the loopback scenarios (rate-independent and the real limiters only when
+// asked); at long size every long scenario.
+func catalogue(sz size) (scs []Scenario, all func(Scenario) bool) {
+	if sz == sizeLong {
+		return longScenarios(), func(Scenario) bool { return true }
+	}
+	scs = append(allScenarios(sz == sizeShort), rateIndependentScenario(sz))
+	scs = append(scs, realScenarios(sz)...)
+	return scs, func(sc Scenario) bool { return sc.Limiter == nil && sc.Name != scRateIndependent }
+}
+
+// selectScenarios returns the scenarios of size sz named in a comma-separated list, in their canonical
+// order: names, "all" (see catalogue) and "real" (the real limiters).
+func selectScenarios(list string, sz size) ([]Scenario, error) {
+	scs, inAll := catalogue(sz)
 	want := map[string]bool{}
 	for _, n := range strings.Split(list, ",") {
 		if n = strings.TrimSpace(n); n != "" {
@@ -303,29 +502,33 @@ func selectScenarios(list string, short bool) ([]Scenario, error) {
 		}
 	}
 	var out []Scenario
-	for _, s := range all {
-		if want[s.Name] {
+	for _, s := range scs {
+		if want[s.Name] || (want["all"] && inAll(s)) || (want[realSetName] && s.Limiter != nil) {
 			out = append(out, s)
-			delete(want, s.Name)
 		}
+		delete(want, s.Name)
 	}
+	delete(want, "all")
+	delete(want, realSetName)
 	if len(want) > 0 {
 		var unknown []string
 		for n := range want {
 			unknown = append(unknown, n)
 		}
-		return nil, fmt.Errorf("unknown scenario(s) %s; known: %s", strings.Join(unknown, ", "), scenarioNames())
+		slices.Sort(unknown)
+		return nil, fmt.Errorf("unknown %s scenario(s) %s; known: %s", sz, strings.Join(unknown, ", "), scenarioNames(sz))
 	}
 	if len(out) == 0 {
-		return nil, fmt.Errorf("no scenario selected; known: %s", scenarioNames())
+		return nil, fmt.Errorf("no scenario selected; known: %s", scenarioNames(sz))
 	}
 	return out, nil
 }
 
-// scenarioNames lists the scenario names, comma-separated.
-func scenarioNames() string {
+// scenarioNames lists the scenario names of a size, comma-separated.
+func scenarioNames(sz size) string {
 	var names []string
-	for _, s := range allScenarios(false) {
+	scs, _ := catalogue(sz)
+	for _, s := range scs {
 		names = append(names, s.Name)
 	}
 	return strings.Join(names, ",")

@@ -46,6 +46,23 @@ const (
 	targetQuotaGoodput    = 0.90                   // quota headers 10 per 5 s: at least 90% of the quota, nothing refused
 )
 
+// Targets of issue 26 (the capacity model over a long crawl), at the server, judged on the long
+// versions of the limiter shapes (-long) and on the real limiters. The steady state starts steadyFrom
+// after the first page request.
+const (
+	targetLongWindow     = 0.90 // limiter without burst, 4/s, Retry-After 1: every 30 s window after 30 s at least 90%…
+	targetLongRefusedMin = 1.0  // …with at most 1 refusal a minute after 30 s
+	targetLongGridSteady = 0.90 // every limiter of the grid: at least 90% from 30 s on…
+	targetLongGridWhole  = 0.85 // …at least 85% over the whole crawl, no URL lost
+	targetLongStep       = 0.85 // steps 4→2 and 2→4: at least 85% before the step and after the 30 s that follow it
+	targetRealNginx      = 0.90 // nginx limit_req at 4/s, with 503 and with 429: at least 90% of its rate
+	targetRealHAProxy    = 0.85 // HAProxy's sliding window at 4/s: at least 85%
+	// Refusals that speed does not cause: the crawl ends within a minute, nothing deferred, and the
+	// interval stays within 4× the base once the model has seen that slowing down does not help.
+	targetRIWall          = time.Minute
+	targetRIIntervalBases = 4.0
+)
+
 // Target is one target of the issue, evaluated on one run.
 type Target struct {
 	Scenario string
@@ -65,6 +82,10 @@ func evaluate(results []*ScenarioResult, suite time.Duration, allRan bool) []Tar
 			out = append(out, Target{Scenario: sc.Name, Text: text, Adaptive: adaptive, Static: static, Met: met})
 		}
 		st, ad := r.Metrics[Static], r.Metrics[Adaptive]
+		if sc.Long {
+			out = append(out, evaluateLong(r)...)
+			continue // a long scenario runs for minutes by design: no wall-time target
+		}
 		switch sc.Name {
 		case scLatency:
 			for g, grp := range sc.Groups {
@@ -163,7 +184,7 @@ func evaluateIssue15(r *ScenarioResult) []Target {
 		a, s := ad[0], st[0]
 		add("at least 90% of the host's capacity used", fmtGoodput(a), fmtGoodput(s), a.GoodputShare() >= targetNoBurstGoodput)
 		add("at most 3% of requests refused", fmtRefused(a), fmtRefused(s), a.RefusedShare() <= targetNoBurstRefused)
-	case scStepNoBurst:
+	case scStepNoBurst, scStepUpNoBurst:
 		a, s := ad[0], st[0]
 		stepTargets(add, a, s, targetStepNBGoodput)
 		add("at most 3% of requests refused", fmtRefused(a), fmtRefused(s), a.RefusedShare() <= targetNoBurstRefused)
@@ -187,8 +208,114 @@ func evaluateIssue15(r *ScenarioResult) []Target {
 		a, s := ad[0], st[0]
 		add("at least 90% of the quota used", fmtGoodput(a), fmtGoodput(s), a.GoodputShare() >= targetQuotaGoodput)
 		add("nothing refused", fmtRefused(a), fmtRefused(s), a.Refused == 0)
+	case scRealNginx503, scRealNginx429, scRealHAProxy:
+		out = append(out, evaluateReal(r)...)
+	case scRateIndependent:
+		a, s := ad[0], st[0]
+		ar, sr := r.Runs[Adaptive], r.Runs[Static]
+		add("the crawl ends within 60 s", fmtCrawl(ar), fmtCrawl(sr), !ar.TimedOut && ar.Wall <= targetRIWall)
+		add("nothing deferred", fmt.Sprintf("%d deferred", ar.Deferred), "", ar.Deferred == 0)
+		add("no URL lost", fmtLost(a), fmtLost(s), a.Lost == 0)
+		settled := "no host refused 4 times"
+		if a.Settled {
+			settled = fmt.Sprintf("at most %s (%.1f× base)", fmtDur(a.SettledInterval), float64(a.SettledInterval)/float64(sc.Interval))
+		}
+		add("the interval in force at most 4× the base once the model has seen slowing down not help (from a host's 4th refusal)",
+			settled, "", !a.Settled || a.SettledInterval <= time.Duration(targetRIIntervalBases*float64(sc.Interval)))
 	}
 	return out
+}
+
+// fmtCrawl renders how long a crawl took: "41.20 s", "stopped at 3m0s".
+func fmtCrawl(run *Run) string {
+	if run.TimedOut {
+		return "stopped at " + fmtDur(run.Wall)
+	}
+	return fmtDur(run.Wall)
+}
+
+// evaluateReal checks a real limiter's targets (issue 26), at any length: nginx at least 90% of its
+// rate over the whole crawl, HAProxy at least 85%, no URL lost.
+func evaluateReal(r *ScenarioResult) []Target {
+	sc := &r.Scenario
+	if sc.Limiter == nil {
+		return nil
+	}
+	goal := targetRealNginx
+	if sc.Limiter.Kind == HAProxy {
+		goal = targetRealHAProxy
+	}
+	a, s := r.Metrics[Adaptive][0], r.Metrics[Static][0]
+	withSteady := func(m *Metrics) string {
+		if m.Steady == nil {
+			return fmtGoodput(m)
+		}
+		return fmtGoodput(m) + "; from 30 s on " + fmtSteadyGoodput(m)
+	}
+	return []Target{
+		{Scenario: sc.Name, Text: fmt.Sprintf("at least %.0f%% of the limiter's rate over the whole crawl", goal*100),
+			Adaptive: withSteady(a), Static: withSteady(s), Met: a.GoodputShare() >= goal},
+		{Scenario: sc.Name, Text: "no URL lost", Adaptive: fmtLost(a), Static: fmtLost(s), Met: a.Lost == 0},
+	}
+}
+
+// evaluateLong checks the targets of issue 26 on the long version of a limiter shape.
+func evaluateLong(r *ScenarioResult) []Target {
+	var out []Target
+	sc := &r.Scenario
+	add := func(text, adaptive, static string, met bool) {
+		out = append(out, Target{Scenario: sc.Name + " (long)", Text: text, Adaptive: adaptive, Static: static, Met: met})
+	}
+	st, ad := r.Metrics[Static], r.Metrics[Adaptive]
+	switch sc.Name {
+	case scSteadyNoBurst:
+		a, s := ad[0], st[0]
+		low, ok := minWindowShare(a)
+		add("every 30 s window after the first 30 s at least 90% of capacity", fmtMinWindow(a), fmtMinWindow(s), ok && low >= targetLongWindow)
+		add("at most 1 refusal a minute after the first 30 s", fmtRefusedPerMinute(a), fmtRefusedPerMinute(s),
+			a.Steady != nil && a.Steady.RefusedPerMinute <= targetLongRefusedMin)
+	case scStepNoBurst, scStepUpNoBurst:
+		a, s := ad[0], st[0]
+		if a.Step == nil || s.Step == nil {
+			break
+		}
+		add(fmt.Sprintf("at least 85%% of the %g/s capacity before the step", a.Step.CapBefore),
+			fmtStepShare(a.Step.Before, a.Step.CapBefore), fmtStepShare(s.Step.Before, s.Step.CapBefore), a.Step.Before >= targetLongStep*a.Step.CapBefore)
+		add(fmt.Sprintf("at least 85%% of the %g/s capacity after the step, from 30 s after it on", a.Step.CapAfter),
+			fmtSettled(a.Step), fmtSettled(s.Step), a.Step.SettledOK && a.Step.Settled >= targetLongStep*a.Step.CapAfter)
+	case scLimiterGrid:
+		for g, grp := range sc.Groups {
+			a, s := ad[g], st[g]
+			cell := func(m *Metrics) string {
+				return fmt.Sprintf("from 30 s on %s; whole %s; %s", fmtSteadyGoodput(m), fmtGoodput(m), fmtLost(m))
+			}
+			add(grp.Label+": at least 90% of capacity from 30 s on, 85% over the whole crawl, no URL lost", cell(a), cell(s),
+				a.Steady != nil && a.Steady.Goodput >= targetLongGridSteady*a.Capacity && a.GoodputShare() >= targetLongGridWhole && a.Lost == 0)
+		}
+	case scRealNginx503, scRealNginx429, scRealHAProxy:
+		for _, t := range evaluateReal(r) {
+			add(t.Text, t.Adaptive, t.Static, t.Met)
+		}
+	}
+	return out
+}
+
+// minWindowShare is the worst 30 s window after the first 30 s as a share of capacity; ok is false
+// without a window or a capacity.
+func minWindowShare(m *Metrics) (share float64, ok bool) {
+	if m.Steady == nil || m.Capacity <= 0 {
+		return 0, false
+	}
+	low, ok := m.Steady.MinWindow()
+	return low / m.Capacity, ok
+}
+
+// fmtSettled renders the rate after a step, from 30 s after it on.
+func fmtSettled(st *StepMetrics) string {
+	if !st.SettledOK {
+		return "the crawl ended within 30 s of the step"
+	}
+	return fmtStepShare(st.Settled, st.CapAfter)
 }
 
 // deviation is (d − ref) / ref.
