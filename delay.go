@@ -279,8 +279,8 @@ func (a *adaptive) succeed(gen uint64, floor, ceiling time.Duration, now time.Ti
 		}
 		a.prevGood, a.good, a.probing, a.held = a.good, a.delay, false, 0
 		return a.next(floor, ceiling, now)
-	case a.apart(floor) || a.cruised(now):
-		return a.next(floor, ceiling, now)
+	case a.apart(floor) || a.creep() > max(a.bad, floor) || a.cruised(now):
+		return a.next(floor, ceiling, now) // bisect, creep, or after a cruise probe
 	}
 	return 0
 }
