@@ -6,7 +6,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -160,13 +159,7 @@ func TestRealLimiters(t *testing.T) {
 	if len(scs) == 0 {
 		t.Skip("neither nginx nor haproxy is installed")
 	}
-	results := make([]*ScenarioResult, len(scs))
-	errs := make([]error, len(scs))
-	var wg sync.WaitGroup
-	for i, sc := range scs {
-		wg.Go(func() { results[i], errs[i] = runScenario(t.Context(), sc) })
-	}
-	wg.Wait()
+	results, errs := runScenarios(t.Context(), scs)
 	for i, sc := range scs {
 		t.Run(sc.Name, func(t *testing.T) {
 			if errs[i] != nil {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -51,13 +52,7 @@ func TestScenariosShort(t *testing.T) {
 		}
 		scs = kept
 	}
-	results := make([]*ScenarioResult, len(scs))
-	errs := make([]error, len(scs))
-	var wg sync.WaitGroup
-	for i, sc := range scs {
-		wg.Go(func() { results[i], errs[i] = runScenario(t.Context(), sc) })
-	}
-	wg.Wait()
+	results, errs := runScenarios(t.Context(), scs)
 	for i, sc := range scs {
 		t.Run(sc.Name, func(t *testing.T) {
 			if errs[i] != nil {
@@ -211,4 +206,16 @@ func maxTime(a, b time.Time) time.Time {
 		return b
 	}
 	return a
+}
+
+// runScenarios runs the scenarios side by side and returns each one's result or error.
+func runScenarios(ctx context.Context, scs []Scenario) ([]*ScenarioResult, []error) {
+	results := make([]*ScenarioResult, len(scs))
+	errs := make([]error, len(scs))
+	var wg sync.WaitGroup
+	for i, sc := range scs {
+		wg.Go(func() { results[i], errs[i] = runScenario(ctx, sc) })
+	}
+	wg.Wait()
+	return results, errs
 }
