@@ -148,9 +148,8 @@ func (h *host) capLocked(now time.Time) (limit int32, until time.Time) {
 	ceiling := h.policy.MaxInFlight
 	c := h.delay.queue.capFor(ceiling)
 	iv := max(h.policy.BaseDelay, h.crawlDelay, h.delay.delay)
-	typical := h.delay.typicalLatency()
-	if h.rateRefused && c > 1 {
-		c = min(c, outcomeFirst(typical, iv))
+	if h.rateRefused && c > 1 { // the p95 only where it is used: this runs at every admission
+		c = min(c, outcomeFirst(h.delay.typicalLatency(), iv))
 	}
 	if c >= ceiling {
 		return int32(ceiling), time.Time{}
