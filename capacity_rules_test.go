@@ -37,7 +37,8 @@ func (l *limiterHost) refuses(at time.Time) bool {
 type modelRun struct {
 	a              adaptive
 	floor, ceiling time.Duration
-	retryAfter     time.Duration // announced with each refusal
+	retryAfter     time.Duration // announced with each refusal (0: none)
+	kind           refusalKind   // what a refusal is (refusedRate; refusedUnclear for a 503 without Retry-After)
 	rnd            *rand.Rand
 	accepted       []time.Time
 	refusals       []time.Time
@@ -60,15 +61,22 @@ func (m *modelRun) run(d, warmUp time.Duration, refused func(at time.Time) bool)
 		}
 		jit := jitter(iv, fraction, m.rnd.Float64())
 		dep := later(last.Add(iv+jit), hold)
+		afterHold := last.Before(hold) // as earliestLocked: the first departure since a hold
 		last = dep
 		arrival := dep.Add(time.Duration(m.rnd.Int64N(int64(time.Millisecond))))
 		now = dep.Add(time.Millisecond)
 		gen := m.a.gen
 		if refused(arrival) {
 			m.refusals = append(m.refusals, arrival)
-			hold = now.Add(m.retryAfter + m.retryAfter/10)
-			m.a.spaceProbes(hold.Sub(now)) // as applyVerdictLocked
-			m.a.refuse(gen, refusedRate, jit, m.floor, m.ceiling, now)
+			kind := m.kind
+			if m.retryAfter > 0 {
+				hold = now.Add(m.retryAfter + m.retryAfter/10)
+				m.a.spaceProbes(hold.Sub(now)) // as applyVerdictLocked
+				if afterHold {
+					kind = refusedSpaced
+				}
+			}
+			m.a.refuse(gen, kind, m.retryAfter > 0, jit, m.floor, m.ceiling, now)
 		} else {
 			m.accepted = append(m.accepted, arrival)
 			m.a.drain.accepted()
@@ -152,12 +160,12 @@ func TestModelFollowsACapacityStep(t *testing.T) {
 func TestModelRecoversWithinSeconds(t *testing.T) {
 	m := newModelRun(100*ms, time.Second, 7)
 	lim := &limiterHost{rate: 4}
-	m.run(time.Minute, 0, lim.refuses)                                           // learnt: cruising at about 250 ms
-	m.a.refuse(m.a.gen, refusedRate, 0, m.floor, m.ceiling, t0.Add(time.Minute)) // at good: the edge, one step
+	m.run(time.Minute, 0, lim.refuses)                                                 // learnt: cruising at about 250 ms
+	m.a.refuse(m.a.gen, refusedRate, true, 0, m.floor, m.ceiling, t0.Add(time.Minute)) // at good: the edge, one step
 	good := m.a.good
-	m.a.refuse(m.a.gen, refusedRate, 0, m.floor, m.ceiling, t0.Add(time.Minute+time.Second)) // again at once: a drop
-	if m.a.delay < 2*good {
-		t.Fatalf("refused at the good %v within %d responses: delay %v, want a doubling", good, dropRun, m.a.delay)
+	m.a.refuse(m.a.gen, refusedRate, true, 0, m.floor, m.ceiling, t0.Add(time.Minute+time.Second)) // again at once: a drop
+	if m.a.delay < satMul(good, rateBackoff) {
+		t.Fatalf("refused at the good %v within %d responses: delay %v, want a backoff (×%g)", good, dropRun, m.a.delay, rateBackoff)
 	}
 	start := t0.Add(time.Minute + 2*time.Second)
 	back := time.Duration(0)
@@ -167,7 +175,7 @@ func TestModelRecoversWithinSeconds(t *testing.T) {
 		last = now
 		gen := m.a.gen
 		if lim.refuses(now) {
-			m.a.refuse(gen, refusedRate, 0, m.floor, m.ceiling, now)
+			m.a.refuse(gen, refusedRate, true, 0, m.floor, m.ceiling, now)
 			now = now.Add(1100 * time.Millisecond)
 			continue
 		}
@@ -195,22 +203,122 @@ func TestNoiseDoesNotRatchet(t *testing.T) {
 	}
 }
 
-// In noise mode, a window of outcomes refused clearly more often than the noise before it is a rate
-// signal again: the mode ends and refusals move the delay.
+// In noise mode, a window of outcomes refused clearly more often than the noise (noiseRise above it,
+// and at least noiseExitShare of them) is a rate signal again: the mode ends, and the host counts as a
+// limiter from then on (refuted): neither test reads its refusals as noise again. A window refused as
+// often as the noise keeps the mode, against the same noise level (it does not follow the windows).
 func TestNoiseModeEndsWhenRefusalsRise(t *testing.T) {
-	n := noise{gen: 1, before: counts{n: noiseWindow, refused: noiseWindow / 3}}
+	third := counts{n: noiseWindow, refused: noiseWindow / 3}
+	n := noise{gen: 1, before: third}
+	for w := range 3 { // three windows a little above a third each: not clearly more
+		for i := range noiseWindow {
+			if n.observe(1, i%5 < 2, true) { // 40% refused, under a third + 15 points
+				t.Fatalf("window %d, 40%% refused against a third: read as a rate signal", w)
+			}
+		}
+	}
+	if n.before != third {
+		t.Fatalf("the noise level moved with the windows: %+v, want %+v", n.before, third)
+	}
 	rate := false
 	for i := range noiseWindow {
 		rate = n.observe(1, i%2 == 0, true) || rate // half refused, against a third
 	}
-	if !rate || n.gen != 0 {
-		t.Errorf("half refused after a third: rate signal %v, noise %+v; want a rate signal, the counts afresh", rate, n)
+	if !rate || !n.refuted || n.gen != 0 {
+		t.Fatalf("half refused after a third: rate signal %v, noise %+v; want a rate signal, refuted, the counts afresh", rate, n)
 	}
-	n = noise{gen: 1, before: counts{n: noiseWindow, refused: noiseWindow / 3}}
-	for i := range noiseWindow {
-		if n.observe(1, i%3 == 0, true) {
-			t.Fatalf("a third refused, as before: read as a rate signal")
+	n.before, n.after, n.gen = counts{n: 6, refused: 2}, counts{n: 6, refused: 2}, 1
+	if n.slowedInVain(false) || n.slowedInVain(true) || n.spacedRefusal() || n.spacedRefusal() {
+		t.Error("a host that left noise mode read as noise again")
+	}
+}
+
+// Without Retry-After, refusals that speed does not cause (every third request at any pace, 503s) are
+// seen as noise after a few backoffs; from then on the delay stays within 4× the base and decays back.
+func TestNoiseWithoutRetryAfterDoesNotRatchet(t *testing.T) {
+	const base = 200 * ms
+	m := newModelRun(base, 0, 5)
+	m.kind = refusedUnclear
+	n := 0
+	m.run(3*time.Minute, 20*time.Second, func(time.Time) bool { n++; return n%3 == 0 })
+	if !m.a.noisy || m.maxDelay > 4*base || m.a.delay > base+base/10 {
+		t.Errorf("noise seen %v; delay at most %v after 20 s, %v at the end; want seen, ≤ %v, back near %v",
+			m.a.noisy, m.maxDelay, m.a.delay, 4*base, base)
+	}
+}
+
+// nginx's limit_req without burst answers 503 without Retry-After, and refuses the same share (a half)
+// at every pace between half its interval and its interval: slowing down by rateBackoff within that
+// range does not make refusals rarer, as with noise. The half is what tells it apart (noise refuses
+// less than half): the model never reads it as noise, and keeps the limiter's rate.
+func TestNginxIsNotNoise(t *testing.T) {
+	for _, rate := range []float64{2, 4, 10} {
+		for seed := range uint64(3) {
+			m := newModelRun(100*ms, 0, seed)
+			m.kind = refusedUnclear
+			m.run(5*time.Minute, 0, (&limiterHost{rate: rate}).refuses)
+			if m.a.noisy || m.a.noise.refuted {
+				t.Errorf("%g/s, seed %d: nginx's refusals read as noise (noisy %v, left noise mode %v)", rate, seed, m.a.noisy, m.a.noise.refuted)
+			}
+			if got := m.share(30*time.Second, 5*time.Minute, rate); got < 0.90 {
+				t.Errorf("%g/s, seed %d: %.1f%% of the capacity from 30 s on, want ≥ 90%%", rate, seed, 100*got)
+			}
 		}
+	}
+}
+
+// Without Retry-After, a refusal after a backoff and a clean response, before noiseSamples outcomes
+// at the new pace, waits for them: one piece of evidence backs off once. Refusals in a row, and
+// refusals with a Retry-After (whose hold spaces the departures anyway), back off at once.
+func TestBackoffWaitsForItsOutcomes(t *testing.T) {
+	a := newAdaptive(100 * ms)
+	a.refuse(a.gen, refusedRate, false, 0, 100*ms, time.Minute, t0) // nothing known: 150 ms
+	a.succeed(a.gen, 100*ms, time.Minute, t0)
+	if a.refuse(a.gen, refusedRate, false, 0, 100*ms, time.Minute, t0) || a.delay != 150*ms {
+		t.Fatalf("refused after one clean response at the new pace: delay %v, want 150ms until %d outcomes", a.delay, noiseSamples)
+	}
+	if !a.refuse(a.gen, refusedRate, false, 0, 100*ms, time.Minute, t0) || a.delay != 225*ms {
+		t.Errorf("refused again in a row: delay %v, want 225ms at once", a.delay)
+	}
+	b := newAdaptive(100 * ms)
+	b.refuse(b.gen, refusedRate, true, 0, 100*ms, time.Minute, t0)
+	b.succeed(b.gen, 100*ms, time.Minute, t0)
+	if !b.refuse(b.gen, refusedRate, true, 0, 100*ms, time.Minute, t0) || b.delay != 225*ms {
+		t.Errorf("with Retry-After: delay %v, want 225ms at once", b.delay)
+	}
+}
+
+// A refusal of a departure spaced by a whole Retry-After hold is one no limiter gives for speed: two of
+// them, and the refusals are noise. The delay comes down to at most twice the floor at once.
+func TestRefusalsAfterWholeHoldsAreNoise(t *testing.T) {
+	a := newAdaptive(100 * ms)
+	a.set(2*time.Second, 100*ms, time.Minute)
+	a.refuse(a.gen, refusedSpaced, true, 0, 100*ms, time.Minute, t0)
+	if a.noisy {
+		t.Fatal("one refusal after a hold: read as noise already")
+	}
+	a.refuse(a.gen, refusedSpaced, true, 0, 100*ms, time.Minute, t0)
+	if !a.noisy || a.delay != 200*ms || a.good != 100*ms {
+		t.Errorf("two refusals after holds: noisy %v, delay %v, good %v; want noise, 200ms, the floor", a.noisy, a.delay, a.good)
+	}
+}
+
+// An outage before anything was learnt backs off to the probe interval; once the host answers again,
+// the delay comes back to the floor (halving the distance per clean response), not from the probe
+// interval by confirmation and bisection.
+func TestOutageWithNothingLearntComesBackToTheFloor(t *testing.T) {
+	a := newAdaptive(100 * ms)
+	for range 5 {
+		a.refuse(a.gen, refusedOutage, false, 0, 100*ms, time.Minute, t0)
+	}
+	if a.delay != 2*time.Second || a.good != 100*ms {
+		t.Fatalf("outage: delay %v, good %v; want the 2s probe, the floor as good", a.delay, a.good)
+	}
+	for range 10 {
+		a.succeed(a.gen, 100*ms, time.Minute, t0)
+	}
+	if a.delay != 100*ms {
+		t.Errorf("10 clean responses after the outage: delay %v, want back at the 100ms floor", a.delay)
 	}
 }
 
@@ -244,13 +352,18 @@ func TestFleetModelKeepsWhatItLearnt(t *testing.T) {
 			if dep.Sub(t0) >= d {
 				break
 			}
+			afterHold := last.Before(hold)
 			last = dep
 			arrival := dep.Add(time.Duration(m.rnd.Int64N(int64(time.Millisecond))))
 			now := dep.Add(time.Millisecond)
 			before := m.a.model()
 			if lim.refuses(arrival) {
 				refusals = append(refusals, arrival)
-				m.a.refuse(m.a.gen, refusedRate, jit, m.floor, m.ceiling, now)
+				kind := refusedRate
+				if afterHold {
+					kind = refusedSpaced
+				}
+				m.a.refuse(m.a.gen, kind, true, jit, m.floor, m.ceiling, now)
 				hold = now.Add(1100 * time.Millisecond)
 			} else {
 				accepted = append(accepted, arrival)
@@ -279,7 +392,7 @@ func TestRefusalAfterAHoldTeachesNothingAboutSpeed(t *testing.T) {
 	a := newAdaptive(100 * ms)
 	a.good, a.bad, a.held = 250*ms, 240*ms, dropRun
 	a.set(250*ms, 100*ms, time.Minute)
-	if a.refuse(a.gen, refusedSpaced, 0, 100*ms, time.Minute, t0) || a.delay != 250*ms || a.good != 250*ms || a.failures != 0 {
+	if a.refuse(a.gen, refusedSpaced, true, 0, 100*ms, time.Minute, t0) || a.delay != 250*ms || a.good != 250*ms || a.failures != 0 {
 		t.Errorf("a refusal after a hold moved the model: delay %v, good %v, %d failures", a.delay, a.good, a.failures)
 	}
 	h := newHost("h", HostPolicy{BaseDelay: 100 * ms, MaxDelay: time.Minute, MaxInFlight: 8})

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -13,6 +14,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/collypace/ext/audit"
 	"github.com/collypace/ext/internal/scenario"
 	"github.com/gocolly/colly/v2"
 	"github.com/rs/zerolog"
@@ -38,6 +40,7 @@ func TestCapacityVirtual(t *testing.T) {
 			if k > 0 { // another draw of the noise and the jitter: the same cell, another run
 				c.name = fmt.Sprintf("%s-s%d", strings.TrimSuffix(c.name, fmt.Sprintf("-s%d", k-1)), k)
 				c.seed = simHash(c.name)
+				c.hosts = reseedFlaky(c.hosts, c.seed) // and another draw of which pages a flaky host refuses
 			}
 			t.Run(c.name, func(t *testing.T) {
 				row := c.run(t)
@@ -55,6 +58,19 @@ func TestCapacityVirtual(t *testing.T) {
 			t.Errorf("writing the report: %v", err)
 		}
 	}
+}
+
+// reseedFlaky returns hosts with each flaky host's draw of refused pages seeded from seed.
+func reseedFlaky(hosts []scenario.HostConfig, seed uint64) []scenario.HostConfig {
+	hosts = slices.Clone(hosts)
+	for i := range hosts {
+		if f := hosts[i].Flaky; f != nil {
+			c := *f
+			c.Seed = simMix(seed + uint64(i))
+			hosts[i].Flaky = &c
+		}
+	}
+	return hosts
 }
 
 // simSeeds is how many runs of each cell, each with its own seed: 1, or COLLYPACE_SIM_SEEDS (at most
@@ -87,11 +103,12 @@ type simCell struct {
 	limit    time.Duration // the crawl's hard deadline
 	seed     uint64
 	fleet    int // processes crawling each host, sharing one store (0 or 1: one)
-	// settled returns from when a host's interval counts as learnt (simFigures.maxInterval).
-	settled func([]scenario.Arrival) time.Time
+	// settled returns from when a host's interval counts as learnt (simFigures.maxInterval), from the
+	// server's log and the host's audit trail.
+	settled func(arrivals []scenario.Arrival, trail []simEvent) time.Time
 	targets simTargets
-	// missing, when set, says why the model misses this cell's makespan and interval targets: those
-	// two are measured and reported (BENCHMARKS.md), not asserted; every other target still is.
+	// missing, when set, says why the model misses this cell's interval target in some draws: it is
+	// measured and reported (BENCHMARKS.md), not asserted; every other target still is.
 	missing string
 }
 
@@ -104,13 +121,14 @@ type simTargets struct {
 	maxIntervalBases                float64       // the interval once settled, at most this many base delays
 	queueMedian, queueP95           float64       // queue wait at most, in service times
 	checkQueue                      bool
+	rateOnly                        bool // a limiter's refusals: never read as noise (refusals_uncorrelated)
 }
 
 // simGrid returns the cells, each host crawled for about length at its capacity.
 func simGrid(length time.Duration) []simCell {
 	const base = 100 * time.Millisecond
 	pagesFor := func(rate float64, d time.Duration) int { return int(rate * d.Seconds()) }
-	afterWarmup := func(a []scenario.Arrival) time.Time {
+	afterWarmup := func(a []scenario.Arrival, _ []simEvent) time.Time {
 		if p := scenario.PageRequests(a); len(p) > 0 {
 			return p[0].At.Add(simWarmup)
 		}
@@ -119,7 +137,7 @@ func simGrid(length time.Duration) []simCell {
 	// Issue 26's targets: the grid at steady state and over the crawl; every 30 s window, and at most
 	// a refusal a minute, at 4/s with Retry-After 1 s (a refused probe's hold alone is 11% of a 30 s
 	// window with Retry-After 3 s).
-	limiter := simTargets{steady: 0.90, whole: 0.85, noLoss: true}
+	limiter := simTargets{steady: 0.90, whole: 0.85, noLoss: true, rateOnly: true}
 	var cells []simCell
 	add := func(c simCell) {
 		c.seed = simHash(c.name) // a cell's own: adding a cell changes no other's figures
@@ -161,7 +179,7 @@ func simGrid(length time.Duration) []simCell {
 				Name: "step", Pages: pagesFor(st[0], half) + pagesFor(st[1], half),
 				Capacity: &scenario.Capacity{Rate: st[0], Burst: 1, RetryAfter: time.Second, StepAfter: half, StepRate: st[1]},
 			}},
-			targets: simTargets{sides: 0.85, noLoss: true},
+			targets: simTargets{sides: 0.85, noLoss: true, rateOnly: true},
 		})
 	}
 	add(simCell{
@@ -170,7 +188,16 @@ func simGrid(length time.Duration) []simCell {
 			Name: "haproxy", Pages: pagesFor(4, length),
 			Sliding: &scenario.SlidingWindow{Limit: 4, Period: time.Second, RetryAfter: time.Second},
 		}},
-		targets: simTargets{whole: 0.85, noLoss: true},
+		targets: simTargets{whole: 0.85, noLoss: true, rateOnly: true},
+	})
+	// A token bucket with a burst: the burst lets a faster rate through at first, then refusals at it.
+	add(simCell{
+		name: "burst-4-4", capacity: 4, base: base, limit: 4 * length,
+		hosts: []scenario.HostConfig{{
+			Name: "burst", Pages: pagesFor(4, length),
+			Capacity: &scenario.Capacity{Rate: 4, Burst: 4, RetryAfter: time.Second},
+		}},
+		targets: simTargets{steady: 0.85, whole: 0.85, noLoss: true, rateOnly: true},
 	})
 	add(simCell{
 		name: "fleet-3-4-1-429", capacity: 4, base: base, limit: 4 * length, fleet: 3,
@@ -178,11 +205,16 @@ func simGrid(length time.Duration) []simCell {
 			Name: "fleet", Pages: pagesFor(4, length),
 			Capacity: &scenario.Capacity{Rate: 4, Burst: 1, RetryAfter: time.Second},
 		}},
-		targets: simTargets{minWindow: 0.90, steady: 0.90, noLoss: true},
+		targets: simTargets{minWindow: 0.90, steady: 0.90, noLoss: true, rateOnly: true},
 	})
 	// Refusals that speed does not cause: two hosts of 30 pages, a third of first attempts refused.
 	const riBase = 200 * time.Millisecond
-	fourthRefusal := func(a []scenario.Arrival) time.Time { // the model has seen slowing down not help
+	// The model has seen that slowing down does not help when it says so in the trail
+	// (refusals_uncorrelated); a model that never does is held to it from the fourth refusal.
+	noiseSeen := func(a []scenario.Arrival, trail []simEvent) time.Time {
+		if at, ok := firstEvent(trail, audit.EventRefusalsUncorrelated); ok {
+			return at
+		}
 		n := 0
 		for _, x := range scenario.PageRequests(a) {
 			if x.Status != 200 {
@@ -209,14 +241,14 @@ func simGrid(length time.Duration) []simCell {
 		}
 		c := simCell{
 			name: name, hosts: hosts, capacity: 1 / riBase.Seconds(), base: riBase, limit: 15 * time.Minute,
-			settled: fourthRefusal,
+			settled: noiseSeen,
 			targets: simTargets{makespan: time.Minute, noDeferred: true, noLoss: true, maxIntervalBases: 4},
 		}
-		if name == "ri-503" || name == "ri-mixed" {
-			// Random 503s without Retry-After, in a row at the start by chance, read as nginx's limiter:
-			// each backoff's noise test compares shares over a handful of outcomes, and misses often
-			// enough that the delay climbs to seconds before it decays (issue 26's closing note).
-			c.missing = "503s without Retry-After that speed does not cause are told from a limiter too late"
+		if name == "ri-mixed" {
+			// 429s with a Retry-After mixed with 503s without and timeouts: over 20 draws of the pages
+			// refused, a host sometimes does not see the noise in its 30 pages (refusals with and without a
+			// hold are judged by different tests), and is held to 4× from its fourth refusal (BENCHMARKS.md).
+			c.missing = "a host of mixed refusals does not always see the noise within 30 pages"
 		}
 		add(c)
 	}
@@ -350,7 +382,9 @@ func (c simCell) crawl(t *testing.T) simFigures {
 			}
 		}
 		arrivals, windows := net.logs(k)
-		f := measureHost(c.hosts[i], c.capacity, c.base, start, arrivals, windows, samples[i], c.settled)
+		host := hostEvents(trail, k)
+		f := measureHost(c.hosts[i], c.capacity, c.base, start, arrivals, windows, samples[i], c.settled(arrivals, host))
+		f.noise = noiseFigures(arrivals, host)
 		f.deferred = deferred
 		f.explained = explainRefusals(c.hosts[i], k, arrivals, readTrail(trail, k))
 		if i == 0 {
@@ -433,10 +467,13 @@ func (c simCell) check(t *testing.T, f simFigures) []string {
 		}
 	}
 	if tg.makespan > 0 && f.makespan > tg.makespan {
-		miss("makespan %v > %v", f.makespan.Round(100*time.Millisecond), tg.makespan)
+		fail("makespan %v > %v", f.makespan.Round(100*time.Millisecond), tg.makespan)
 	}
 	if tg.maxIntervalBases > 0 && f.maxInterval > time.Duration(tg.maxIntervalBases*float64(c.base)) {
 		miss("interval up to %v > %g× base", f.maxInterval.Round(time.Millisecond), tg.maxIntervalBases)
+	}
+	if tg.rateOnly && f.noise.entries > 0 {
+		fail("the limiter's refusals read as noise %d times", f.noise.entries)
 	}
 	if tg.checkQueue && !(f.queueMedian <= tg.queueMedian) {
 		fail("median queue wait %.2f > %.2f service times", f.queueMedian, tg.queueMedian)

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/collypace/ext/audit"
 	"github.com/collypace/ext/internal/scenario"
 )
 
@@ -44,11 +45,76 @@ type simFigures struct {
 	underFloor                      int           // departures closer than the base delay to the one before
 	lateRefusals                    []time.Duration
 	explained                       []simRefusal // a limiter's refusals from simLearnt on, with their causes
+	noise                           simNoise
+}
+
+// simNoise is when the models read the refusals as noise (refusals_uncorrelated): how many times over
+// the cell's hosts, and after how many refusals at the server the first time (the most of any host).
+type simNoise struct{ entries, after int }
+
+func (n simNoise) String() string {
+	if n.entries == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%d×, after ≤ %d refusals", n.entries, n.after)
+}
+
+// noiseFigures reads from a host's trail when its model read the refusals as noise.
+func noiseFigures(arrivals []scenario.Arrival, trail []simEvent) simNoise {
+	var n simNoise
+	for _, e := range trail {
+		if e.event != audit.EventRefusalsUncorrelated {
+			continue
+		}
+		if n.entries++; n.entries == 1 {
+			for _, a := range scenario.PageRequests(arrivals) {
+				if a.Status != 200 && a.At.Before(e.at) {
+					n.after++
+				}
+			}
+		}
+	}
+	return n
+}
+
+// simEvent is an audit event of one host: its name and instant.
+type simEvent struct {
+	event audit.Event
+	at    time.Time
+}
+
+// hostEvents returns the events of host key from a trail, in order.
+func hostEvents(trail []map[string]any, key string) []simEvent {
+	var out []simEvent
+	for _, e := range trail {
+		if e[audit.FieldTargetDomain] != key {
+			continue
+		}
+		ts, _ := e[audit.FieldTimestamp].(string)
+		at, err := time.Parse(time.RFC3339Nano, ts)
+		if err != nil {
+			continue
+		}
+		name, _ := e[audit.FieldEvent].(string)
+		out = append(out, simEvent{audit.Event(name), at})
+	}
+	slices.SortStableFunc(out, func(a, b simEvent) int { return a.at.Compare(b.at) })
+	return out
+}
+
+// firstEvent returns the instant of the first event named name.
+func firstEvent(trail []simEvent, name audit.Event) (time.Time, bool) {
+	for _, e := range trail {
+		if e.event == name {
+			return e.at, true
+		}
+	}
+	return time.Time{}, false
 }
 
 // measureHost computes the figures of one host crawled from start.
 func measureHost(cfg scenario.HostConfig, capacity float64, base time.Duration, start time.Time,
-	arrivals []scenario.Arrival, windows []scenario.Window, samples []simSample, settled func([]scenario.Arrival) time.Time) simFigures {
+	arrivals []scenario.Arrival, windows []scenario.Window, samples []simSample, settled time.Time) simFigures {
 	f := simFigures{pages: cfg.Pages, before: math.NaN(), after: math.NaN(), queueMedian: math.NaN(), queueP95: math.NaN()}
 	pages := scenario.PageRequests(arrivals)
 	var first time.Time // the first page request: the host's own origin (a step counts from it)
@@ -117,9 +183,8 @@ func measureHost(cfg scenario.HostConfig, capacity float64, base time.Duration, 
 		f.queueMedian = float64(scenario.Median(waits)) / float64(cfg.Latency)
 		f.queueP95 = float64(scenario.P95(waits)) / float64(cfg.Latency)
 	}
-	from := settled(arrivals)
 	for _, s := range samples {
-		if !s.at.Before(from) {
+		if !s.at.Before(settled) {
 			f.maxInterval = max(f.maxInterval, s.snap.Interval)
 		}
 		f.maxInFlight = max(f.maxInFlight, s.snap.InFlight)
@@ -156,6 +221,10 @@ func (f simFigures) merge(g simFigures, hosts int) simFigures {
 		}
 		return a
 	}
+	if g.noise.entries > 0 {
+		f.noise.after = max(f.noise.after, g.noise.after) // the slowest host to see it
+	}
+	f.noise.entries += g.noise.entries
 	f.pages += g.pages
 	f.accepted += g.accepted
 	f.lost += g.lost
@@ -187,7 +256,7 @@ type simRow struct {
 
 // simHeader and simCells are the report's columns.
 var simHeader = []string{"cell", "whole", "steady", "min 30 s", "before/after step", "refusals/min", "lost", "deferred",
-	"makespan", "refusals from 10 s", "max interval", "max in flight", "queue p50/p95", "in window", "< floor", "targets missed"}
+	"makespan", "refusals from 10 s", "max interval", "noise seen", "max in flight", "queue p50/p95", "in window", "< floor", "targets missed"}
 
 func (r simRow) cells() []string {
 	f := r.fig
@@ -221,7 +290,7 @@ func (r simRow) cells() []string {
 	}
 	return []string{r.cell, pct(f.whole), pct(f.steady), pct(f.minWindow), step, num(f.refusalsPerMin, "%.1f"),
 		fmt.Sprintf("%d/%d", f.lost, f.pages), fmt.Sprint(f.deferred), makespan, causeCounts(f.explained),
-		f.maxInterval.Round(time.Millisecond).String(), fmt.Sprint(f.maxInFlight), queue, fmt.Sprint(f.insideWindow), fmt.Sprint(f.underFloor), missed}
+		f.maxInterval.Round(time.Millisecond).String(), f.noise.String(), fmt.Sprint(f.maxInFlight), queue, fmt.Sprint(f.insideWindow), fmt.Sprint(f.underFloor), missed}
 }
 
 // simTable renders rows as a markdown table, with each cell's shape listed below it.

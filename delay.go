@@ -13,8 +13,12 @@ import (
 // latency (the queueing signal, queue.go's sibling queuemodel.go). The numbers are documented in the
 // README ("The capacity model").
 const (
-	// refusalFactor multiplies the delay when a refusal says nothing better: nothing is known yet, or
-	// the host refused a rate it accepted before (its capacity dropped).
+	// rateBackoff multiplies the delay when a rate refusal says nothing better: nothing is known yet,
+	// or the host refused a rate it accepted before (its capacity dropped). A half slower, not twice:
+	// a step twice as fine costs a limiter one refusal more to learn, and a host whose refusals do
+	// not depend on the pace half the slowdown before the noise shows (see noise).
+	rateBackoff = 1.5
+	// refusalFactor multiplies the delay when the host fails (an outage), up to outageProbe.
 	refusalFactor = 2
 	// confirmRun is how many clean responses at a probed interval make it the known-good interval, at
 	// first; a host that refuses an interval lately confirmed (a token bucket's burst let the probe
@@ -141,15 +145,22 @@ func newAdaptive(floor time.Duration) adaptive {
 }
 
 // refuse applies a refusal of a departure made in generation gen (spaced by the delay, which has not
-// changed since: the generation is the same), received at now. Only the first refusal of a generation
-// counts: the others departed before the change took effect. A refusal that would back the delay off
-// when backing off has not made refusals rarer (noise) changes nothing: the Retry-After hold, applied
-// apart from the model, is all it costs. It reports whether the delay went up.
-func (a *adaptive) refuse(gen uint64, kind refusalKind, jit, floor, ceiling time.Duration, now time.Time) bool {
+// changed since: the generation is the same), received at now; paced says the refusal came with a
+// Retry-After hold. Only the first refusal of a generation counts: the others departed before the
+// change took effect. A refusal that would back the delay off when backing off has not made refusals
+// rarer (noise) changes nothing: the Retry-After hold, applied apart from the model, is all it costs.
+// It reports whether the delay went up.
+func (a *adaptive) refuse(gen uint64, kind refusalKind, paced bool, jit, floor, ceiling time.Duration, now time.Time) bool {
 	if a.noise.observe(gen, true, a.noisy) {
 		a.noisy = false // refused clearly more often than the noise: a rate signal again
 	}
-	if gen != a.gen || kind == refusedSpaced {
+	if kind == refusedSpaced {
+		if !a.noisy && a.noise.spacedRefusal() {
+			a.becomeNoisy(floor, ceiling)
+		}
+		return false
+	}
+	if gen != a.gen {
 		return false
 	}
 	a.failures = satInc(a.failures)
@@ -169,10 +180,15 @@ func (a *adaptive) refuse(gen uint64, kind refusalKind, jit, floor, ceiling time
 	backoff := true // the delay backs off (rather than going back to good, or one edge step)
 	switch {
 	case kind == refusedOutage:
+		if a.good == 0 {
+			// Nothing was learnt before the outage: once it ends, the delay comes back to the floor
+			// (succeed halves the distance to good per clean response), not from the probe interval.
+			a.good = floor
+		}
 		next = min(satMul(max(a.delay, floor, minBackoff), refusalFactor), max(a.delay, outageProbe(floor, ceiling)))
 	case a.failures > 1:
-		// Refused again at a doubled delay: the bounds learnt nothing new; double again.
-		next = satMul(max(a.delay, floor, minBackoff), refusalFactor)
+		// Refused again at a slower delay: the bounds learnt nothing new; back off again.
+		next = satMul(max(a.delay, floor, minBackoff), rateBackoff)
 	default:
 		bursty := a.confirmRun() > confirmRun // known before this refusal
 		if int(a.clean) > confirmRun && !(a.good > 0 && a.delay >= a.good && a.held >= dropRun) {
@@ -187,21 +203,39 @@ func (a *adaptive) refuse(gen uint64, kind refusalKind, jit, floor, ceiling time
 		next, backoff = a.learnRefusal(a.delay, jit, floor, bursty, now)
 		a.drain.refused(now)
 	}
-	if backoff && a.noise.slowedInVain() {
-		// Refused as often since the last backoff as before it: slowing down did not help. Undo what
-		// this refusal taught, stop backing off, and let the delay decay to the floor.
+	switch {
+	case backoff && kind != refusedOutage && !paced && a.failures == 1 && a.noise.tooSoon():
+		// Refused again, after a clean response, before the last backoff's outcomes tell whether
+		// slowing down helped: wait for them rather than back off twice on one piece of evidence.
+		// (Refusals in a row back off at once; so does a refusal with a Retry-After, whose hold
+		// spaces the next departures whatever the delay.)
 		*a = snapshot
-		a.noisy = true
-		a.good, a.bad, a.prevGood = floor, 0, 0
-		a.gain, a.probing = probeGain, false
-		a.gen++
-		a.clean = 0
 		return false
-	} else if backoff {
-		a.noise.backoff(a.gen + 1)
+	case backoff && a.noise.slowedInVain(paced):
+		// Slowing down did not make refusals rarer: undo what this refusal taught, stop backing off,
+		// and let the delay decay to the floor.
+		*a = snapshot
+		a.becomeNoisy(floor, ceiling)
+		return false
+	case backoff:
+		a.noise.backoff(a.gen+1, paced)
 	}
 	a.gain, a.probing = probeGain, false
 	return a.increase(next, floor, ceiling) > 0
+}
+
+// becomeNoisy enters noise mode: refusals no longer move the delay, which comes down to at most twice
+// the floor at once and decays from there (a clean response halves its distance to the floor, the
+// published constraints); the share refused so far is the noise level that refusals must clearly
+// exceed to be a rate signal again (see noise.observe).
+func (a *adaptive) becomeNoisy(floor, ceiling time.Duration) {
+	a.noisy = true
+	a.set(min(a.delay, satMul(floor, 2)), floor, ceiling)
+	a.good, a.bad, a.prevGood = floor, 0, 0
+	a.gain, a.probing = probeGain, false
+	a.gen++
+	a.clean = 0
+	a.noise.settle()
 }
 
 // learnRefusal moves the bounds for a rate refusal at interval (the departure's jitter on top) and
@@ -239,7 +273,7 @@ func (a *adaptive) learnRefusal(interval, jit, floor time.Duration, bursty bool,
 		return a.good, false
 	}
 	a.good, a.bad, a.prevGood = 0, interval, 0
-	next = satMul(max(interval, floor, minBackoff), refusalFactor)
+	next = satMul(max(interval, floor, minBackoff), rateBackoff)
 	if est := a.drain.sustained(now); bursty && est > interval && est < next {
 		next = est
 	}
@@ -470,22 +504,34 @@ func (a *adaptive) typicalLatency() time.Duration {
 }
 
 // noise tells refusals that speed does not cause (a flaky backend, random 503s, timeouts) from a rate
-// limit's: a rate limit refuses less once the client slows down, noise just as often. It counts the
-// outcomes of departures before the last backoff and after it (by generation); when a refusal would
-// back off again although the share refused since the last backoff is still noiseKeep of the share
-// before it, slowing down did not help (slowedInVain). The model then (adaptive.noisy) stops backing
-// off for refusals and decays to the floor, the published constraints; it goes back to treating
-// refusals as a rate signal when they become clearly more frequent than that noise (noiseRise).
+// limit's. It counts the outcomes of departures on each side of the last backoff (by generation) and
+// compares them when a refusal would back off again (slowedInVain):
+//   - without a Retry-After, the pace alone spaces the departures. A rate limit accepts its capacity
+//     whatever the client's pace above it, so slowing down leaves the rate it accepts where it was;
+//     noise refuses the same share at any pace, so the accepted rate falls with the pace. And a limiter
+//     refuses a pace rateBackoff slower only if it refused at least a third of the faster one;
+//   - with a Retry-After, the holds space the departures whatever the pace, so a limiter's share can
+//     stay the same across a backoff: only a share that did not fall at all reads as noise, and a
+//     refusal of a departure spaced by a whole hold (refusedSpaced), which no limiter refuses, twice.
+//
+// The model then (adaptive.noisy) stops backing off for refusals and decays to the floor. It treats
+// refusals as a rate signal again when a window of them is clearly more frequent than that noise
+// (noiseRise), and at least noiseExitShare of the outcomes; from then on the host is a limiter for the
+// rest of the crawl (refuted): a limiter read as noise costs one window, not one a cycle.
 type noise struct {
-	gen    uint32 // outcomes of this generation (its low 32 bits) or later count after the last backoff
-	before counts // outcomes of departures before the last backoff
-	after  counts // outcomes since
+	gen     uint16 // outcomes of this generation (its low 16 bits) or later count after the last backoff
+	spaced  uint8  // refusals of departures spaced by a whole Retry-After hold (saturating)
+	refuted bool   // left noise mode once: its refusals depend on the pace
+	before  counts // outcomes of departures before the last backoff
+	after   counts // outcomes since (in noise mode: the current window)
 }
 
 // counts is a number of outcomes and how many of them were refusals.
 type counts struct{ n, refused uint8 }
 
 func (c counts) halved() counts { return counts{c.n / 2, c.refused / 2} }
+
+func (c counts) plus(d counts) counts { return counts{c.n + d.n, c.refused + d.refused} }
 
 func (c counts) share() float64 {
 	if c.n == 0 {
@@ -495,24 +541,47 @@ func (c counts) share() float64 {
 }
 
 const (
-	// noiseSamples is how many outcomes each side of a backoff needs before their shares compare.
+	// noiseSamples is how many outcomes each side of a backoff needs before they compare; a refusal
+	// before the side after a backoff holds them waits for them (tooSoon).
 	noiseSamples = 3
-	// noiseKeep: refused at least this share of what it was before the backoff, the backoff bought
-	// nothing.
-	noiseKeep = 0.9
-	// noiseRise and noiseWindow: in noise mode, a window of noiseWindow outcomes refused noiseRise
-	// (absolute) more than the noise before is a rate signal again.
-	noiseRise   = 0.15
-	noiseWindow = 32
+	// noiseKeep: without Retry-After, noise when the rate accepted since the last backoff is at most
+	// this share of the rate before it: it fell with the pace (a limiter's stays at its capacity).
+	noiseKeep = 0.75
+	// noiseMaxShare: a limiter refuses at a pace rateBackoff slower only if it refused at least
+	// 1 - 1/rateBackoff of the faster one (a third); noise refuses at most this share of the requests,
+	// a half, leaving room for the small samples either side.
+	noiseMaxShare = 0.5
+	// noisePacedKeep: with Retry-After, noise when the share refused since the last backoff is at
+	// least this share of the one before.
+	noisePacedKeep = 0.9
+	// noiseSpaced is how many refusals of departures spaced by a whole hold make the refusals noise.
+	noiseSpaced = 2
+	// noiseRise, noiseExitShare and noiseWindow: in noise mode, a window of noiseWindow outcomes
+	// refused noiseRise (absolute) more than the noise before, and at least noiseExitShare of them,
+	// is a rate signal again.
+	noiseRise      = 0.15
+	noiseExitShare = 0.4
+	noiseWindow    = 32
+	// noiseGenReach is how far (in generations) an outcome may lie from the last backoff's and still
+	// be placed on its side; past it the backoff is long gone and the outcome counts after it.
+	noiseGenReach = 1 << 14
 )
 
 // observe counts an outcome of a departure made in generation gen. In noise mode (noisy) it reports
-// whether the last noiseWindow outcomes were refused clearly more often than the noise before them: a
-// rate signal again.
+// whether the last noiseWindow outcomes were refused clearly more often than the noise: a rate signal
+// again.
 func (n *noise) observe(gen uint64, refused, noisy bool) (rate bool) {
 	c := &n.before
-	if n.gen != 0 && int32(uint32(gen)-n.gen) >= 0 { // serial arithmetic: generations wrap at 32 bits
-		c = &n.after
+	if n.gen != 0 {
+		// Serial arithmetic: generations wrap at 16 bits. The last backoff's generation is kept
+		// within reach of the current one, so a long crawl without backoff never wraps past it.
+		d := int16(uint16(gen) - n.gen)
+		if d >= noiseGenReach {
+			n.gen = max(uint16(gen)-noiseGenReach, 1)
+		}
+		if d >= 0 {
+			c = &n.after
+		}
 	}
 	c.n++
 	if refused {
@@ -527,27 +596,65 @@ func (n *noise) observe(gen uint64, refused, noisy bool) (rate bool) {
 	if !noisy || n.after.n < noiseWindow {
 		return false
 	}
-	if n.after.share() >= n.before.share()+noiseRise {
-		*n = noise{}
+	if s := n.after.share(); s >= n.before.share()+noiseRise && s >= noiseExitShare {
+		*n = noise{refuted: true}
 		return true
 	}
-	n.before, n.after = n.after, counts{}
+	n.after = counts{} // another window, against the same noise level
 	return false
 }
 
-// backoff records a backoff; outcomes of generation gen on count after it.
-func (n *noise) backoff(gen uint64) {
-	n.before.n += n.after.n
-	n.before.refused += n.after.refused
-	n.after, n.gen = counts{}, max(uint32(gen), 1)
+// backoff records a backoff; outcomes of generation gen on count after it. Without Retry-After the side
+// before it becomes the outcomes at the pace just left, when there are enough of them: the comparison
+// is between two paces, not between the crawl so far and the last pace. With Retry-After, whose holds
+// pace the client, the sides accumulate.
+func (n *noise) backoff(gen uint64, paced bool) {
+	if paced || n.gen == 0 || n.after.n < noiseSamples {
+		n.before = n.before.plus(n.after)
+		if n.before.n >= 2*noiseWindow {
+			n.before = n.before.halved()
+		}
+	} else {
+		n.before = n.after
+	}
+	n.after, n.gen = counts{}, max(uint16(gen), 1)
 }
 
-// slowedInVain reports whether another backoff would buy nothing: since the last backoff, at least
-// noiseSamples outcomes, refused at least noiseKeep of the share before it. Both sides must hold
-// clean outcomes too: refusals in a row are an outage (outageProbe bounds its backoff), not noise.
-func (n *noise) slowedInVain() bool {
+// settle makes everything counted so far the noise level of noise mode, and starts its first window.
+func (n *noise) settle() {
+	n.before, n.after = n.before.plus(n.after), counts{}
+	for n.before.n >= 2*noiseWindow {
+		n.before = n.before.halved()
+	}
+}
+
+// spacedRefusal counts a refusal of a departure spaced by a whole Retry-After hold, and reports whether
+// there have been noiseSpaced of them on a host not known to be a limiter: noise.
+func (n *noise) spacedRefusal() bool {
+	n.spaced = satInc(n.spaced)
+	return !n.refuted && n.spaced >= noiseSpaced
+}
+
+// tooSoon reports whether a refusal came after the last backoff before noiseSamples of its outcomes:
+// too soon to tell whether slowing down helped.
+func (n *noise) tooSoon() bool {
+	return n.gen != 0 && n.after.n < noiseSamples
+}
+
+// slowedInVain reports whether another backoff would buy nothing: both sides of the last backoff hold
+// noiseSamples outcomes, clean ones and refusals (refusals in a row are an outage, which outageProbe
+// bounds, not noise), and, paced by Retry-After holds, the share refused did not fall; else the share
+// before is at most noiseMaxShare and the rate accepted since fell with the pace (at most noiseKeep of
+// the rate before times the backoff's slowdown, rateBackoff).
+func (n *noise) slowedInVain(paced bool) bool {
 	mixed := func(c counts) bool { return c.n >= noiseSamples && c.refused > 0 && c.refused < c.n }
-	return n.gen != 0 && mixed(n.before) && mixed(n.after) && n.after.share() >= noiseKeep*n.before.share()
+	if n.refuted || n.gen == 0 || !mixed(n.before) || !mixed(n.after) {
+		return false
+	}
+	if paced {
+		return n.after.share() >= noisePacedKeep*n.before.share()
+	}
+	return n.before.share() < noiseMaxShare && 1-n.after.share() <= noiseKeep*rateBackoff*(1-n.before.share())
 }
 
 // latencyWindow is a ring of the latest latencies, in milliseconds (saturating at 65 s), to keep a

@@ -73,7 +73,7 @@ func TestReservationsAreStartBased(t *testing.T) {
 func TestRefusalsClampToCeiling(t *testing.T) {
 	a := newAdaptive(time.Second)
 	for range 10 {
-		a.refuse(a.gen, refusedRate, 0, time.Second, 30*time.Second, t0)
+		a.refuse(a.gen, refusedRate, false, 0, time.Second, 30*time.Second, t0)
 	}
 	if a.delay != 30*time.Second {
 		t.Errorf("delay %v after 10 refusals, want the 30s ceiling", a.delay)
@@ -129,7 +129,7 @@ func TestCleanResponsesReturnToFloor(t *testing.T) {
 	a := newAdaptive(100 * ms)
 	confirm(&a, 100*ms) // the floor is known good before the outage
 	for range 6 {
-		a.refuse(a.gen, refusedOutage, 0, 100*ms, 30*time.Second, t0) // 5xx: an outage
+		a.refuse(a.gen, refusedOutage, false, 0, 100*ms, 30*time.Second, t0) // 5xx: an outage
 	}
 	if a.delay != 2*time.Second {
 		t.Fatalf("delay after the outage = %v, want 2s (doubling stops at the outage probe interval)", a.delay)
@@ -160,7 +160,7 @@ func TestRefusedProbeReturnsToLastGoodRate(t *testing.T) {
 	if probe >= 400*ms {
 		t.Fatalf("no probe below the good interval after it was confirmed: delay %v", probe)
 	}
-	a.refuse(a.gen, refusedRate, 0, 100*ms, time.Minute, t0)
+	a.refuse(a.gen, refusedRate, false, 0, 100*ms, time.Minute, t0)
 	if a.delay != 400*ms || a.bad != probe {
 		t.Errorf("refused probe at %v: delay %v, refused bound %v; want back at 400ms, bound %v", probe, a.delay, a.bad, probe)
 	}
@@ -173,11 +173,11 @@ func TestYoungGoodRefusedGoesBack(t *testing.T) {
 	a := newAdaptive(100 * ms)
 	a.good, a.bad = 400*ms, 200*ms
 	a.set(400*ms, 100*ms, time.Minute)
-	confirm(&a, 100*ms)                                      // probing 300 ms
-	confirm(&a, 100*ms)                                      // 300 ms confirmed: probing 250 ms
-	a.refuse(a.gen, refusedRate, 0, 100*ms, time.Minute, t0) // the probe refused: back to 300 ms
-	a.refuse(a.gen, refusedRate, 0, 100*ms, time.Minute, t0) // 300 ms, hardly held, refused too
-	if a.delay != 600*ms {
+	confirm(&a, 100*ms)                                             // probing 300 ms
+	confirm(&a, 100*ms)                                             // 300 ms confirmed: probing 250 ms
+	a.refuse(a.gen, refusedRate, false, 0, 100*ms, time.Minute, t0) // the probe refused: back to 300 ms
+	a.refuse(a.gen, refusedRate, false, 0, 100*ms, time.Minute, t0) // 300 ms, hardly held, refused too
+	if a.delay != 450*ms {
 		t.Fatalf("setup: delay %v", a.delay)
 	}
 	b := newAdaptive(100 * ms)
@@ -186,7 +186,7 @@ func TestYoungGoodRefusedGoesBack(t *testing.T) {
 	confirm(&b, 100*ms) // probing 300 ms
 	confirm(&b, 100*ms) // 300 ms confirmed (good, 400 ms before it): probing 250 ms
 	b.set(300*ms, 100*ms, time.Minute)
-	b.refuse(b.gen, refusedRate, 0, 100*ms, time.Minute, t0) // refused at the young 300 ms
+	b.refuse(b.gen, refusedRate, false, 0, 100*ms, time.Minute, t0) // refused at the young 300 ms
 	if b.delay != 400*ms || b.good != 400*ms || b.bad != 300*ms || b.confirmRun() != 2*confirmRun {
 		t.Errorf("young good refused: delay %v good %v bad %v confirm %d; want back at 400ms, bad 300ms, confirm %d",
 			b.delay, b.good, b.bad, b.confirmRun(), 2*confirmRun)
@@ -199,30 +199,30 @@ func TestRefusalAtGoodCostsOneStep(t *testing.T) {
 	a := newAdaptive(100 * ms)
 	a.good, a.bad, a.held = 250*ms, 200*ms, dropRun // held at good a while
 	a.set(250*ms, 100*ms, time.Minute)
-	a.refuse(a.gen, refusedRate, 3*ms, 100*ms, time.Minute, t0)
+	a.refuse(a.gen, refusedRate, false, 3*ms, 100*ms, time.Minute, t0)
 	if a.delay != 255*ms || a.good != a.delay || a.bad != 253*ms {
 		t.Errorf("refused at the good 250ms: delay %v, good %v, bad %v; want 255ms (2%%), 255ms, 253ms (the gap refused)", a.delay, a.good, a.bad)
 	}
 }
 
 // The capacity dropped only when refusals recur at the good interval, within dropRun clean responses
-// (the host accepts measurably less): then the delay doubles, and the good interval is let go. A
-// refusal when nothing is known doubles too.
-func TestCapacityDropDoubles(t *testing.T) {
+// (the host accepts measurably less): then the delay backs off (rateBackoff), and the good interval is
+// let go. A refusal when nothing is known backs off too.
+func TestCapacityDropBacksOff(t *testing.T) {
 	a := newAdaptive(100 * ms)
-	a.refuse(a.gen, refusedRate, 0, 100*ms, time.Minute, t0) // nothing known
-	if a.delay != 200*ms {
-		t.Fatalf("first refusal at 100ms: delay %v, want 200ms", a.delay)
+	a.refuse(a.gen, refusedRate, false, 0, 100*ms, time.Minute, t0) // nothing known
+	if a.delay != 150*ms {
+		t.Fatalf("first refusal at 100ms: delay %v, want 150ms", a.delay)
 	}
 	a.good, a.bad, a.failures, a.held = 250*ms, 200*ms, 0, dropRun // held at good a while
 	a.set(250*ms, 100*ms, time.Minute)
-	a.refuse(a.gen, refusedRate, 0, 100*ms, time.Minute, t0.Add(time.Hour)) // the edge: one step
+	a.refuse(a.gen, refusedRate, false, 0, 100*ms, time.Minute, t0.Add(time.Hour)) // the edge: one step
 	for range dropRun - 1 {
 		a.succeed(a.gen, 100*ms, time.Minute, t0.Add(time.Hour))
 	}
-	a.refuse(a.gen, refusedRate, 0, 100*ms, time.Minute, t0.Add(time.Hour+5*time.Second))
-	if a.delay != 510*ms || a.good != 0 || a.bad != 255*ms {
-		t.Errorf("refused again at good within %d clean responses: delay %v, good %v, bad %v; want 510ms, unknown, 255ms",
+	a.refuse(a.gen, refusedRate, false, 0, 100*ms, time.Minute, t0.Add(time.Hour+5*time.Second))
+	if a.delay != 382500*time.Microsecond || a.good != 0 || a.bad != 255*ms {
+		t.Errorf("refused again at good within %d clean responses: delay %v, good %v, bad %v; want 382.5ms, unknown, 255ms",
 			dropRun, a.delay, a.good, a.bad)
 	}
 	// Refused at good again only after dropRun clean responses: the edge again, one step.
@@ -232,7 +232,7 @@ func TestCapacityDropDoubles(t *testing.T) {
 	for range dropRun {
 		b.succeed(b.gen, 100*ms, time.Minute, t0)
 	}
-	b.refuse(b.gen, refusedRate, 0, 100*ms, time.Minute, t0.Add(time.Minute))
+	b.refuse(b.gen, refusedRate, false, 0, 100*ms, time.Minute, t0.Add(time.Minute))
 	if b.delay != 255*ms {
 		t.Errorf("refused at good after %d clean responses: delay %v, want one step, 255ms", dropRun, b.delay)
 	}
@@ -275,11 +275,11 @@ func TestUnclear503(t *testing.T) {
 	a := newAdaptive(100 * ms)
 	a.set(400*ms, 100*ms, time.Minute)
 	confirm(&a, 100*ms) // good 400 ms, probing 250 ms
-	a.refuse(a.gen, refusedUnclear, 0, 100*ms, time.Minute, t0)
+	a.refuse(a.gen, refusedUnclear, false, 0, 100*ms, time.Minute, t0)
 	if a.delay != 400*ms || a.bad != 250*ms {
 		t.Fatalf("503 at a probe: delay %v, bad %v; want back at the good 400ms, bad 250ms", a.delay, a.bad)
 	}
-	a.refuse(a.gen, refusedUnclear, 0, 100*ms, time.Minute, t0)
+	a.refuse(a.gen, refusedUnclear, false, 0, 100*ms, time.Minute, t0)
 	if a.good != 400*ms || a.bad != 0 || a.delay != 800*ms {
 		t.Errorf("second 503 in a row: good %v, bad %v, delay %v; want the model before (400ms, none) and an outage's backoff to 800ms",
 			a.good, a.bad, a.delay)
@@ -290,7 +290,7 @@ func TestUnclear503(t *testing.T) {
 func TestStaleCleanResponseDoesNotDecrease(t *testing.T) {
 	a := newAdaptive(100 * ms)
 	old := a.gen
-	a.refuse(a.gen, refusedRate, 0, 100*ms, 30*time.Second, t0)
+	a.refuse(a.gen, refusedRate, false, 0, 100*ms, 30*time.Second, t0)
 	for range 5 {
 		if a.succeed(old, 100*ms, 30*time.Second, t0) != 0 {
 			t.Fatal("a response that departed before the increase moved the delay")
@@ -321,7 +321,7 @@ func TestLatencyWindowP95(t *testing.T) {
 
 // Issue 9, point 3 of the outage target: an outage backs off to the outage probe interval and no
 // further (8 floors, at least 2 s, at most the ceiling), so the first request after it is not far
-// behind its end; a rate refusal doubles on.
+// behind its end; a rate refusal backs off on from there.
 func TestOutageBackoffStopsAtProbeInterval(t *testing.T) {
 	for _, tc := range []struct {
 		floor, ceiling, want time.Duration
@@ -332,13 +332,13 @@ func TestOutageBackoffStopsAtProbeInterval(t *testing.T) {
 	} {
 		a := newAdaptive(tc.floor)
 		for range 20 {
-			a.refuse(a.gen, refusedOutage, 0, tc.floor, tc.ceiling, t0)
+			a.refuse(a.gen, refusedOutage, false, 0, tc.floor, tc.ceiling, t0)
 		}
 		if a.delay != tc.want {
 			t.Errorf("floor %v ceiling %v: outage backoff %v, want %v", tc.floor, tc.ceiling, a.delay, tc.want)
 		}
-		a.refuse(a.gen, refusedRate, 0, tc.floor, tc.ceiling, t0) // a 429 after it: the host is there and says slow down
-		if want := min(2*tc.want, tc.ceiling); a.delay != want {
+		a.refuse(a.gen, refusedRate, false, 0, tc.floor, tc.ceiling, t0) // a 429 after it: the host is there and says slow down
+		if want := min(satMul(tc.want, rateBackoff), tc.ceiling); a.delay != want {
 			t.Errorf("floor %v: rate refusal after the outage: %v, want %v", tc.floor, a.delay, want)
 		}
 	}
@@ -346,29 +346,29 @@ func TestOutageBackoffStopsAtProbeInterval(t *testing.T) {
 
 // A token bucket is empty at a refusal: what it accepts from then on is its rate, whatever its burst.
 // On a host known to be bursty, a refusal at an interval it had accepted goes to that measured interval
-// when it lies between the refused one and its double; on another host (a capacity that dropped) it
-// doubles, and the measure restarts at every refusal.
+// when it lies between the refused one and its backoff; on another host (a capacity that dropped) it
+// backs off (rateBackoff), and the measure restarts at every refusal.
 func TestDrainMeasuresSustainedInterval(t *testing.T) {
 	for _, bursty := range []bool{true, false} {
 		a := newAdaptive(100 * ms)
 		if bursty {
 			a.confirm = 2 * confirmRun
 		}
-		a.refuse(a.gen, refusedRate, 0, 100*ms, time.Minute, t0) // the bucket is empty from here
+		a.refuse(a.gen, refusedRate, false, 0, 100*ms, time.Minute, t0) // the bucket is empty from here
 		for range 20 {
 			a.drain.accepted()
 		}
 		a.good, a.failures = 200*ms, 0 // just confirmed: a refusal at good now is a drop
 		a.set(200*ms, 100*ms, time.Minute)
-		a.refuse(a.gen, refusedRate, 0, 100*ms, time.Minute, t0.Add(6*time.Second)) // 20 in 6 s: 300 ms each
-		want := 400 * ms
+		a.refuse(a.gen, refusedRate, true, 0, 100*ms, time.Minute, t0.Add(5*time.Second)) // 20 in 5 s: 250 ms each
+		want := 300 * ms
 		if bursty {
-			want = 300 * ms
+			want = 250 * ms
 		}
 		if a.delay != want {
-			t.Errorf("bursty %v: refused at its good interval after 20 accepted in 6s: delay %v, want %v", bursty, a.delay, want)
+			t.Errorf("bursty %v: refused at its good interval after 20 accepted in 5s: delay %v, want %v", bursty, a.delay, want)
 		}
-		if a.drain.n != 0 || a.drain.since != t0.Add(6*time.Second).UnixNano() {
+		if a.drain.n != 0 || a.drain.since != t0.Add(5*time.Second).UnixNano() {
 			t.Errorf("bursty %v: the measure did not restart at the refusal: %+v", bursty, a.drain)
 		}
 	}

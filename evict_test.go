@@ -12,7 +12,7 @@ func TestIdleHostsEvictedAndRestored(t *testing.T) {
 	store := newMemoryStore()
 	p := NewPacer(WithStore(store), WithIdleEviction(10*time.Minute), WithBaseDelay(time.Second))
 	defer p.Close()
-	p.ObserveAt(p.ReserveAt("idle.test", t0), Outcome{Status: 503}, t0) // adaptive delay 2s
+	p.ObserveAt(p.ReserveAt("idle.test", t0), Outcome{Status: 503}, t0) // adaptive delay 1.5s
 	p.ReserveAt("busy.test", t0.Add(9*time.Minute))
 
 	if got := p.evictIdleAt(t0.Add(10 * time.Minute)); got != 1 {
@@ -25,8 +25,8 @@ func TestIdleHostsEvictedAndRestored(t *testing.T) {
 		t.Error("busy.test, used 1 min ago, was evicted")
 	}
 	p.ReserveAt("idle.test", t0.Add(11*time.Minute))
-	if st, _ := p.HostAt("idle.test", t0.Add(11*time.Minute)); st.AdaptiveDelay != 2*time.Second {
-		t.Errorf("restored adaptive delay %v, want the stored 2s", st.AdaptiveDelay)
+	if st, _ := p.HostAt("idle.test", t0.Add(11*time.Minute)); st.AdaptiveDelay != 1500*time.Millisecond {
+		t.Errorf("restored adaptive delay %v, want the stored 1.5s", st.AdaptiveDelay)
 	}
 }
 

@@ -144,7 +144,7 @@ func ExamplePacer_Wait() {
 	// Output:
 	// 429 refused: true retry: true
 	// held for 2.2s by retry_after
-	// adaptive delay 200ms
+	// adaptive delay 150ms
 	// may depart 2s later: false
 	// may depart 2.2s later: true
 }

@@ -81,17 +81,17 @@ func TestHostileRetryAfter(t *testing.T) {
 		gap    time.Duration // 0: the host is parked, nothing more is sent
 		events []audit.Event // must be present; header_invalid and retry_after_too_long must be absent unless listed
 	}{
-		{"empty", 429, fixed("Retry-After", ""), 2 * time.Second, []audit.Event{audit.EventHeaderInvalid}},
-		{"spaces only", 429, fixed("Retry-After", "    "), 2 * time.Second, []audit.Event{audit.EventHeaderInvalid}},
+		{"empty", 429, fixed("Retry-After", ""), 1500 * time.Millisecond, []audit.Event{audit.EventHeaderInvalid}},
+		{"spaces only", 429, fixed("Retry-After", "    "), 1500 * time.Millisecond, []audit.Event{audit.EventHeaderInvalid}},
 		{"spaces around seconds", 429, fixed("Retry-After", "  5  "), s5, []audit.Event{audit.EventRetryAfterHonoured}},
-		{"negative", 429, fixed("Retry-After", "-5"), 2 * time.Second, []audit.Event{audit.EventHeaderInvalid}},
-		{"fractional", 429, fixed("Retry-After", "1.5"), 2 * time.Second, []audit.Event{audit.EventHeaderInvalid}},
-		{"exponent 1e9", 429, fixed("Retry-After", "1e9"), 2 * time.Second, []audit.Event{audit.EventHeaderInvalid}},
+		{"negative", 429, fixed("Retry-After", "-5"), 1500 * time.Millisecond, []audit.Event{audit.EventHeaderInvalid}},
+		{"fractional", 429, fixed("Retry-After", "1.5"), 1500 * time.Millisecond, []audit.Event{audit.EventHeaderInvalid}},
+		{"exponent 1e9", 429, fixed("Retry-After", "1e9"), 1500 * time.Millisecond, []audit.Event{audit.EventHeaderInvalid}},
 		{"20 digits", 429, fixed("Retry-After", "99999999999999999999"), 0, []audit.Event{audit.EventRetryAfterTooLong, audit.EventBreakerOpened}},
 		{"one day, above the 10 min maximum", 503, fixed("Retry-After", "86400"), 0, []audit.Event{audit.EventRetryAfterTooLong, audit.EventBreakerOpened}},
 		{"seconds", 503, fixed("Retry-After", "5"), s5, []audit.Event{audit.EventRetryAfterHonoured}},
 		{"just under the maximum", 429, fixed("Retry-After", "599"), withRetryAfterBuffer(599 * time.Second), []audit.Event{audit.EventRetryAfterHonoured}},
-		{"zero", 429, fixed("Retry-After", "0"), 2 * time.Second, []audit.Event{audit.EventRetryAfterNow}},
+		{"zero", 429, fixed("Retry-After", "0"), 1500 * time.Millisecond, []audit.Event{audit.EventRetryAfterNow}},
 		{"IMF-fixdate", 429, in(http.TimeFormat, 5*time.Second), s5, []audit.Event{audit.EventRetryAfterHonoured}},
 		{"RFC 850 date", 429, in(rfc850, 5*time.Second), s5, []audit.Event{audit.EventRetryAfterHonoured}},
 		{"asctime date", 429, in(time.ANSIC, 5*time.Second), s5, []audit.Event{audit.EventRetryAfterHonoured}},
@@ -100,7 +100,7 @@ func TestHostileRetryAfter(t *testing.T) {
 			wrong := (d.Weekday() + 3) % 7
 			return header("Retry-After", wrong.String()[:3]+d.Format(http.TimeFormat)[3:])
 		}, s5, []audit.Event{audit.EventRetryAfterHonoured}},
-		{"far past date", 429, fixed("Retry-After", "Thu, 01 Jan 1970 00:00:00 GMT"), 2 * time.Second, []audit.Event{audit.EventRetryAfterNow}},
+		{"far past date", 429, fixed("Retry-After", "Thu, 01 Jan 1970 00:00:00 GMT"), 1500 * time.Millisecond, []audit.Event{audit.EventRetryAfterNow}},
 		{"far future date", 429, fixed("Retry-After", "Fri, 31 Dec 9999 23:59:59 GMT"), 0, []audit.Event{audit.EventRetryAfterTooLong, audit.EventBreakerOpened}},
 		{"server clock 1 h ahead", 429, func(now time.Time) http.Header {
 			return header("Date", now.Add(time.Hour).Format(http.TimeFormat), "Retry-After", now.Add(time.Hour+5*time.Second).Format(http.TimeFormat))
@@ -114,8 +114,8 @@ func TestHostileRetryAfter(t *testing.T) {
 		{"list in one header", 429, fixed("Retry-After", "5, 8"), withRetryAfterBuffer(8 * time.Second), []audit.Event{audit.EventRetryAfterHonoured}},
 		{"garbage beside a valid one", 429, fixed("Retry-After", "soon", "Retry-After", "5"), s5, []audit.Event{audit.EventRetryAfterHonoured}},
 		{"too long beside a valid one", 429, fixed("Retry-After", "5", "Retry-After", "86400"), s5, []audit.Event{audit.EventRetryAfterHonoured}},
-		{"non-ASCII digits", 429, fixed("Retry-After", "５"), 2 * time.Second, []audit.Event{audit.EventHeaderInvalid}},
-		{"non-ASCII text", 429, fixed("Retry-After", "in 5 Sekunden – bitte 🙏"), 2 * time.Second, []audit.Event{audit.EventHeaderInvalid}},
+		{"non-ASCII digits", 429, fixed("Retry-After", "５"), 1500 * time.Millisecond, []audit.Event{audit.EventHeaderInvalid}},
+		{"non-ASCII text", 429, fixed("Retry-After", "in 5 Sekunden – bitte 🙏"), 1500 * time.Millisecond, []audit.Event{audit.EventHeaderInvalid}},
 		{"on a 403", 403, fixed("Retry-After", "5"), s5, []audit.Event{audit.EventRetryAfterHonoured}},
 		{"on a 302: the hop waits", 302, fixed("Retry-After", "5", "Location", "/b"), s5, []audit.Event{audit.EventRetryAfterHonoured}},
 		{"invalid on a 301: the hop backs off", 301, fixed("Retry-After", "soon", "Location", "/b"), 2 * time.Second, []audit.Event{audit.EventHeaderInvalid}},

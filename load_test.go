@@ -193,7 +193,7 @@ func TestEvictionRestoresStoredStateAtScale(t *testing.T) {
 		st, _ := p.HostAt(k, now)
 		want := time.Second
 		if backedOff(i) {
-			want = 2 * time.Second // held hosts were refused too
+			want = 1500 * time.Millisecond // held hosts were refused too
 		}
 		if st.AdaptiveDelay != want {
 			t.Fatalf("%s restored with adaptive delay %v, want %v", k, st.AdaptiveDelay, want)

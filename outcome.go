@@ -163,7 +163,7 @@ func (p *Pacer) applySignals(h *host, res Reservation, s outcomeSignals, now tim
 	}
 	before := h.stopMarkLocked(now)
 	events := h.applyLimitsLocked(s, now, p.now)
-	model := h.delay.model()
+	model, noisy := h.delay.model(), h.delay.noisy
 	moved, event, trigger := h.applyVerdictLocked(res, s, now)
 	changed := h.delay.model() != model
 	if changed {
@@ -174,6 +174,9 @@ func (p *Pacer) applySignals(h *host, res Reservation, s outcomeSignals, now tim
 	if moved {
 		events = append(events, auditEvent{event: event, trigger: trigger, computed: after, compliant: true})
 	}
+	if h.delay.noisy != noisy {
+		events = append(events, noiseEvent(h.delay.noisy, s.v.Trigger, after))
+	}
 	brk := h.brk.observeLocked(s.v, res.probe, refusalDelay(&h.delay, h.policy.BaseDelay), p.cfg.breaker, now)
 	if s.retryAfterTooLong && !p.cfg.breaker.IgnoreCaps {
 		if ch := h.brk.parkLocked(now, audit.TripRetryAfter, s.capHold); brk == nil {
@@ -182,6 +185,18 @@ func (p *Pacer) applySignals(h *host, res Reservation, s outcomeSignals, now tim
 	}
 	return outcomeEffects{base: h.policy.BaseDelay, events: events, brk: brk, held: now.Before(h.holdUntil), compliant: !h.crawlClamped,
 		stops: h.stopMarkLocked(now).stopsMore(before), model: changed}
+}
+
+// noiseEvent is the audit event of the capacity model entering noise mode (noisy: the host's refusals
+// do not depend on the pace, so they no longer move the delay) or leaving it; interval is the host's
+// interval after it.
+func noiseEvent(noisy bool, trigger audit.Trigger, interval time.Duration) auditEvent {
+	if noisy {
+		return auditEvent{event: audit.EventRefusalsUncorrelated, trigger: trigger, computed: interval, compliant: true,
+			detail: "refusals as frequent at a slower pace: they no longer move the delay, which decays to the floor; each Retry-After is still obeyed"}
+	}
+	return auditEvent{event: audit.EventRefusalsCorrelated, trigger: trigger, computed: interval, compliant: true,
+		detail: "refusals clearly more frequent than the noise: they move the delay again"}
 }
 
 // applyLimitsLocked sets the Retry-After hold and the rate-limit signal on h, and returns the
@@ -235,7 +250,7 @@ func (h *host) applyVerdictLocked(res Reservation, s outcomeSignals, now time.Ti
 		if kind == refusedRate && res.afterHold {
 			kind = refusedSpaced
 		}
-		return h.delay.refuse(res.gen, kind, res.Jitter, floor, ceiling, now), audit.EventDelayIncreased, s.v.Trigger
+		return h.delay.refuse(res.gen, kind, !s.hold.IsZero(), res.Jitter, floor, ceiling, now), audit.EventDelayIncreased, s.v.Trigger
 	case s.v.Trigger == audit.TriggerClean:
 		if !res.fleet { // a fleet member sees only its share of what the host sustains
 			h.delay.drain.accepted()

@@ -77,8 +77,8 @@ func TestRetryAfterInvalidFallsBackToBackoff(t *testing.T) {
 		p := NewPacer(WithBaseDelay(time.Second), WithMaxDelay(30*time.Second), WithJitter(0), WithLogger(zerolog.New(&buf)))
 		p.ObserveAt(p.ReserveAt("h", t0), Outcome{Status: 429, Header: header("Retry-After", tc.value)}, t0)
 		st, _ := p.HostAt("h", t0)
-		if st.AdaptiveDelay != 2*time.Second {
-			t.Errorf("%q: adaptive delay %v, want the 2s backoff", tc.value, st.AdaptiveDelay)
+		if st.AdaptiveDelay != 1500*time.Millisecond {
+			t.Errorf("%q: adaptive delay %v, want the 1.5s backoff", tc.value, st.AdaptiveDelay)
 		}
 		if !st.RetryAfterUntil.Equal(tc.hold) {
 			t.Errorf("%q: held until %v, want %v", tc.value, st.RetryAfterUntil, tc.hold)
@@ -103,8 +103,8 @@ func TestRetryAfterTooLongCompliance(t *testing.T) {
 	}
 }
 
-// Ten concurrent refusals of one burst double the delay once.
-func TestBurstOfRefusalsDoublesOnce(t *testing.T) {
+// Ten concurrent refusals of one burst back the delay off once.
+func TestBurstOfRefusalsBacksOffOnce(t *testing.T) {
 	p := NewPacer(WithBaseDelay(100*time.Millisecond), WithJitter(0))
 	var burst []Reservation
 	for range 10 {
@@ -114,13 +114,13 @@ func TestBurstOfRefusalsDoublesOnce(t *testing.T) {
 		p.ObserveAt(res, Outcome{Status: 429}, t0.Add(2*time.Second))
 	}
 	st, _ := p.HostAt("h", t0)
-	if st.AdaptiveDelay != 200*time.Millisecond {
-		t.Errorf("adaptive delay %v, want 200ms", st.AdaptiveDelay)
+	if st.AdaptiveDelay != 150*time.Millisecond {
+		t.Errorf("adaptive delay %v, want 150ms", st.AdaptiveDelay)
 	}
 	// A request that departs after the increase can increase it again.
 	p.ObserveAt(p.ReserveAt("h", t0.Add(3*time.Second)), Outcome{Status: 429}, t0.Add(4*time.Second))
-	if st, _ := p.HostAt("h", t0); st.AdaptiveDelay != 400*time.Millisecond {
-		t.Errorf("adaptive delay %v, want 400ms after a refusal of the next burst", st.AdaptiveDelay)
+	if st, _ := p.HostAt("h", t0); st.AdaptiveDelay != 225*time.Millisecond {
+		t.Errorf("adaptive delay %v, want 225ms after a refusal of the next burst", st.AdaptiveDelay)
 	}
 }
 
@@ -391,4 +391,38 @@ func TestRetryAfterZeroLogsNoHold(t *testing.T) {
 	if got := countEvents(t, &buf, audit.EventRetryAfterNow); got != 3 {
 		t.Errorf("%d retry_after_now events, want 3 in %s", got, buf.String())
 	}
+}
+
+// A host whose 503s do not depend on the pace (every third request, whatever the spacing) is read as
+// noise within a few backoffs: the trail says so (refusals_uncorrelated, compliant, with the interval
+// set), and from then on its refusals leave the delay alone.
+func TestNoiseModeInTheTrail(t *testing.T) {
+	const base = 200 * time.Millisecond
+	var buf auditBuf
+	p := NewPacer(WithBaseDelay(base), WithJitter(0), WithLogger(zerolog.New(&buf)))
+	now := t0
+	seen := -1
+	for i := range 60 {
+		res := p.ReserveAt("h", now)
+		now = later(res.At, now).Add(20 * time.Millisecond)
+		status := http.StatusOK
+		if i%3 == 2 {
+			status = http.StatusServiceUnavailable
+		}
+		p.ObserveAt(res, Outcome{Status: status, Latency: 20 * time.Millisecond}, now)
+		if st, _ := p.HostAt("h", now); seen >= 0 && st.AdaptiveDelay > 2*base {
+			t.Fatalf("request %d, after the noise was seen at %d: adaptive delay %v, want ≤ %v", i, seen, st.AdaptiveDelay, 2*base)
+		}
+		if seen < 0 && findEvent(t, &buf, audit.EventRefusalsUncorrelated) != nil {
+			seen = i
+		}
+	}
+	ev := findEvent(t, &buf, audit.EventRefusalsUncorrelated)
+	if ev == nil {
+		t.Fatalf("no %s event in 60 requests, a third refused at every pace", audit.EventRefusalsUncorrelated)
+	}
+	if ev[audit.FieldTrigger] != string(audit.TriggerRefusal) || ev[audit.FieldComplianceFlag] != true || ev[audit.FieldComputedDelay] == nil {
+		t.Errorf("%s = %v; want trigger refusal, compliant, the interval set", audit.EventRefusalsUncorrelated, ev)
+	}
+	t.Logf("noise seen at request %d", seen)
 }

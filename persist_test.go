@@ -186,8 +186,8 @@ func TestWriteBehind(t *testing.T) {
 		p.Observe(p.ReserveAt("h", time.Now()), Outcome{Status: 503})
 		time.Sleep(defaultFlushInterval + time.Millisecond)
 		st, ok, _ := store.LoadHost(t.Context(), "h")
-		if !ok || st.AdaptiveDelay != 2*time.Second {
-			t.Errorf("stored delay %v (ok %v), want 2s after one flush", st.AdaptiveDelay, ok)
+		if !ok || st.AdaptiveDelay != 1500*time.Millisecond {
+			t.Errorf("stored delay %v (ok %v), want 1.5s after one flush", st.AdaptiveDelay, ok)
 		}
 		_ = p.Close()
 	})

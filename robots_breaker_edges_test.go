@@ -115,14 +115,15 @@ func TestSustainedDelayTripsOnlyWhenRefusalsDroveIt(t *testing.T) {
 	if st, _ := p.HostAt("tos", t0.Add(5*time.Minute)); st.Breaker != audit.BreakerClosed {
 		t.Errorf("60 s base delay: breaker %v, want closed", st.Breaker)
 	}
-	// Refusals every 30 s double the adaptive delay past 45 s (ceiling 2 min): 2 min later, parked.
+	// Refusals every 30 s back the adaptive delay off past 45 s (×1.5 each, ceiling 2 min) after 10 of
+	// them: 2 min later, parked.
 	var buf auditBuf
 	p = NewPacer(WithBaseDelay(time.Second), WithMaxDelay(2*time.Minute), WithJitter(0), pol, WithLogger(zerolog.New(&buf)))
-	for i := range 12 {
+	for i := range 16 {
 		at := t0.Add(time.Duration(i) * 30 * time.Second)
 		p.ObserveAt(p.ReserveAt("refuses", at), Outcome{Status: 429}, at)
 	}
-	if st, _ := p.HostAt("refuses", t0.Add(6*time.Minute)); st.Breaker != audit.BreakerOpen {
+	if st, _ := p.HostAt("refuses", t0.Add(8*time.Minute)); st.Breaker != audit.BreakerOpen {
 		t.Errorf("refusing host: breaker %v, want open", st.Breaker)
 	}
 	if ev := findEvent(t, &buf, audit.EventBreakerOpened); ev == nil || !strings.Contains(ev[audit.FieldDetail].(string), string(audit.TripSustainedDelay)) {

@@ -13,9 +13,16 @@ type Event string
 
 // The events.
 const (
-	EventDelayApplied         Event = "delay_applied"          // a request departed (at the instant its headers reached the wire)
-	EventDelayIncreased       Event = "delay_increased"        // the adaptive delay grew (refusal or latency)
-	EventDelayDecreased       Event = "delay_decreased"        // the adaptive delay gave capacity back
+	EventDelayApplied   Event = "delay_applied"   // a request departed (at the instant its headers reached the wire)
+	EventDelayIncreased Event = "delay_increased" // the adaptive delay grew (refusal or latency)
+	EventDelayDecreased Event = "delay_decreased" // the adaptive delay gave capacity back
+	// EventRefusalsUncorrelated: the host's refusals stayed as frequent once the pace slowed (or came
+	// after a whole Retry-After hold): speed does not cause them, so they no longer move the adaptive
+	// delay, which decays to the floor. Each Retry-After is still obeyed.
+	EventRefusalsUncorrelated Event = "refusals_uncorrelated"
+	// EventRefusalsCorrelated: refusals became clearly more frequent than that noise: a rate signal
+	// again, for the rest of the crawl.
+	EventRefusalsCorrelated   Event = "refusals_correlated"
 	EventRetryAfterHonoured   Event = "retry_after_honoured"   // no departure to the host before the window ends
 	EventRetryAfterNow        Event = "retry_after_now"        // a Retry-After of 0 or a past date: no hold, the backoff only
 	EventCrawlDelayApplied    Event = "crawl_delay_applied"    // a robots.txt Crawl-delay became part of the interval
