@@ -52,8 +52,8 @@ func ExampleOpen() {
 	res = pacer.ReserveAt("example.com", later) // what c.Visit("https://example.com/") would wait for
 	fmt.Println(res.At.Sub(now), res.Trigger)   // 300 s and the 10% safety buffer, from the 429
 	h, _ := pacer.HostAt("example.com", later)
-	fmt.Println(h.AdaptiveDelay) // doubled from the 1 s base by the refusal
+	fmt.Println(h.AdaptiveDelay) // backed off ×1.5 from the 1 s base by the refusal
 	// Output:
 	// 5m30s retry_after
-	// 2s
+	// 1.5s
 }
