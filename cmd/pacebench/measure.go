@@ -59,7 +59,8 @@ type Metrics struct {
 	Step                *StepMetrics   // hosts whose capacity steps mid-crawl; nil otherwise
 	Steady              *SteadyMetrics // after the first steadyFrom; nil for a crawl too short to have one
 	// SettledInterval is, on hosts refusing whatever the rate (scenario.Flaky), the largest interval the
-	// adaptive pacer had in force (sampled) after each host's riSettleRefusals-th refusal; Settled says
+	// adaptive pacer had in force (sampled) once its model had seen that slowing down does not help (its
+	// refusals_uncorrelated event; a host without one: after its riSettleRefusals-th refusal); Settled says
 	// some host had that many refusals and was sampled after.
 	SettledInterval time.Duration
 	Settled         bool
@@ -219,7 +220,13 @@ func measure(sc *Scenario, g int, run *Run) *Metrics {
 			m.Outage = outageMetrics(pages, *o, sc.floorFor(h.Config), sc.Jitter)
 		}
 		if h.Config.Flaky != nil {
-			if d, ok := intervalAfterRefusals(pages, run.Samples[h.Key], riSettleRefusals); ok {
+			// From when the model said it had seen that slowing down does not help, or, for a host
+			// whose model never did, from its riSettleRefusals-th refusal.
+			d, ok := intervalAfterRefusals(pages, run.Samples[h.Key], riSettleRefusals)
+			if from, seen := reads.noise[h.Key]; seen {
+				d, ok = intervalFrom(run.Samples[h.Key], from)
+			}
+			if ok {
 				m.SettledInterval, m.Settled = max(m.SettledInterval, d), true
 			}
 		}
@@ -543,6 +550,12 @@ func intervalAfterRefusals(pages []scenario.Arrival, samples []Sample, n int) (l
 	if seen < n {
 		return 0, false
 	}
+	return intervalFrom(samples, from)
+}
+
+// intervalFrom returns the largest interval in the samples taken from instant from on; ok is false
+// when there is none.
+func intervalFrom(samples []Sample, from time.Time) (largest time.Duration, ok bool) {
 	for _, s := range samples {
 		if !s.At.Before(from) {
 			largest, ok = max(largest, s.Status.Interval), true

@@ -17,17 +17,40 @@ import (
 // (retry_after_honoured's window_start) and the instant it admitted each departure (delay_applied's
 // admitted), so the judge of a window compares those two.
 
+// noiseSeen records a refusals_uncorrelated event (line) as its host's first, unless an earlier one is.
+func (ti trailInstants) noiseSeen(line []byte) {
+	var e struct {
+		Event string `json:"event"`
+		Host  string `json:"target_domain"`
+		At    string `json:"timestamp"`
+	}
+	if json.Unmarshal(line, &e) != nil || e.Event != string(audit.EventRefusalsUncorrelated) {
+		return
+	}
+	at, err := time.Parse(time.RFC3339Nano, e.At)
+	if first, ok := ti.noise[e.Host]; err == nil && (!ok || at.Before(first)) {
+		ti.noise[e.Host] = at
+	}
+}
+
 // trailInstants maps each host key and path to the instants, in order, at which the trail says a
 // Retry-After from it was read (reads) and a request for it was admitted (admitted).
 type trailInstants struct {
 	reads, admitted map[string]map[string][]time.Time
+	// noise is, by host key, when the capacity model first read the host's refusals as noise
+	// (refusals_uncorrelated): it had seen that slowing down does not help.
+	noise map[string]time.Time
 }
 
 // readsOf collects the refusal reads and the admissions of an audit trail (JSON lines; lines that do
 // not parse are skipped: the trail is the pacer's own).
 func readsOf(trail []byte) trailInstants {
-	ti := trailInstants{reads: map[string]map[string][]time.Time{}, admitted: map[string]map[string][]time.Time{}}
+	ti := trailInstants{reads: map[string]map[string][]time.Time{}, admitted: map[string]map[string][]time.Time{}, noise: map[string]time.Time{}}
 	for line := range bytes.SplitSeq(trail, []byte("\n")) {
+		if bytes.Contains(line, []byte(audit.EventRefusalsUncorrelated)) {
+			ti.noiseSeen(line)
+			continue
+		}
 		read := bytes.Contains(line, []byte(audit.EventRetryAfterHonoured))
 		if !read && !bytes.Contains(line, []byte(audit.EventDelayApplied)) {
 			continue

@@ -47,3 +47,17 @@ not json
 		t.Errorf("no admission in the trail: inside %d, want 1 (judged by its stamp)", in)
 	}
 }
+
+// TestNoiseSeen: the trail's first refusals_uncorrelated of each host is when its model had seen that
+// slowing down does not help; a later one (after the mode ended) and other hosts' do not move it.
+func TestNoiseSeen(t *testing.T) {
+	trail := []byte(`{"event":"refusals_uncorrelated","target_domain":"a:80","timestamp":"2026-01-01T00:00:09Z"}
+{"event":"refusals_uncorrelated","target_domain":"a:80","timestamp":"2026-01-01T00:00:05Z"}
+{"event":"delay_applied","target_domain":"b:80","timestamp":"2026-01-01T00:00:01Z"}
+not json refusals_uncorrelated
+{"event":"refusals_correlated","target_domain":"b:80","timestamp":"2026-01-01T00:00:02Z"}`)
+	ti := readsOf(trail)
+	if got, want := ti.noise["a:80"], time.Date(2026, 1, 1, 0, 0, 5, 0, time.UTC); !got.Equal(want) || len(ti.noise) != 1 {
+		t.Errorf("noise seen %v (%d hosts), want a:80 at %v only", ti.noise, len(ti.noise), want)
+	}
+}

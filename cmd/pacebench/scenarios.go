@@ -237,13 +237,6 @@ func issue15Scenarios(short bool, limit time.Duration) []Scenario {
 			Name: scOverload4x200, Pages: pick(120, 60), Workers: 4, Latency: 200 * time.Millisecond,
 		}}}},
 	}
-	fleet := Scenario{
-		Name: scFleetNoBurst, Title: fmt.Sprintf("Fleet of %d processes on one redisstore: 4 requests/s without burst, 429 + Retry-After: 1", fleetSize),
-		Interval: 100 * time.Millisecond, Jitter: ext.DefaultJitter, Limit: limit, Processes: fleetSize,
-		Groups: []Group{{Label: fmt.Sprintf("4/s, no burst, %d processes", fleetSize), Hosts: []scenario.HostConfig{{
-			Name: scFleetNoBurst, Pages: pick(120, 24), Latency: fast, Capacity: noBurst(4, time.Second),
-		}}}},
-	}
 	quota := Scenario{
 		Name: scQuota, Title: "Quota headers: X-RateLimit 10 per 5 s, enforced (429 + Retry-After once spent)",
 		Interval: 100 * time.Millisecond, Jitter: ext.DefaultJitter, Limit: limit,
@@ -253,7 +246,7 @@ func issue15Scenarios(short bool, limit time.Duration) []Scenario {
 		}}}},
 	}
 	return []Scenario{overload, overload4, shapes[scSteadyNoBurst], shapes[scStepNoBurst], shapes[scStepUpNoBurst],
-		shapes[scNginx503], fleet, shapes[scLimiterGrid], quota}
+		shapes[scNginx503], shapes[scFleetNoBurst], shapes[scLimiterGrid], quota}
 }
 
 // size is how long a scenario runs: its full version, its quick one (-short) or, for the limiter
@@ -341,6 +334,17 @@ func limiterShapes(sz size) []Scenario {
 			Capacity: &scenario.Capacity{Rate: 4, Burst: 1, Status: 503},
 		}}}},
 	}
+	fleetPages := pick(120, 24)
+	if long {
+		fleetPages = steady(4)
+	}
+	fleet := Scenario{
+		Name: scFleetNoBurst, Title: fmt.Sprintf("Fleet of %d processes on one redisstore: 4 requests/s without burst, 429 + Retry-After: 1", fleetSize),
+		Interval: 100 * time.Millisecond, Jitter: ext.DefaultJitter, Limit: limit, Processes: fleetSize, Long: long,
+		Groups: []Group{{Label: fmt.Sprintf("4/s, no burst, %d processes", fleetSize), Hosts: []scenario.HostConfig{{
+			Name: scFleetNoBurst, Pages: fleetPages, Latency: fast, Capacity: noBurst(4, time.Second),
+		}}}},
+	}
 	var rateNames []string
 	for _, r := range rates {
 		rateNames = append(rateNames, fmt.Sprintf("%g", r))
@@ -359,7 +363,7 @@ func limiterShapes(sz size) []Scenario {
 			}}})
 		}
 	}
-	return []Scenario{steadyNB, step(scStepNoBurst, 4, 2), step(scStepUpNoBurst, 2, 4), nginx, grid}
+	return []Scenario{steadyNB, step(scStepNoBurst, 4, 2), step(scStepUpNoBurst, 2, 4), nginx, fleet, grid}
 }
 
 // The rows of limiter-grid: its rates without burst; the long grid has fewer (issue 26's 2 to 10/s).
@@ -468,7 +472,7 @@ func rateIndependentScenario(sz size) Scenario {
 }
 
 // longScenarios returns the long version of every limiter shape: the limiters without burst (steady,
-// both steps, the grid) and the real limiters. The simulated nginx-503 is the grid's 4/s, 503 cell.
+// both steps, a fleet of three, the grid) and the real limiters. The simulated nginx-503 is the grid's 4/s, 503 cell.
 func longScenarios() []Scenario {
 	var out []Scenario
 	for _, sc := range limiterShapes(sizeLong) {

@@ -220,7 +220,7 @@ func evaluateIssue15(r *ScenarioResult) []Target {
 		if a.Settled {
 			settled = fmt.Sprintf("at most %s (%.1f× base)", fmtDur(a.SettledInterval), float64(a.SettledInterval)/float64(sc.Interval))
 		}
-		add("the interval in force at most 4× the base once the model has seen slowing down not help (from a host's 4th refusal)",
+		add("the interval in force at most 4× the base once the model has seen slowing down not help (its refusals_uncorrelated event; without one, from a host's 4th refusal)",
 			settled, "", !a.Settled || a.SettledInterval <= time.Duration(targetRIIntervalBases*float64(sc.Interval)))
 	}
 	return out
@@ -274,6 +274,11 @@ func evaluateLong(r *ScenarioResult) []Target {
 		add("every 30 s window after the first 30 s at least 90% of capacity", fmtMinWindow(a), fmtMinWindow(s), ok && low >= targetLongWindow)
 		add("at most 1 refusal a minute after the first 30 s", fmtRefusedPerMinute(a), fmtRefusedPerMinute(s),
 			a.Steady != nil && a.Steady.RefusedPerMinute <= targetLongRefusedMin)
+	case scFleetNoBurst:
+		a, s := ad[0], st[0]
+		add("at least 90% of capacity from 30 s on", fmtSteadyGoodput(a), fmtSteadyGoodput(s),
+			a.Steady != nil && a.Steady.Goodput >= targetLongGridSteady*a.Capacity)
+		add("zero arrivals inside a Retry-After window (beyond requests already on their way)", fmtInWindow(a), fmtInWindow(s), a.InWindow == 0)
 	case scStepNoBurst, scStepUpNoBurst:
 		a, s := ad[0], st[0]
 		if a.Step == nil || s.Step == nil {
