@@ -31,6 +31,7 @@ type auditEvent struct {
 	rateInterval time.Duration // departures: the rate-limit interval in force
 	windowStart  time.Time     // holds: when the window was learned
 	windowEnd    time.Time     // holds: when it ends
+	shared       time.Time     // holds in a fleet: when the hold was in the shared store
 	until        time.Time     // a rate-limit interval: when it ends
 	departure    bool          // a departure event: the departure fields are written, even when 0
 	fleet        *fleetFigures // fleet_member: the member's figures
@@ -81,6 +82,9 @@ func (a *auditLog) emit(level zerolog.Level, e auditEvent) {
 	if !e.windowEnd.IsZero() {
 		ev.Str(audit.FieldWindowStart, e.windowStart.UTC().Format(time.RFC3339Nano)).
 			Str(audit.FieldWindowEnd, e.windowEnd.UTC().Format(time.RFC3339Nano))
+		if !e.shared.IsZero() {
+			ev.Str(audit.FieldShared, e.shared.UTC().Format(time.RFC3339Nano))
+		}
 	}
 	if !e.until.IsZero() {
 		ev.Str(audit.FieldUntil, e.until.UTC().Format(time.RFC3339Nano))

@@ -292,6 +292,13 @@ func (p *Pacer) reportOutcome(h *host, res Reservation, s outcomeSignals, eff ou
 	if eff.brk == nil && (eff.stops || eff.model && p.fleetActive()) {
 		p.persistNow(h)
 	}
+	var shared time.Time // a hold written through to a fleet's store: when the others can read it
+	if (eff.stops || eff.brk != nil) && p.fleetActive() {
+		shared = now // on the caller's clock (ObserveAt); a live outcome reads the pacer's
+		if s.live {
+			shared = later(now, p.now())
+		}
+	}
 
 	if s.v.Refused {
 		p.cfg.observer.Refused(h.key, s.v.Trigger)
@@ -302,6 +309,9 @@ func (p *Pacer) reportOutcome(h *host, res Reservation, s outcomeSignals, eff ou
 	for _, e := range eff.events {
 		e.at, e.host, e.base, e.status, e.url = now, h.key, eff.base, s.o.Status, res.url
 		e.compliant = e.compliant && eff.compliant
+		if !e.windowEnd.IsZero() {
+			e.shared = shared
+		}
 		level := zerolog.InfoLevel
 		if !e.compliant {
 			level = zerolog.WarnLevel

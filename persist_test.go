@@ -488,3 +488,41 @@ func TestHoldStoredAndRestoredUnderItsCause(t *testing.T) {
 		})
 	}
 }
+
+// In a fleet, a hold's audit event says when the hold was in the shared store (shared), from which the
+// other processes read it, no earlier than when it took effect here (window_start); a process alone,
+// whose hold no other process reads, says no such instant.
+func TestHoldSaysWhenTheFleetCouldReadIt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		for _, fleet := range []bool{true, false} {
+			var buf auditBuf
+			opts := []Option{WithLogger(zerolog.New(&buf)), WithBaseDelay(100 * time.Millisecond), WithoutRobots()}
+			if fleet {
+				opts = append(opts, WithStore(newSimShared().view(1)))
+			}
+			p := NewPacer(opts...)
+			res, release, err := p.Wait(t.Context(), "h")
+			if err != nil {
+				t.Fatal(err)
+			}
+			p.Observe(res, Outcome{Status: 429, Header: header("Retry-After", "2")})
+			release()
+			ev := findEvent(t, &buf, audit.EventRetryAfterHonoured)
+			if ev == nil {
+				t.Fatalf("fleet %v: no %s event", fleet, audit.EventRetryAfterHonoured)
+			}
+			shared, has := ev[audit.FieldShared].(string)
+			if has != fleet {
+				t.Errorf("fleet %v: shared = %q (present %v), want present only in a fleet", fleet, shared, has)
+			}
+			if has {
+				sh, err1 := time.Parse(time.RFC3339Nano, shared)
+				ws, err2 := time.Parse(time.RFC3339Nano, ev[audit.FieldWindowStart].(string))
+				if err1 != nil || err2 != nil || sh.Before(ws) {
+					t.Errorf("shared %s, window_start %v: want both instants, shared not before", shared, ev[audit.FieldWindowStart])
+				}
+			}
+			_ = p.Close()
+		}
+	})
+}

@@ -136,8 +136,12 @@ const (
 	FieldRateIntervalMS = "rate_limit_interval_ms" // departures: the interval the rate-limit headers imply (0: none)
 	FieldWindowStart    = "window_start"           // holds: when the window was learned (took effect in the pacer), RFC 3339
 	FieldWindowEnd      = "window_end"             // holds: no departure before this instant, RFC 3339
-	FieldUntil          = "until"                  // rate_limit_applied setting an interval: when that interval ends (the quota's reset), RFC 3339
-	FieldAdmitted       = "admitted"               // departures: when the pacer let the request go, RFC 3339 (the event's timestamp is when it reached the wire)
+	// FieldShared: holds in a fleet (a shared store): when the hold was in the store, RFC 3339. The
+	// fleet's other processes read it from there: a departure they admitted between window_start and
+	// this instant had not seen it yet (the pacer's own process had, from window_start).
+	FieldShared   = "shared"
+	FieldUntil    = "until"    // rate_limit_applied setting an interval: when that interval ends (the quota's reset), RFC 3339
+	FieldAdmitted = "admitted" // departures: when the pacer let the request go, RFC 3339 (the event's timestamp is when it reached the wire)
 
 	// fleet_member: a fleet member's figures (ext.FleetStats), counted from its Queue's creation.
 	FieldFleetMember    = "fleet_member"     // the member's name in the frontier

@@ -14,8 +14,9 @@ import (
 // A server knows when it answered a refusal; what its client could know is when it read that answer.
 // A request the pacer let go before then was already on its way, and says nothing about the pacer: it
 // could not have been held. The pacer's audit trail records the instant it read each Retry-After
-// (retry_after_honoured's window_start) and the instant it admitted each departure (delay_applied's
-// admitted), so the judge of a window compares those two.
+// (retry_after_honoured's window_start; in a fleet, shared, when the hold was in the store the other
+// processes read it from) and the instant it admitted each departure (delay_applied's admitted), so
+// the judge of a window compares those two.
 
 // noiseSeen records a refusals_uncorrelated event (line) as its host's first, unless an earlier one is.
 func (ti trailInstants) noiseSeen(line []byte) {
@@ -60,6 +61,7 @@ func readsOf(trail []byte) trailInstants {
 			Host     string `json:"target_domain"`
 			URL      string `json:"url"`
 			Window   string `json:"window_start"`
+			Shared   string `json:"shared"`
 			Admitted string `json:"admitted"`
 		}
 		if json.Unmarshal(line, &e) != nil {
@@ -68,6 +70,12 @@ func readsOf(trail []byte) trailInstants {
 		into, at := ti.admitted, e.Admitted
 		if e.Event == string(audit.EventRetryAfterHonoured) {
 			into, at = ti.reads, e.Window
+			// In a fleet, the other processes read the hold from the shared store: from then on.
+			if sh, err := time.Parse(time.RFC3339Nano, e.Shared); err == nil {
+				if w, err := time.Parse(time.RFC3339Nano, e.Window); err == nil && sh.After(w) {
+					at = e.Shared
+				}
+			}
 		} else if e.Event != string(audit.EventDelayApplied) {
 			continue
 		}

@@ -61,3 +61,21 @@ not json refusals_uncorrelated
 		t.Errorf("noise seen %v (%d hosts), want a:80 at %v only", ti.noise, len(ti.noise), want)
 	}
 }
+
+// TestFleetReadsTheHoldFromTheStore: in a fleet, a hold's read is when it was in the shared store
+// (shared), from which the other processes read it; a shared instant before window_start is ignored.
+func TestFleetReadsTheHoldFromTheStore(t *testing.T) {
+	t0 := time.Date(2026, 12, 4, 3, 0, 0, 0, time.UTC)
+	trail := []byte(`{"event":"retry_after_honoured","target_domain":"h:1","url":"http://h:1/p/1","window_start":"2026-12-04T03:00:00.150Z","shared":"2026-12-04T03:00:00.162Z"}
+{"event":"retry_after_honoured","target_domain":"h:1","url":"http://h:1/p/1","window_start":"2026-12-04T03:00:05.020Z","shared":"2026-12-04T03:00:05Z"}`)
+	ws := []scenario.Window{
+		{Issued: t0, Until: t0.Add(time.Second), Answered: t0.Add(time.Millisecond), Path: "/p/1"},
+		{Issued: t0.Add(5 * time.Second), Answered: t0.Add(5001 * time.Millisecond), Path: "/p/1"},
+	}
+	got := readsOf(trail).windows("h:1", ws)
+	for i, want := range []time.Time{t0.Add(162 * time.Millisecond), t0.Add(5020 * time.Millisecond)} {
+		if !got[i].Answered.Equal(want) {
+			t.Errorf("window %d read at +%v, want +%v", i, got[i].Answered.Sub(t0), want.Sub(t0))
+		}
+	}
+}

@@ -42,6 +42,14 @@ func hold(host string, fromMS, toMS int) string {
 		audit.FieldComputedDelay: toMS - fromMS, audit.FieldWindowStart: from.Format(time.RFC3339Nano), audit.FieldWindowEnd: to.Format(time.RFC3339Nano)})
 }
 
+// sharedHold is a fleet's hold (see hold) that was in the shared store at sharedMS.
+func sharedHold(host string, fromMS, sharedMS, toMS int) string {
+	from, to := t0.Add(time.Duration(fromMS)*time.Millisecond), t0.Add(time.Duration(toMS)*time.Millisecond)
+	return line(host, audit.EventRetryAfterHonoured, from, map[string]any{audit.FieldStatusCode: 429,
+		audit.FieldComputedDelay: toMS - fromMS, audit.FieldWindowStart: from.Format(time.RFC3339Nano), audit.FieldWindowEnd: to.Format(time.RFC3339Nano),
+		audit.FieldShared: t0.Add(time.Duration(sharedMS) * time.Millisecond).Format(time.RFC3339Nano)})
+}
+
 // Windows and gaps: each trail either is clean or has exactly one violation, by the departure to /x.
 func TestViolations(t *testing.T) {
 	h := "shop.example"
@@ -55,6 +63,9 @@ func TestViolations(t *testing.T) {
 		{"departure at the window's start", dep(h, 0, "/a", 0) + hold(h, 1000, 5000) + dep(h, 1000, "/x", 0), "inside the retry_after_honoured window"},
 		// A departure logged before the window started was already on its way.
 		{"in flight when the window began", dep(h, 0, "/a", 0) + dep(h, 1000, "/b", 0) + hold(h, 1001, 5000) + dep(h, 5000, "/c", 0), ""},
+		// In a fleet, the other processes read the hold from the shared store: from shared on.
+		{"a fleet's hold, before the store had it", dep(h, 0, "/a", 0) + sharedHold(h, 1000, 1010, 5000) + dep(h, 1005, "/b", 0) + dep(h, 5000, "/c", 0), ""},
+		{"a fleet's hold, once the store had it", dep(h, 0, "/a", 0) + sharedHold(h, 1000, 1010, 5000) + dep(h, 1010, "/x", 0), "inside the retry_after_honoured window"},
 		{"on the floor", dep(h, 0, "/a", 0) + dep(h, 1000, "/b", 0) + dep(h, 2000, "/c", 0), ""},
 		{"within the tolerance (0.5 % of 1 s)", dep(h, 0, "/a", 0) + dep(h, 995, "/b", 0), ""},
 		{"under the floor", dep(h, 0, "/a", 0) + dep(h, 994, "/x", 0), "994ms after the previous departure, under the " + ConstraintFloor + " of 1s"},

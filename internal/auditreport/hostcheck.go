@@ -213,13 +213,19 @@ func (c *hostCheck) finish() []Violation {
 	return c.out
 }
 
-// window reads a hold. A retry_after_honoured without window fields (schema 1) lasts computed_delay_ms
+// window reads a hold, from when the process that read it applied it or, in a fleet, from when it was in
+// the shared store (shared). A retry_after_honoured without window fields (schema 1) lasts computed_delay_ms
 // from its timestamp; a rate_limit_applied or robots_unavailable without them is not a hold (an
 // interval, or robots.txt rules still cached) and is not a window. A retry_after_too_long lasts at
 // least the Retry-After the server sent (computed_delay_ms), even when the pacer held only to its
 // maximum (IgnoreCaps).
 func window(e Event) (Window, bool) {
 	w := Window{Kind: string(e.Name), Start: e.WindowStart, End: e.WindowEnd, Status: e.Status, Detail: e.Detail, Source: e.Source}
+	if e.Shared.After(w.Start) && e.Shared.Before(w.End) {
+		// A fleet's hold: its other processes read it from the shared store, where it was from then
+		// on; the refusing process itself admitted nothing after window_start.
+		w.Start = e.Shared
+	}
 	switch {
 	case e.Name == audit.EventRetryAfterTooLong:
 		if w.Start.IsZero() {

@@ -46,7 +46,10 @@ type Event struct {
 	HasDeparture                             bool
 	// Hold fields (schema 2); zero when absent.
 	WindowStart, WindowEnd time.Time
-	Until                  time.Time // a rate-limit interval's end (zero: none said)
+	// Shared is, for a hold in a fleet, when it was in the shared store (zero: not said): the other
+	// processes read it from there.
+	Shared time.Time
+	Until  time.Time // a rate-limit interval's end (zero: none said)
 
 	File   string // the trail it was read from: one process of a fleet
 	Source string // file:line
@@ -180,6 +183,7 @@ func parseLine(b []byte) (*Event, error) {
 	e.RateInterval = p.ms(audit.FieldRateIntervalMS)
 	e.WindowStart = p.time(audit.FieldWindowStart)
 	e.WindowEnd = p.time(audit.FieldWindowEnd)
+	e.Shared = p.time(audit.FieldShared)
 	e.Until = p.time(audit.FieldUntil)
 	if p.err != nil {
 		return nil, p.err
