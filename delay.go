@@ -547,9 +547,10 @@ const (
 	// noiseKeep: without Retry-After, noise when the rate accepted since the last backoff is at most
 	// this share of the rate before it: it fell with the pace (a limiter's stays at its capacity).
 	noiseKeep = 0.75
-	// noiseMaxShare: a limiter refuses at a pace rateBackoff slower only if it refused at least
-	// 1 - 1/rateBackoff of the faster one (a third); noise refuses at most this share of the requests,
-	// a half, leaving room for the small samples either side.
+	// noiseMaxShare: without Retry-After, refusals are read as noise only while under this share at
+	// the faster pace. A limiter refuses at a pace rateBackoff slower only if it refused at least
+	// 1 - 1/rateBackoff of the faster one (a third), and nginx limit_req without burst refuses exactly
+	// a half at every pace between half its interval and its interval: a half is a limiter's.
 	noiseMaxShare = 0.5
 	// noisePacedKeep: with Retry-After, noise when the share refused since the last backoff is at
 	// least this share of the one before.
@@ -644,7 +645,7 @@ func (n *noise) tooSoon() bool {
 // slowedInVain reports whether another backoff would buy nothing: both sides of the last backoff hold
 // noiseSamples outcomes, clean ones and refusals (refusals in a row are an outage, which outageProbe
 // bounds, not noise), and, paced by Retry-After holds, the share refused did not fall; else the share
-// before is at most noiseMaxShare and the rate accepted since fell with the pace (at most noiseKeep of
+// before is under noiseMaxShare and the rate accepted since fell with the pace (at most noiseKeep of
 // the rate before times the backoff's slowdown, rateBackoff).
 func (n *noise) slowedInVain(paced bool) bool {
 	mixed := func(c counts) bool { return c.n >= noiseSamples && c.refused > 0 && c.refused < c.n }
