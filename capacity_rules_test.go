@@ -189,17 +189,27 @@ func TestModelRecoversWithinSeconds(t *testing.T) {
 	}
 }
 
-// Refusals that speed does not cause (every third request, whatever the rate, 429 + Retry-After 2 s)
-// do not ratchet the delay: once the model has seen that backing off did not make them rarer, the
-// delay stays within 4× the base and decays back to it.
+// Refusals that speed does not cause (every third request, whatever the rate), 429s with Retry-After 2 s
+// or 503s without, do not ratchet the delay: once the model has seen that backing off did not make them
+// rarer, the delay stays within 4× the base and decays back to it.
 func TestNoiseDoesNotRatchet(t *testing.T) {
 	const base = 200 * ms
-	m := newModelRun(base, 2*time.Second, 3)
-	n := 0
-	m.run(3*time.Minute, 20*time.Second, func(time.Time) bool { n++; return n%3 == 0 })
-	if !m.a.noisy || m.maxDelay > 4*base || m.a.delay > base+base/10 {
-		t.Errorf("noise seen %v; delay at most %v after 20 s, %v at the end; want seen, ≤ %v, back near %v",
-			m.a.noisy, m.maxDelay, m.a.delay, 4*base, base)
+	for _, tc := range []struct {
+		name       string
+		retryAfter time.Duration
+		kind       refusalKind
+	}{
+		{"429 + Retry-After: 2", 2 * time.Second, refusedRate},
+		{"503 without Retry-After", 0, refusedUnclear},
+	} {
+		m := newModelRun(base, tc.retryAfter, 3)
+		m.kind = tc.kind
+		n := 0
+		m.run(3*time.Minute, 20*time.Second, func(time.Time) bool { n++; return n%3 == 0 })
+		if !m.a.noisy || m.maxDelay > 4*base || m.a.delay > base+base/10 {
+			t.Errorf("%s: noise seen %v; delay at most %v after 20 s, %v at the end; want seen, ≤ %v, back near %v",
+				tc.name, m.a.noisy, m.maxDelay, m.a.delay, 4*base, base)
+		}
 	}
 }
 
@@ -230,20 +240,6 @@ func TestNoiseModeEndsWhenRefusalsRise(t *testing.T) {
 	n.before, n.after, n.gen = counts{n: 6, refused: 2}, counts{n: 6, refused: 2}, 1
 	if n.slowedInVain(false) || n.slowedInVain(true) || n.spacedRefusal() || n.spacedRefusal() {
 		t.Error("a host that left noise mode read as noise again")
-	}
-}
-
-// Without Retry-After, refusals that speed does not cause (every third request at any pace, 503s) are
-// seen as noise after a few backoffs; from then on the delay stays within 4× the base and decays back.
-func TestNoiseWithoutRetryAfterDoesNotRatchet(t *testing.T) {
-	const base = 200 * ms
-	m := newModelRun(base, 0, 5)
-	m.kind = refusedUnclear
-	n := 0
-	m.run(3*time.Minute, 20*time.Second, func(time.Time) bool { n++; return n%3 == 0 })
-	if !m.a.noisy || m.maxDelay > 4*base || m.a.delay > base+base/10 {
-		t.Errorf("noise seen %v; delay at most %v after 20 s, %v at the end; want seen, ≤ %v, back near %v",
-			m.a.noisy, m.maxDelay, m.a.delay, 4*base, base)
 	}
 }
 
