@@ -123,7 +123,7 @@ func (l Limiter) describe() string {
 const (
 	frontStartWait = 5 * time.Second        // for the limiter to accept connections
 	frontPoll      = 20 * time.Millisecond  // how often that is checked
-	frontStopWait  = 5 * time.Second        // after SIGTERM, before SIGKILL
+	frontStopWait  = 5 * time.Second        // after the graceful stop's signal, before SIGKILL
 	frontDialWait  = 200 * time.Millisecond // one connection attempt
 )
 
@@ -267,15 +267,21 @@ func (f *front) messages() string {
 // URL returns the base URL the crawler uses, "http://127.0.0.1:PORT".
 func (f *front) URL() string { return "http://" + f.addr }
 
-// stop ends the process: SIGTERM (neither limiter buffers its access log: each line is written as its
-// request ends), then SIGKILL after frontStopWait. It is idempotent.
+// stop ends the process gracefully (nginx: SIGQUIT, HAProxy: SIGUSR1), so that the last requests'
+// lines reach the access log (each is written as its request ends, which can be just after the client
+// read the response: a SIGTERM then lost HAProxy's line of the crawl's last page), then SIGKILL after
+// frontStopWait. It is idempotent.
 func (f *front) stop() {
 	select {
 	case <-f.exited:
 		return
 	default:
 	}
-	_ = f.cmd.Process.Signal(syscall.SIGTERM)
+	graceful := syscall.SIGQUIT
+	if f.limiter.Kind == HAProxy {
+		graceful = syscall.SIGUSR1
+	}
+	_ = f.cmd.Process.Signal(graceful)
 	select {
 	case <-f.exited:
 	case <-time.After(frontStopWait):
@@ -471,6 +477,9 @@ func parseHAProxyLog(r io.Reader, l Limiter) ([]scenario.Arrival, []scenario.Win
 	var arr []scenario.Arrival
 	var ws []scenario.Window
 	err := eachLine(r, func(n int, line string) error {
+		if strings.HasPrefix(line, "Proxy ") || strings.HasPrefix(line, "[") {
+			return nil // HAProxy's own notices on its stdout ("Proxy pace stopped (…)." at a soft stop)
+		}
 		f := strings.Fields(line)
 		if len(f) != 8 || !strings.HasPrefix(f[7], "{") || !strings.HasSuffix(f[7], "}") {
 			return fmt.Errorf("line %d: %w: %q", n, errLogLine, line)

@@ -57,6 +57,7 @@ func TestParseNginxLog(t *testing.T) {
 func TestParseHAProxyLog(t *testing.T) {
 	log := `1796357630 793 0 0 21 200 /p/1 {1796357630790000000}
 1796357631 224 1 400 0 429 /p/2 {-}
+Proxy pace stopped (cumulated conns: FE: 2, BE: 0).
 `
 	l := Limiter{Kind: HAProxy, Rate: 4, Status: 429, RetryAfter: time.Second}
 	arr, ws, err := parseHAProxyLog(strings.NewReader(log), l)
