@@ -194,7 +194,7 @@ func TestSelectScenarios(t *testing.T) {
 		t.Errorf("quota,real: %v, want quota and the three real limiters", names(both))
 	}
 	long, err := selectScenarios("all", sizeLong)
-	want := []string{scSteadyNoBurst, scStepNoBurst, scStepUpNoBurst, scLimiterGrid, scRealNginx503, scRealNginx429, scRealHAProxy}
+	want := []string{scSteadyNoBurst, scStepNoBurst, scStepUpNoBurst, scFleetNoBurst, scLimiterGrid, scRealNginx503, scRealNginx429, scRealHAProxy}
 	if err != nil || !slices.Equal(names(long), want) {
 		t.Errorf("long: %v, %v; want %v", names(long), err, want)
 	}
