@@ -529,9 +529,16 @@ type noise struct {
 // counts is a number of outcomes and how many of them were refusals.
 type counts struct{ n, refused uint8 }
 
-func (c counts) halved() counts { return counts{c.n / 2, c.refused / 2} }
+// bounded halves c until it holds fewer than 2×noiseWindow outcomes: the older outcomes weigh half.
+func (c counts) bounded() counts {
+	for c.n >= 2*noiseWindow {
+		c = counts{c.n / 2, c.refused / 2}
+	}
+	return c
+}
 
-func (c counts) plus(d counts) counts { return counts{c.n + d.n, c.refused + d.refused} }
+// plus is c and d together, bounded.
+func (c counts) plus(d counts) counts { return counts{c.n + d.n, c.refused + d.refused}.bounded() }
 
 func (c counts) share() float64 {
 	if c.n == 0 {
@@ -588,12 +595,7 @@ func (n *noise) observe(gen uint64, refused, noisy bool) (rate bool) {
 	if refused {
 		c.refused++
 	}
-	if n.before.n >= 2*noiseWindow { // the older outcomes weigh half
-		n.before = n.before.halved()
-	}
-	if n.after.n >= 2*noiseWindow { // in noise mode, after is a window of noiseWindow: never this long
-		n.after = n.after.halved()
-	}
+	n.before, n.after = n.before.bounded(), n.after.bounded() // in noise mode, after is a window: never this long
 	if !noisy || n.after.n < noiseWindow {
 		return false
 	}
@@ -612,9 +614,6 @@ func (n *noise) observe(gen uint64, refused, noisy bool) (rate bool) {
 func (n *noise) backoff(gen uint64, paced bool) {
 	if paced || n.gen == 0 || n.after.n < noiseSamples {
 		n.before = n.before.plus(n.after)
-		if n.before.n >= 2*noiseWindow {
-			n.before = n.before.halved()
-		}
 	} else {
 		n.before = n.after
 	}
@@ -624,9 +623,6 @@ func (n *noise) backoff(gen uint64, paced bool) {
 // settle makes everything counted so far the noise level of noise mode, and starts its first window.
 func (n *noise) settle() {
 	n.before, n.after = n.before.plus(n.after), counts{}
-	for n.before.n >= 2*noiseWindow {
-		n.before = n.before.halved()
-	}
 }
 
 // spacedRefusal counts a refusal of a departure spaced by a whole Retry-After hold, and reports whether
