@@ -58,10 +58,13 @@ func TestFleetCrawlFetchesEveryURL(t *testing.T) {
 		if r.wireUnder != 0 {
 			t.Errorf("kill %v: %d gaps under a host's interval at the wire (tightest %.3f of it)", kill, r.wireUnder, r.wireTightest)
 		}
-		// At the server, a gap can be shorter than at the wire by the delivery of a loaded machine (2
-		// cores, the suite under -race, bursts of hosts leaving together); a quarter of the interval is
-		// what no process sharing the schedule comes near, and what processes pacing alone would.
-		if r.tightest >= 0 && r.tightest < 0.75 {
+		// At the server, a gap can be shorter than at the wire by the delivery of a loaded machine: the
+		// server reads a request when its handler runs, and at the crawl's start (a dozen connections
+		// opened at once, 2 cores, the suite under -race) one can run 60 ms after the next (CI: 0.706
+		// of a 200 ms interval, 201 ms at the wire). The wire check above is the precise one; this one
+		// catches processes that do not share the schedule, whose pages interleave at random (of the
+		// 80-odd gaps, the tightest comes near 0), and a wire instant stamped half an interval early.
+		if r.tightest >= 0 && r.tightest < 0.5 {
 			t.Errorf("kill %v: two pages of a host reached the server %.3f of its interval apart:\n%s", kill, r.tightest, gapLog.String())
 		}
 		// Issue 27: the killed process's hosts are resumed by the others within the lease (600 ms) and
