@@ -44,7 +44,7 @@ func newSimShared() *simShared {
 func (s *simShared) view(token int) *simSharedView { return &simSharedView{simShared: s, token: token} }
 
 // SaveHosts implements Store with the shared store's merge rule: memoryStore's (later departure, hold
-// and rate limit win), and the newest capacity model of the fleet kept.
+// and rate limit win), the newest capacity model of the fleet kept, and the greater noise verdict.
 func (s *simShared) SaveHosts(_ context.Context, states []StoredHost) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -54,6 +54,7 @@ func (s *simShared) SaveHosts(_ context.Context, states []StoredHost) error {
 			if old.ModelVersion > st.ModelVersion {
 				st.AdaptiveDelay, st.KnownLimit, st.RefusedInterval, st.ModelVersion = old.AdaptiveDelay, old.KnownLimit, old.RefusedInterval, old.ModelVersion
 			}
+			st.Noise = max(st.Noise, old.Noise)
 		}
 		st.Replace = false
 		s.hosts[st.Host] = st
@@ -77,7 +78,7 @@ func (v *simSharedView) Admit(_ context.Context, host string, gap time.Duration)
 	a := Admission{}
 	gap = max(gap, 0)
 	if saved {
-		a.AdaptiveDelay, a.KnownLimit, a.RefusedInterval, a.ModelVersion = st.AdaptiveDelay, st.KnownLimit, st.RefusedInterval, st.ModelVersion
+		a.AdaptiveDelay, a.KnownLimit, a.RefusedInterval, a.ModelVersion, a.Noise = st.AdaptiveDelay, st.KnownLimit, st.RefusedInterval, st.ModelVersion, st.Noise
 		gap = max(gap, st.AdaptiveDelay, st.CrawlDelay)
 		if now.Before(st.RateUntil) {
 			gap = max(gap, st.RateInterval)

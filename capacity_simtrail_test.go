@@ -191,14 +191,24 @@ func causeCounts(rs []simRefusal) string {
 	return strings.Join(parts, ", ")
 }
 
-// delayMoves lists the adaptive delay's moves on host key from the audit trail, as
-// "+12.3s 250ms→500ms (refusal)", at most most of them, and how many there were.
+// delayArrows marks the events delayMoves lists: the delay's moves, and noise mode's start and end.
+var delayArrows = map[any]string{
+	string(audit.EventDelayIncreased):       "↑",
+	string(audit.EventDelayDecreased):       "↓",
+	string(audit.EventRefusalsUncorrelated): "noise ",
+	string(audit.EventRefusalsCorrelated):   "rate ",
+}
+
+// delayMoves lists the adaptive delay's moves on host key from the audit trail, as "+12.3s ↑500ms
+// (refusal)", and noise mode's start and end ("+20.1s noise 400ms (store)"), at most most of them, and
+// how many there were.
 func delayMoves(events []map[string]any, key string, first time.Time, most int) ([]string, int) {
 	var out []string
 	n := 0
 	for _, e := range events {
 		ev := e[audit.FieldEvent]
-		if e[audit.FieldTargetDomain] != key || (ev != string(audit.EventDelayIncreased) && ev != string(audit.EventDelayDecreased)) {
+		arrow, moved := delayArrows[ev]
+		if e[audit.FieldTargetDomain] != key || !moved {
 			continue
 		}
 		n++
@@ -208,10 +218,6 @@ func delayMoves(events []map[string]any, key string, first time.Time, most int) 
 		ts, _ := e[audit.FieldTimestamp].(string)
 		at, _ := time.Parse(time.RFC3339Nano, ts)
 		d, _ := e[audit.FieldComputedDelay].(float64)
-		arrow := "↑"
-		if ev == string(audit.EventDelayDecreased) {
-			arrow = "↓"
-		}
 		out = append(out, fmt.Sprintf("+%.1fs %s%vms (%v)", at.Sub(first).Seconds(), arrow, d, e[audit.FieldTrigger]))
 	}
 	return out, n

@@ -400,10 +400,43 @@ func outageProbe(floor, ceiling time.Duration) time.Duration {
 	return min(max(satMul(floor, outageProbeFloors), minOutageProbe), ceiling)
 }
 
-// capacityModel is what a fleet shares of a host's model.
+// capacityModel is what a fleet shares of a host's model, by version (its verdict on noise is
+// shared apart: see adoptVerdict).
 type capacityModel struct{ delay, good, bad time.Duration }
 
 func (a *adaptive) model() capacityModel { return capacityModel{a.delay, a.good, a.bad} }
+
+// verdict is the model's verdict on the host's refusals, which only moves forward: undecided, noise
+// (noise mode), refuted (noise mode ended for good).
+func (a *adaptive) verdict() audit.NoiseVerdict {
+	switch {
+	case a.noise.refuted:
+		return audit.NoiseRefuted
+	case a.noisy:
+		return audit.NoiseSeen
+	}
+	return audit.NoiseUndecided
+}
+
+// adoptVerdict takes a verdict further along than this model's: another process of the fleet reached
+// it, or an earlier run (a store's). Noise enters noise mode as if this model had seen it (the share
+// refused it counted so far is its noise level); refuted leaves noise mode for good. The fleet reads
+// the noise as one crawler: a process that has not seen it yet stops backing off, instead of
+// writing its backoffs into the model the others adopt. It reports whether the verdict changed.
+func (a *adaptive) adoptVerdict(v audit.NoiseVerdict, floor, ceiling time.Duration) bool {
+	if v <= a.verdict() {
+		return false
+	}
+	switch v {
+	case audit.NoiseSeen:
+		a.becomeNoisy(floor, ceiling)
+	case audit.NoiseRefuted:
+		a.noisy, a.noise = false, noise{refuted: true}
+	default:
+		return false // not a verdict this version knows (StoredHost.repair keeps it out)
+	}
+	return true
+}
 
 // adopt takes the fleet's newer model (a shared store's, another process's change): one model for the
 // fleet. The outcomes in flight were sent under the old one: a new generation. A good interval the

@@ -165,7 +165,7 @@ func (p *Pacer) applySignals(h *host, res Reservation, s outcomeSignals, now tim
 	events := h.applyLimitsLocked(s, now, p.now)
 	model, noisy := h.delay.model(), h.delay.noisy
 	moved, event, trigger := h.applyVerdictLocked(res, s, now)
-	changed := h.delay.model() != model
+	changed := h.delay.model() != model || h.delay.noisy != noisy // the verdict is shared too
 	if changed {
 		h.delay.version = max(h.delay.version+1, now.UnixNano())
 	}
@@ -197,6 +197,14 @@ func noiseEvent(noisy bool, trigger audit.Trigger, interval time.Duration) audit
 	}
 	return auditEvent{event: audit.EventRefusalsCorrelated, trigger: trigger, computed: interval, compliant: true,
 		detail: "refusals clearly more frequent than the noise: they move the delay again"}
+}
+
+// adoptedNoiseEvent is the audit event of a verdict on the host's refusals taken from a store (from
+// another process of the fleet, or an earlier run: from), the host's interval after it.
+func adoptedNoiseEvent(v audit.NoiseVerdict, from string, interval time.Duration) auditEvent {
+	e := noiseEvent(v == audit.NoiseSeen, audit.TriggerStore, interval)
+	e.detail = from + ": " + e.detail
+	return e
 }
 
 // applyLimitsLocked sets the Retry-After hold and the rate-limit signal on h, and returns the

@@ -424,5 +424,8 @@ func TestNoiseModeInTheTrail(t *testing.T) {
 	if ev[audit.FieldTrigger] != string(audit.TriggerRefusal) || ev[audit.FieldComplianceFlag] != true || ev[audit.FieldComputedDelay] == nil {
 		t.Errorf("%s = %v; want trigger refusal, compliant, the interval set", audit.EventRefusalsUncorrelated, ev)
 	}
+	if st, _ := p.HostAt("h", now); st.Noise != audit.NoiseSeen {
+		t.Errorf("HostSnapshot.Noise = %d after the noise was seen, want audit.NoiseSeen", st.Noise)
+	}
 	t.Logf("noise seen at request %d", seen)
 }

@@ -128,6 +128,7 @@ type HostSnapshot struct {
 	Trigger           audit.Trigger // what sets it: base, crawl_delay, rate_limit, adaptive, or retry_after/rate_limit while held
 	BaseDelay         time.Duration
 	AdaptiveDelay     time.Duration
+	Noise             audit.NoiseVerdict // whether the host's refusals were found not to depend on the pace
 	CrawlDelay        time.Duration
 	RateLimitInterval time.Duration
 	NextDeparture     time.Time
@@ -172,6 +173,7 @@ func (h *host) statusAt(now time.Time) HostSnapshot {
 		Trigger:       why,
 		BaseDelay:     h.policy.BaseDelay,
 		AdaptiveDelay: h.delay.delay,
+		Noise:         h.delay.verdict(),
 		CrawlDelay:    h.crawlDelay,
 		NextDeparture: h.nextLocked(now),
 		InFlight:      int(h.inFlight),

@@ -176,6 +176,7 @@ func (h *host) snapshot(now time.Time) StoredHost {
 	return StoredHost{
 		Host: h.key, Version: StateVersion,
 		AdaptiveDelay: h.delay.delay, KnownLimit: h.delay.good, RefusedInterval: h.delay.bad, ModelVersion: h.delay.version,
+		Noise:         h.delay.verdict(),
 		NextDeparture: next, HoldUntil: hold, HoldTrigger: trigger,
 		CrawlDelay: h.crawlDelay, CrawlClamped: h.crawlClamped,
 		Breaker: h.brk.state, BreakerChanged: h.brk.changed, Failures: h.brk.failures,
@@ -233,6 +234,7 @@ func (p *Pacer) restore(h *host) {
 	}
 	h.mu.Lock()
 	h.delay.delay, h.delay.good, h.delay.bad, h.delay.version = st.AdaptiveDelay, st.KnownLimit, st.RefusedInterval, st.ModelVersion
+	noiseAdopted := h.delay.adoptVerdict(st.Noise, h.policy.BaseDelay, h.policy.MaxDelay)
 	h.holdUntil, h.holdTrigger = st.HoldUntil, st.HoldTrigger
 	h.crawlDelay, h.crawlClamped = st.CrawlDelay, st.CrawlClamped
 	iv, _ := h.intervalLocked(now)
@@ -254,6 +256,11 @@ func (p *Pacer) restore(h *host) {
 		fixed := h.snapshot(now)
 		fixed.Replace = true
 		p.save([]StoredHost{fixed}, now)
+	}
+	if noiseAdopted {
+		e := adoptedNoiseEvent(st.Noise, "restored from the store", iv)
+		e.at, e.host, e.base = now, h.key, h.policy.BaseDelay
+		p.audit.emit(zerolog.InfoLevel, e)
 	}
 	if now.Before(st.HoldUntil) {
 		p.audit.emit(zerolog.InfoLevel, auditEvent{at: now, host: h.key, event: restoredHoldEvents[st.HoldTrigger], trigger: st.HoldTrigger,
@@ -327,7 +334,27 @@ func (p *Pacer) fleetAdmit(ctx context.Context, h *host, gap time.Duration, now 
 	if a.ModelVersion > h.delay.version {
 		h.delay.adopt(a.AdaptiveDelay, a.KnownLimit, a.RefusedInterval, a.ModelVersion, h.policy.BaseDelay, h.policy.MaxDelay)
 	}
+	var noiseEv auditEvent
+	model := h.delay.model()
+	noiseAdopted := h.delay.adoptVerdict(a.Noise, h.policy.BaseDelay, h.policy.MaxDelay)
+	moved := h.delay.model() != model
+	if moved {
+		// Noise mode brought the delay down: a change of the fleet's model, written through (the
+		// fleet's stored delay spaces every process's departures).
+		h.delay.version = max(h.delay.version+1, end.UnixNano())
+	}
+	if noiseAdopted {
+		iv, _ := h.intervalLocked(end)
+		noiseEv = adoptedNoiseEvent(a.Noise, "another process of the fleet", iv)
+		noiseEv.at, noiseEv.host, noiseEv.base = end, h.key, h.policy.BaseDelay
+	}
 	h.mu.Unlock()
+	if moved {
+		p.persistNow(h)
+	}
+	if noiseAdopted {
+		p.audit.emit(zerolog.InfoLevel, noiseEv)
+	}
 	if a.OK {
 		return 0, true, false
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -321,6 +322,118 @@ func TestFleetModelIsOneModel(t *testing.T) {
 	release()
 	if m2, v2 := model(); m2.delay != 300*time.Millisecond || v2 != v+1 {
 		t.Errorf("a newer stored model was not adopted: %+v version %d, want 300ms version %d", m2, v2, v+1)
+	}
+}
+
+// The fleet reads noise as one crawler: a process whose model has backed off on refusals takes the
+// fleet's verdict that they do not depend on the pace (another process saw it) at its next admission.
+// It enters noise mode (the delay back to twice the floor at most, refusals no longer move it), writes
+// the lowered model through, newer, and says so in its trail; a later verdict that the refusals do
+// depend on the pace ends noise mode; an earlier verdict changes nothing.
+func TestFleetSharesNoiseVerdict(t *testing.T) {
+	const base = 100 * time.Millisecond
+	var buf auditBuf
+	store := &fleetAnswer{memoryStore: newMemoryStore(), a: Admission{OK: true}}
+	p := NewPacer(WithStore(store), WithBaseDelay(base), WithoutRobots(), WithJitter(0), WithLogger(zerolog.New(&buf)))
+	defer p.Close()
+	h := p.host("noisy.test")
+	h.mu.Lock()
+	h.delay.set(900*time.Millisecond, base, h.policy.MaxDelay) // backed off on this process's refusals
+	version := h.delay.version
+	h.mu.Unlock()
+	depart := func() Reservation {
+		t.Helper()
+		h.mu.Lock()
+		h.lastDeparture = time.Time{}
+		h.mu.Unlock()
+		res, release, err := p.Wait(t.Context(), "noisy.test")
+		if err != nil {
+			t.Fatal(err)
+		}
+		release()
+		return res
+	}
+	verdict := func() (audit.NoiseVerdict, time.Duration, int64) {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		return h.delay.verdict(), h.delay.delay, h.delay.version
+	}
+
+	store.a.Noise = audit.NoiseSeen
+	res := depart()
+	v, delay, ver := verdict()
+	if v != audit.NoiseSeen || delay > 2*base || ver <= version {
+		t.Fatalf("after the fleet's noise verdict: verdict %d, delay %v, version %d; want noise, at most %v, newer than %d", v, delay, ver, 2*base, version)
+	}
+	if st, ok, _ := store.LoadHost(t.Context(), "noisy.test"); !ok || st.Noise != audit.NoiseSeen || st.AdaptiveDelay != delay || st.ModelVersion != ver {
+		t.Errorf("stored %+v; want the lowered model written through: noise, %v, version %d", st, delay, ver)
+	}
+	ev := findEvent(t, &buf, audit.EventRefusalsUncorrelated)
+	if ev == nil || ev[audit.FieldTrigger] != string(audit.TriggerStore) || !strings.Contains(fmt.Sprint(ev[audit.FieldDetail]), "another process") {
+		t.Errorf("%s = %v; want one, trigger store, saying another process saw it", audit.EventRefusalsUncorrelated, ev)
+	}
+	// In noise mode a refusal no longer backs off, in this process as in the one that saw it.
+	res.gen = h.delay.gen
+	p.ObserveAt(res, Outcome{Status: 429}, time.Now())
+	if _, d, _ := verdict(); d != delay {
+		t.Errorf("a refusal in noise mode moved the delay: %v → %v", delay, d)
+	}
+
+	store.a.Noise = audit.NoiseUndecided // a process that has not seen it wrote since: the verdict stays
+	depart()
+	if v, _, _ := verdict(); v != audit.NoiseSeen {
+		t.Errorf("an earlier verdict (undecided) changed this one: %d", v)
+	}
+	store.a.Noise = audit.NoiseRefuted
+	depart()
+	if v, _, _ := verdict(); v != audit.NoiseRefuted {
+		t.Errorf("verdict %d after the fleet's refuted, want refuted (noise mode ended)", v)
+	}
+	if findEvent(t, &buf, audit.EventRefusalsCorrelated) == nil {
+		t.Errorf("no %s event when the fleet's verdict ended noise mode", audit.EventRefusalsCorrelated)
+	}
+}
+
+// A restart keeps the verdict: a host stored as noisy is restored in noise mode (its refusals do not
+// move the delay), and the trail says so; an unknown verdict is repaired to undecided.
+func TestRestoreKeepsNoiseVerdict(t *testing.T) {
+	const base = 100 * time.Millisecond
+	for _, c := range []struct {
+		stored audit.NoiseVerdict
+		want   audit.NoiseVerdict
+		event  audit.Event
+	}{
+		{audit.NoiseSeen, audit.NoiseSeen, audit.EventRefusalsUncorrelated},
+		{audit.NoiseRefuted, audit.NoiseRefuted, audit.EventRefusalsCorrelated},
+		{7, audit.NoiseUndecided, audit.EventStateRepaired},
+	} {
+		var buf auditBuf
+		store := newMemoryStore()
+		st := StoredHost{Host: "r.test", Version: StateVersion, AdaptiveDelay: 150 * time.Millisecond, KnownLimit: base, Noise: c.stored, UpdatedAt: time.Now()}
+		if err := store.SaveHosts(t.Context(), []StoredHost{st}); err != nil {
+			t.Fatal(err)
+		}
+		p := NewPacer(WithStore(store), WithBaseDelay(base), WithoutRobots(), WithJitter(0), WithLogger(zerolog.New(&buf)))
+		res := p.ReserveAt("r.test", time.Now())
+		h := p.host("r.test")
+		h.mu.Lock()
+		v, delay := h.delay.verdict(), h.delay.delay
+		h.mu.Unlock()
+		if v != c.want {
+			t.Errorf("stored verdict %d: restored %d, want %d", c.stored, v, c.want)
+		}
+		if findEvent(t, &buf, c.event) == nil {
+			t.Errorf("stored verdict %d: no %s event", c.stored, c.event)
+		}
+		res.gen = h.delay.gen
+		p.ObserveAt(res, Outcome{Status: 429}, time.Now())
+		h.mu.Lock()
+		after := h.delay.delay
+		h.mu.Unlock()
+		if moved := after != delay; moved != (c.want != audit.NoiseSeen) {
+			t.Errorf("stored verdict %d: a refusal moved the delay %v → %v; want it moved only outside noise mode", c.stored, delay, after)
+		}
+		p.Close()
 	}
 }
 

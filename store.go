@@ -29,14 +29,18 @@ type StoredHost struct {
 	// a shared store keeps the newest model (AdaptiveDelay, KnownLimit, RefusedInterval) of the fleet.
 	RefusedInterval time.Duration
 	ModelVersion    int64
-	NextDeparture   time.Time     // earliest next departure
-	HoldUntil       time.Time     // no departure before: Retry-After window or exhausted rate limit
-	HoldTrigger     audit.Trigger // why: audit.TriggerRetryAfter, audit.TriggerRateLimit or audit.TriggerRobots (robots.txt unavailable)
-	CrawlDelay      time.Duration // the Crawl-delay honoured
-	CrawlClamped    bool          // robots.txt asked for more than CrawlDelay
-	Breaker         audit.BreakerState
-	BreakerChanged  time.Time // when the breaker entered its state
-	Failures        int       // consecutive refusals
+	// Noise is the capacity model's verdict on the host's refusals: whether they depend on the pace.
+	// It only moves forward (audit.NoiseUndecided, NoiseSeen, NoiseRefuted): a shared store keeps the
+	// greater of the stored and the given one, whatever the model's version.
+	Noise          audit.NoiseVerdict
+	NextDeparture  time.Time     // earliest next departure
+	HoldUntil      time.Time     // no departure before: Retry-After window or exhausted rate limit
+	HoldTrigger    audit.Trigger // why: audit.TriggerRetryAfter, audit.TriggerRateLimit or audit.TriggerRobots (robots.txt unavailable)
+	CrawlDelay     time.Duration // the Crawl-delay honoured
+	CrawlClamped   bool          // robots.txt asked for more than CrawlDelay
+	Breaker        audit.BreakerState
+	BreakerChanged time.Time // when the breaker entered its state
+	Failures       int       // consecutive refusals
 	// ParkUntil is when an open breaker parked past its cool-down (a Retry-After above the maximum
 	// announced that instant) lets its probe through; zero when the breaker is not parked.
 	ParkUntil time.Time
@@ -119,8 +123,9 @@ type SharedStore interface {
 	// now as the host's last departure and the departure as pending, for at most maxWireWait (30 s).
 	// Otherwise it records nothing and says how long to wait before asking again. Either way it
 	// returns the fleet's capacity model (AdaptiveDelay, KnownLimit, RefusedInterval, ModelVersion),
-	// which the asking pacer adopts when it is newer than its own: the fleet learns as one model.
-	// SaveHosts keeps the stored model when it is newer than the one given.
+	// which the asking pacer adopts when it is newer than its own: the fleet learns as one model,
+	// and its Noise verdict, which the pacer adopts when it is further along than its own.
+	// SaveHosts keeps the stored model when it is newer than the one given, and the greater Noise.
 	Admit(ctx context.Context, host string, gap time.Duration) (Admission, error)
 	// Departed ends host's pending departure: its request reached the wire ago before the store's
 	// now, and the last departure moves to at least that instant (a request that never reached the
@@ -140,6 +145,7 @@ type Admission struct {
 	// RefusedInterval and ModelVersion complete the fleet's stored capacity model (see StoredHost).
 	RefusedInterval time.Duration
 	ModelVersion    int64
+	Noise           audit.NoiseVerdict // the fleet's stored verdict on the host's refusals
 	// Lost is true when the store found that it lost what it held (CheckLost): not OK, the pacer
 	// writes back every state it knows, and the store admits nothing until every process had time to.
 	Lost bool
@@ -175,6 +181,10 @@ func (s StoredHost) repair(l repairLimits, now time.Time) (StoredHost, []string)
 	if s.RefusedInterval < 0 || s.RefusedInterval > l.ceiling || (s.KnownLimit > 0 && s.RefusedInterval > s.KnownLimit) {
 		fix("refused interval %v outside [0, %v] or above the known limit: forgotten", s.RefusedInterval, min(l.ceiling, max(s.KnownLimit, 0)))
 		s.RefusedInterval = 0
+	}
+	if s.Noise > audit.NoiseRefuted {
+		fix("unknown noise verdict %d: undecided", s.Noise)
+		s.Noise = audit.NoiseUndecided
 	}
 	if s.CrawlDelay < 0 || s.CrawlDelay > l.maxCrawlDelay {
 		fix("crawl delay %v outside [0, %v]: clamped", s.CrawlDelay, l.maxCrawlDelay)

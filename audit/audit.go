@@ -190,3 +190,20 @@ func (s BreakerState) String() string {
 	}
 	return "unknown"
 }
+
+// NoiseVerdict is a host's capacity model's verdict on its refusals (the README's "Refusals that speed
+// does not cause"): ext's HostSnapshot.Noise, and stored with the host so that a restart and a fleet's
+// other processes share it. It only moves forward. Its values are stored: a new version adds, it never
+// renumbers.
+type NoiseVerdict uint8
+
+const (
+	// NoiseUndecided: refusals are a rate signal (nothing else was seen).
+	NoiseUndecided NoiseVerdict = iota
+	// NoiseSeen: the host refused as often at a slower pace: its refusals no longer move the delay
+	// (refusals_uncorrelated).
+	NoiseSeen
+	// NoiseRefuted: the host was read as noisy, then refused clearly more often than that noise: its
+	// refusals depend on the pace, for good (refusals_correlated).
+	NoiseRefuted
+)

@@ -40,6 +40,9 @@ const (
 	// The capacity model's other fields (ARGV[20..21]): its refused bound and its version.
 	fieldRefusedInterval = "refused_interval"
 	fieldModelVersion    = "model_ver"
+	// The model's verdict on the host's refusals (ARGV[22]: audit.NoiseVerdict in decimal), which the
+	// save script merges by keeping the greater.
+	fieldNoise = "noise"
 )
 
 // Fields of a host hash that only the scripts write, on the server's clock: the fleet's last departure
@@ -123,6 +126,7 @@ func encodeHostHash(st ext.StoredHost) map[string]string {
 	}
 	m[fieldRefusedInterval] = strconv.FormatInt(int64(st.RefusedInterval), 10)
 	m[fieldModelVersion] = strconv.FormatInt(st.ModelVersion, 10)
+	m[fieldNoise] = strconv.Itoa(int(st.Noise))
 	return m
 }
 
@@ -181,6 +185,9 @@ func decodeHostHash(host string, m map[string]string) (st ext.StoredHost, ok boo
 	if _, present := m[fieldModelVersion]; present {
 		st.ModelVersion = d.int64(fieldModelVersion)
 	}
+	if _, present := m[fieldNoise]; present {
+		st.Noise = d.noise(fieldNoise)
+	}
 	for f, dst := range map[string]*time.Time{fieldRateUntil: &st.RateUntil, fieldParkUntil: &st.ParkUntil} {
 		if _, present := m[f]; present {
 			*dst = d.time(f)
@@ -227,6 +234,19 @@ func (d *decoder) int(field string) int {
 }
 
 func (d *decoder) duration(field string) time.Duration { return time.Duration(d.int64(field)) }
+
+// noise decodes a verdict: a number from 0 to 255 (one this version does not know is the pacer's to
+// repair).
+func (d *decoder) noise(field string) audit.NoiseVerdict {
+	n, err := parseInt(d.m[field], 16)
+	if err == nil && (n < 0 || n > math.MaxUint8) {
+		err = strconv.ErrRange
+	}
+	if err != nil {
+		d.fail(field, err)
+	}
+	return audit.NoiseVerdict(n)
+}
 
 func (d *decoder) time(field string) time.Time {
 	t, err := decodeTime(d.m[field])

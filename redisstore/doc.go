@@ -75,8 +75,9 @@
 // crawl_delay (nanoseconds), next_departure, hold_until, breaker_changed, updated_at (unix
 // nanoseconds, "" for the zero time), hold_trigger, crawl_clamped ("0" or "1"), breaker and failures,
 // all as decimal strings; park_until, rate_interval and rate_until, and the capacity model's
-// refused_interval (nanoseconds) and model_ver (its version), absent from records written before them
-// (SaveHosts keeps the stored model when its model_ver is newer); and, written only by the scripts on the server's clock, last_departure, pending, hold_srv and
+// refused_interval (nanoseconds), model_ver (its version) and noise (its verdict on the host's
+// refusals, audit.NoiseVerdict), absent from records written before them (SaveHosts keeps the stored
+// model when its model_ver is newer, and the greater noise); and, written only by the scripts on the server's clock, last_departure, pending, hold_srv and
 // rate_srv (unix nanoseconds) and pending_by (the admitting Store's token). Host keys never expire unless WithTTL is set: then every admitted
 // departure and every save refreshes the key's TTL. Deferred and spilled requests never expire.
 //

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/collypace/ext"
+	"github.com/collypace/ext/audit"
 	"github.com/collypace/ext/internal/storetest"
 	"github.com/collypace/ext/redisstore"
 	"github.com/collypace/ext/redisstore/internal/redistest"
@@ -51,5 +52,44 @@ func TestStoreKeepsNewestModel(t *testing.T) {
 	}
 	if got, _, _ := st.LoadHost(ctx, "model.test"); got.AdaptiveDelay != 500*time.Millisecond || got.ModelVersion != 300 {
 		t.Errorf("after a newer model's save: %v version %d, want 500ms version 300", got.AdaptiveDelay, got.ModelVersion)
+	}
+}
+
+// The noise verdict only moves forward in a fleet: a save of an earlier verdict (a process that has
+// not seen the noise yet, with a newer model) keeps the stored one, a later verdict replaces it, and
+// every admission returns it; a repair (Replace) writes what it is given.
+func TestStoreKeepsFurthestNoiseVerdict(t *testing.T) {
+	st := redisstore.New(redistest.Start(t).Client())
+	seen := storetest.Sample("noise.test")
+	seen.Noise, seen.ModelVersion = audit.NoiseSeen, 100
+	undecided := seen
+	undecided.Noise, undecided.ModelVersion, undecided.AdaptiveDelay = audit.NoiseUndecided, 200, 600*time.Millisecond
+	refuted := seen
+	refuted.Noise = audit.NoiseRefuted
+	repaired := seen
+	repaired.Noise, repaired.Replace = audit.NoiseUndecided, true
+	for _, step := range []struct {
+		save  ext.StoredHost
+		want  audit.NoiseVerdict
+		delay time.Duration // the model stored: the newest, apart from the verdict
+	}{
+		{seen, audit.NoiseSeen, 2500 * time.Millisecond},
+		{undecided, audit.NoiseSeen, 600 * time.Millisecond},
+		{refuted, audit.NoiseRefuted, 600 * time.Millisecond},
+		{seen, audit.NoiseRefuted, 600 * time.Millisecond},
+		{repaired, audit.NoiseUndecided, 2500 * time.Millisecond},
+	} {
+		if err := st.SaveHosts(ctx, []ext.StoredHost{step.save}); err != nil {
+			t.Fatal(err)
+		}
+		got, _, err := st.LoadHost(ctx, "noise.test")
+		if err != nil || got.Noise != step.want || got.AdaptiveDelay != step.delay {
+			t.Errorf("after a save of verdict %d (replace %v): stored %d and %v, %v; want %d and %v",
+				step.save.Noise, step.save.Replace, got.Noise, got.AdaptiveDelay, err, step.want, step.delay)
+		}
+		a, err := st.Admit(ctx, "noise.test", 0)
+		if err != nil || a.Noise != step.want {
+			t.Errorf("after a save of verdict %d (replace %v): admission's %d, %v; want %d", step.save.Noise, step.save.Replace, a.Noise, err, step.want)
+		}
 	}
 }

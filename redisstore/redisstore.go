@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/collypace/ext"
+	"github.com/collypace/ext/audit"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -240,7 +241,7 @@ func (s *Store) SaveHosts(ctx context.Context, states []ext.StoredHost) error {
 			for _, st := range states {
 				args := append(hostArgs(st), timeLeft(st.HoldUntil, now), s.ttlMS(),
 					strconv.FormatInt(int64(st.RateInterval), 10), timeLeft(st.RateUntil, now), encodeTime(st.RateUntil), encodeTime(st.ParkUntil),
-					strconv.FormatInt(int64(st.RefusedInterval), 10), strconv.FormatInt(st.ModelVersion, 10))
+					strconv.FormatInt(int64(st.RefusedInterval), 10), strconv.FormatInt(st.ModelVersion, 10), strconv.Itoa(int(st.Noise)))
 				saveScript.EvalSha(ctx, p, []string{s.hostKey(st.Host)}, args...)
 			}
 			return nil
@@ -394,10 +395,11 @@ func decodeAdmission(host string, cmd *redis.Cmd) (ext.Admission, time.Time, str
 	bad := func() (ext.Admission, time.Time, string, error) {
 		return ext.Admission{}, time.Time{}, "", fmt.Errorf("redisstore: admit a departure to host %q: script returned %v: %w", host, res, ext.ErrCorruptState)
 	}
-	if len(res) != 9 {
+	if len(res) != 10 {
 		return bad()
 	}
 	by, _ := res[8].(string)
+	noise, _ := res[9].(int64)
 	text := make([]string, 6) // wait, now, adaptive_delay, known_limit, refused_interval, model_ver
 	for i := range text {
 		j := i + 1
@@ -417,8 +419,11 @@ func decodeAdmission(host string, cmd *redis.Cmd) (ext.Admission, time.Time, str
 	if werr != nil || nerr != nil || aerr != nil || kerr != nil || rerr != nil || verr != nil || wait < 0 {
 		return bad()
 	}
+	if noise < 0 || noise > int64(audit.NoiseRefuted) { // not a verdict this version knows: none
+		noise = 0
+	}
 	return ext.Admission{OK: ok == 1, Wait: time.Duration(wait), AdaptiveDelay: ad, KnownLimit: kl, Pending: pending == 1,
-		RefusedInterval: ri, ModelVersion: int64(mv)}, now, by, nil
+		RefusedInterval: ri, ModelVersion: int64(mv), Noise: audit.NoiseVerdict(noise)}, now, by, nil
 }
 
 // CheckLost implements ext.SharedStore: the store keeps an epoch key (<prefix>epoch), created by the

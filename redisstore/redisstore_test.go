@@ -106,7 +106,7 @@ func TestKeyLayout(t *testing.T) {
 			"next_departure": fmt.Sprint(s.NextDeparture.UnixNano()), "hold_until": fmt.Sprint(s.HoldUntil.UnixNano()),
 			"hold_trigger": "retry_after", "crawl_delay": "2000000000", "crawl_clamped": "1", "breaker": "1",
 			"breaker_changed": fmt.Sprint(s.BreakerChanged.UnixNano()), "failures": "7", "updated_at": fmt.Sprint(s.UpdatedAt.UnixNano()),
-			"park_until": fmt.Sprint(s.ParkUntil.UnixNano()), "refused_interval": "900000000", "model_ver": "42",
+			"park_until": fmt.Sprint(s.ParkUntil.UnixNano()), "refused_interval": "900000000", "model_ver": "42", "noise": "1",
 		}
 		if fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Errorf("hash %shost:k.test:8080 =\n%v\nwant\n%v", prefix, got, want)

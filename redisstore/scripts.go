@@ -89,15 +89,17 @@ end
 // longest of ARGV's, adaptive_delay, crawl_delay and, before rate_srv, rate_interval. The departure may go when now >= max(last_departure + gap,
 // hold_srv, ARGV[5]) and no departure is pending (pending, the instant it stops being: until Departed
 // clears it). Then last_departure = now, pending = now + ARGV[4], and it returns {1, "0", now,
-// adaptive_delay, known_limit, 0, refused_interval, model_ver, ""}. Otherwise it changes nothing and returns
-// {0, wait, now, adaptive_delay, known_limit, pending, refused_interval, model_ver, pending_by}, pending 1 when the wait is for a pending departure (at most
+// adaptive_delay, known_limit, 0, refused_interval, model_ver, "", noise}. Otherwise it changes nothing and returns
+// {0, wait, now, adaptive_delay, known_limit, pending, refused_interval, model_ver, pending_by, noise}, noise the
+// verdict as an integer (0 when none or unreadable), pending 1 when the wait is for a pending departure (at most
 // pendingPoll: its wire instant may come any time); wait, now and the delays in decimal (unix) nanoseconds, a delay "" when
 // none is stored. A field it cannot read is a CORRUPT error (and Redis answers WRONGTYPE for a key
 // that is not a hash).
 var admitScript = redis.NewScript(timeLua + nowLua + ttlLua + `
 local f = redis.call('HMGET', KEYS[1], 'last_departure', 'hold_srv', 'adaptive_delay', 'known_limit',
-  'crawl_delay', 'rate_interval', 'rate_srv', 'pending', 'pending_by', 'refused_interval', 'model_ver')
+  'crawl_delay', 'rate_interval', 'rate_srv', 'pending', 'pending_by', 'refused_interval', 'model_ver', 'noise')
 local ad, kl, ri, mv = f[3] or '', f[4] or '', f[10] or '', f[11] or ''
+local nv = math.floor(tonumber(f[12] or '') or 0)
 if not parse(kl) then kl = '' end
 if not parse(ri) then ri = '' end
 if not parse(mv) then mv = '' end
@@ -134,7 +136,7 @@ if less(now_s, now_n, al_s, al_n) then
   if w_n < 0 then w_s, w_n = w_s - 1, w_n + E9 end
   local by = ''
   if pending == 1 then by = f[9] or '' end
-  return {0, format(w_s, w_n), format(now_s, now_n), ad, kl, pending, ri, mv, by}
+  return {0, format(w_s, w_n), format(now_s, now_n), ad, kl, pending, ri, mv, by, nv}
 end
 redis.call('HSET', KEYS[1], 'last_departure', format(now_s, now_n))
 local pend = tonumber(ARGV[4])
@@ -144,7 +146,7 @@ else
   redis.call('HDEL', KEYS[1], 'pending', 'pending_by')
 end
 refresh(ARGV[3])
-return {1, '0', format(now_s, now_n), ad, kl, 0, ri, mv, ''}
+return {1, '0', format(now_s, now_n), ad, kl, 0, ri, mv, '', nv}
 `)
 
 // pendingPollNS is, in nanoseconds, the longest a process told to wait for a pending departure waits
@@ -189,8 +191,9 @@ return 1
 // left in nanoseconds when it was sent (0: none), ARGV[15] the TTL as for admitScript, ARGV[16] the
 // rate-limit interval, ARGV[17] its time left (as ARGV[14]), ARGV[18] its end and ARGV[19] the park's
 // end (both unix nanoseconds, "" for none), ARGV[20] and ARGV[21] the capacity model's refused interval
-// and version. The model (adaptive_delay, known_limit, refused_interval, model_ver) is written only when
-// its version is at least the stored one's: the fleet keeps its newest model. rate_srv, the rate-limit interval's end on the server's
+// and version, ARGV[22] its noise verdict. The model (adaptive_delay, known_limit, refused_interval, model_ver) is written only when
+// its version is at least the stored one's: the fleet keeps its newest model. noise keeps the greater
+// of the stored (when it reads as a whole number up to 255) and the given verdict, whatever the version. rate_srv, the rate-limit interval's end on the server's
 // clock, keeps the later of the stored and the given value, with its interval; park_until is
 // overwritten, as the breaker is. next_departure
 // and hold_until keep the later of the stored and the given value (hold_trigger goes with hold_until);
@@ -230,8 +233,11 @@ local omv = tonumber(old_model[4] or '')
 if ARGV[13] ~= '1' and omv and omv > tonumber(mv) and parse(old_model[1]) and parse(old_model[2]) then
   ad, kl, ri, mv = old_model[1], old_model[2], old_model[3] or '0', old_model[4]
 end
+local nv = ARGV[22]
+local onv = tonumber(redis.call('HGET', KEYS[1], 'noise') or '')
+if ARGV[13] ~= '1' and onv and onv == math.floor(onv) and onv <= 255 and onv > tonumber(nv) then nv = tostring(onv) end
 redis.call('HSET', KEYS[1],
-  'v', ARGV[1], 'adaptive_delay', ad, 'known_limit', kl, 'refused_interval', ri, 'model_ver', mv,
+  'v', ARGV[1], 'adaptive_delay', ad, 'known_limit', kl, 'refused_interval', ri, 'model_ver', mv, 'noise', nv,
   'next_departure', nd, 'hold_until', hu, 'hold_trigger', ht,
   'crawl_delay', ARGV[7], 'crawl_clamped', ARGV[8], 'breaker', ARGV[9],
   'breaker_changed', ARGV[10], 'failures', ARGV[11], 'updated_at', ARGV[12])

@@ -21,11 +21,12 @@
 //
 // The table meta holds the schema version (key 'schema_version'); Open creates the tables of a new
 // file, migrates an older file in one transaction, and refuses a file whose version is newer than
-// this build (ErrNewerSchema). Schema version 2:
+// this build (ErrNewerSchema). Schema version 5:
 //
 //	hosts    (host TEXT PRIMARY KEY, version, adaptive_delay, known_limit, next_departure,
 //	          hold_until, hold_trigger TEXT, crawl_delay, crawl_clamped, breaker, breaker_changed,
-//	          failures, updated_at)                     STRICT, WITHOUT ROWID
+//	          failures, updated_at, park_until, rate_interval, rate_until, refused_interval,
+//	          model_version, noise)                     STRICT, WITHOUT ROWID
 //	deferred (id INTEGER PRIMARY KEY AUTOINCREMENT, host, method, url, depth, header, body BLOB,
 //	          body_lost, ctx, deferred_at, reason)      STRICT, index (host, id)
 //	spilled  (id INTEGER PRIMARY KEY AUTOINCREMENT, host, method, url, depth, header, body BLOB,
@@ -38,8 +39,8 @@
 //
 // Durations and instants are INTEGER nanoseconds (instants since the Unix epoch; the zero time.Time
 // is 0, and an instant outside the years 1678–2262 is saturated), booleans 0 or 1, the breaker its
-// audit.BreakerState, header and ctx JSON objects. Loaded instants are in UTC. IDs of deleted deferred
-// requests are never reused.
+// audit.BreakerState, noise its audit.NoiseVerdict (the pacer repairs one it does not know), header
+// and ctx JSON objects. Loaded instants are in UTC. IDs of deleted deferred requests are never reused.
 //
 // # Decoding stored rows
 //

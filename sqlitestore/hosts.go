@@ -15,10 +15,10 @@ import (
 // hostColumns are the columns of hosts in the order hostArgs writes and decodeHostRow reads them.
 const hostColumns = `host, version, adaptive_delay, known_limit, next_departure, hold_until, hold_trigger,
 	crawl_delay, crawl_clamped, breaker, breaker_changed, failures, updated_at,
-	park_until, rate_interval, rate_until, refused_interval, model_version`
+	park_until, rate_interval, rate_until, refused_interval, model_version, noise`
 
 // numHostColumns is the number of hostColumns.
-const numHostColumns = 18
+const numHostColumns = 19
 
 // Column indexes in hostColumns.
 const (
@@ -40,12 +40,13 @@ const (
 	colRateUntil
 	colRefusedInterval
 	colModelVersion
+	colNoise
 )
 
 var hostColumnNames = [numHostColumns]string{
 	"host", "version", "adaptive_delay", "known_limit", "next_departure", "hold_until", "hold_trigger",
 	"crawl_delay", "crawl_clamped", "breaker", "breaker_changed", "failures", "updated_at",
-	"park_until", "rate_interval", "rate_until", "refused_interval", "model_version",
+	"park_until", "rate_interval", "rate_until", "refused_interval", "model_version", "noise",
 }
 
 const loadHostSQL = "SELECT " + hostColumns + " FROM hosts WHERE host = ?"
@@ -54,7 +55,7 @@ const loadHostSQL = "SELECT " + hostColumns + " FROM hosts WHERE host = ?"
 // (with the stored hold's trigger when it wins), and the later rate_until (with its interval). A stored value that is not an integer (a file written
 // by something else) counts as 0, so the write heals it.
 const saveHostSQL = "INSERT INTO hosts (" + hostColumns + `)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 	ON CONFLICT (host) DO UPDATE SET
 		version         = excluded.version,
 		adaptive_delay  = excluded.adaptive_delay,
@@ -74,11 +75,12 @@ const saveHostSQL = "INSERT INTO hosts (" + hostColumns + `)
 		                      AND rate_until > excluded.rate_until, rate_interval, excluded.rate_interval),
 		rate_until      = max(excluded.rate_until, iif(typeof(rate_until) = 'integer', rate_until, 0)),
 		refused_interval = excluded.refused_interval,
-		model_version   = excluded.model_version`
+		model_version   = excluded.model_version,
+		noise           = excluded.noise`
 
 // replaceHostSQL writes one host as given, without the merge: for a state with Replace set.
 const replaceHostSQL = "INSERT OR REPLACE INTO hosts (" + hostColumns + `)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 
 // SaveHosts implements ext.Store: the batch is one transaction, so it is written entirely or not at
 // all. NextDeparture and HoldUntil keep the later of the stored and the given value, unless the state
@@ -131,6 +133,7 @@ func hostArgs(args *[numHostColumns]any, st ext.StoredHost) {
 		colRateUntil:       encodeTime(st.RateUntil),
 		colRefusedInterval: int64(st.RefusedInterval),
 		colModelVersion:    st.ModelVersion,
+		colNoise:           int64(st.Noise),
 	}
 }
 
@@ -191,6 +194,7 @@ func decodeHostRow(vals []any) (ext.StoredHost, error) {
 	st.RateUntil = d.time(colRateUntil)
 	st.RefusedInterval = d.duration(colRefusedInterval)
 	st.ModelVersion = d.int64(colModelVersion)
+	st.Noise = d.noise(colNoise)
 	if d.err != nil {
 		return ext.StoredHost{}, d.err
 	}
@@ -227,6 +231,17 @@ func (d *rowDecoder) int(col int) int {
 }
 
 func (d *rowDecoder) duration(col int) time.Duration { return time.Duration(d.int64(col)) }
+
+// noise decodes a verdict: an integer from 0 to 255 (one this version does not know is the pacer's
+// to repair).
+func (d *rowDecoder) noise(col int) audit.NoiseVerdict {
+	v := d.int64(col)
+	if v < 0 || v > math.MaxUint8 {
+		d.fail(col, "%d, want a verdict from 0 to 255", v)
+		return 0
+	}
+	return audit.NoiseVerdict(v)
+}
 
 func (d *rowDecoder) time(col int) time.Time { return decodeTime(d.int64(col)) }
 

@@ -17,7 +17,7 @@ import (
 
 // SchemaVersion is the version of the database schema this build writes; Open migrates older files
 // to it.
-const SchemaVersion = 4
+const SchemaVersion = 5
 
 // ErrNewerSchema is matched (errors.Is) by the error Open returns for a database whose schema version
 // is newer than SchemaVersion: a newer build wrote it, and this one cannot know what it means.
@@ -158,6 +158,14 @@ var migrations = []func(ctx context.Context, tx *sql.Tx) error{
 	1: spillTableV2,
 	2: hostLimitsV3,
 	3: capacityModelV4,
+	4: noiseVerdictV5,
+}
+
+// noiseVerdictV5 adds the capacity model's verdict on the host's refusals (audit.NoiseVerdict) to hosts.
+// Older rows have none (0: undecided).
+func noiseVerdictV5(ctx context.Context, tx *sql.Tx) error {
+	_, err := tx.ExecContext(ctx, `ALTER TABLE hosts ADD COLUMN noise INTEGER NOT NULL DEFAULT 0`)
+	return err
 }
 
 // capacityModelV4 adds the capacity model's refused bound and version to hosts. Older rows have none (0).

@@ -470,7 +470,7 @@ func Sample(host string) ext.StoredHost {
 	return ext.StoredHost{
 		Host: host, Version: ext.StateVersion,
 		AdaptiveDelay: 2500 * time.Millisecond, KnownLimit: 1200 * time.Millisecond,
-		RefusedInterval: 900 * time.Millisecond, ModelVersion: 42,
+		RefusedInterval: 900 * time.Millisecond, ModelVersion: 42, Noise: audit.NoiseSeen,
 		NextDeparture: t0.Add(3 * time.Second), HoldUntil: t0.Add(45 * time.Second), HoldTrigger: audit.TriggerRetryAfter,
 		CrawlDelay: 2 * time.Second, CrawlClamped: true,
 		Breaker: audit.BreakerOpen, BreakerChanged: t0.Add(-time.Minute), Failures: 7, ParkUntil: t0.Add(2 * time.Hour), UpdatedAt: t0,
@@ -483,8 +483,9 @@ func Diff(got, want ext.StoredHost) string {
 	switch {
 	case got.Host != want.Host, got.Version != want.Version:
 		return fmt.Sprintf("host/version %s/%d, want %s/%d", got.Host, got.Version, want.Host, want.Version)
-	case got.RefusedInterval != want.RefusedInterval, got.ModelVersion != want.ModelVersion:
-		return fmt.Sprintf("model refused %v version %d, want %v version %d", got.RefusedInterval, got.ModelVersion, want.RefusedInterval, want.ModelVersion)
+	case got.RefusedInterval != want.RefusedInterval, got.ModelVersion != want.ModelVersion, got.Noise != want.Noise:
+		return fmt.Sprintf("model refused %v version %d noise %d, want %v version %d noise %d", got.RefusedInterval, got.ModelVersion, got.Noise,
+			want.RefusedInterval, want.ModelVersion, want.Noise)
 	case got.AdaptiveDelay != want.AdaptiveDelay, got.KnownLimit != want.KnownLimit, got.CrawlDelay != want.CrawlDelay:
 		return fmt.Sprintf("delays %v/%v/%v, want %v/%v/%v", got.AdaptiveDelay, got.KnownLimit, got.CrawlDelay, want.AdaptiveDelay, want.KnownLimit, want.CrawlDelay)
 	case !eqTime(got.NextDeparture, want.NextDeparture), !eqTime(got.HoldUntil, want.HoldUntil), got.HoldTrigger != want.HoldTrigger:
