@@ -217,10 +217,22 @@ func (r *fleetRun) check() {
 			}
 		}
 	}
+	// The server reads a request when its handler runs, which a loaded machine can delay for one
+	// request and not the next (CI saw 60 ms at a crawl's start): a gap short at the server is the
+	// fleet's only when the two departures' wire instants (their delay_applied timestamps) are that
+	// close too, or one of them is unknown.
+	wire := r.wireInstants()
 	for i := 1; i < len(log); i++ {
-		if gap := log[i].at.Sub(log[i-1].at); gap < r.interval-timerNoise {
-			t.Errorf("%s and %s reached the server %v apart, under the %v interval", log[i-1].path, log[i].path, gap, r.interval)
+		gap := log[i].at.Sub(log[i-1].at)
+		if gap >= r.interval-timerNoise {
+			continue
 		}
+		w0, w1 := wireBefore(wire[log[i-1].path], log[i-1].at), wireBefore(wire[log[i].path], log[i].at)
+		if !w0.IsZero() && !w1.IsZero() && w1.Sub(w0) >= r.interval-time.Millisecond {
+			t.Logf("%s and %s %v apart at the server, %v at the wire: read late", log[i-1].path, log[i].path, gap, w1.Sub(w0))
+			continue
+		}
+		t.Errorf("%s and %s reached the server %v apart, under the %v interval", log[i-1].path, log[i].path, gap, r.interval)
 	}
 	r.site.mu.Lock()
 	refuseNth, at, retry := r.site.refuseNth, r.site.refusedAt, r.site.retry
@@ -245,6 +257,40 @@ func smallestGap(log []siteArrival) time.Duration {
 		least = min(least, log[i].at.Sub(log[i-1].at))
 	}
 	return least
+}
+
+// wireInstants returns, by path, the instants the requests reached the wire (their delay_applied
+// timestamps) in every worker's trail.
+func (r *fleetRun) wireInstants() map[string][]time.Time {
+	out := map[string][]time.Time{}
+	for _, trail := range r.trails() {
+		for line := range strings.SplitSeq(trail, "\n") {
+			var e map[string]any
+			if json.Unmarshal([]byte(line), &e) != nil || e[audit.FieldEvent] != string(audit.EventDelayApplied) {
+				continue
+			}
+			u, _ := e[audit.FieldURL].(string)
+			ts, _ := e[audit.FieldTimestamp].(string)
+			at, err := time.Parse(time.RFC3339Nano, ts)
+			if err != nil || !strings.HasPrefix(u, r.base) {
+				continue
+			}
+			path := strings.TrimPrefix(u, r.base)
+			out[path] = append(out[path], at)
+		}
+	}
+	return out
+}
+
+// wireBefore returns the latest of a path's wire instants at or before its arrival at (zero: none).
+func wireBefore(instants []time.Time, at time.Time) time.Time {
+	var w time.Time
+	for _, x := range instants {
+		if !x.After(at) && x.After(w) {
+			w = x
+		}
+	}
+	return w
 }
 
 // trailHas reports whether any worker's audit trail has event with detail containing part.
