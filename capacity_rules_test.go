@@ -137,6 +137,25 @@ func TestModelKeepsWhatItLearnt(t *testing.T) {
 	}
 }
 
+// A host whose Retry-After is long (30 s, a 33 s hold) is probed as rarely as its holds cost: refused
+// cruise probes hold it at most about probeCostShare of the crawl (with a probe every cruiseMaxTime,
+// each refused probe's hold would be 44% of it), and it still gets 85% of its capacity once learnt.
+func TestLongHoldsSpaceProbes(t *testing.T) {
+	const rate, d, warmUp = 4.0, 40 * time.Minute, 5 * time.Minute
+	m := newModelRun(100*ms, 30*time.Second, 1)
+	m.run(d, 0, (&limiterHost{rate: rate}).refuses)
+	n := m.refusedIn(warmUp, d)
+	held := time.Duration(n) * 33 * time.Second
+	share := m.share(warmUp, d, rate)
+	t.Logf("%d refusals after %v (held %v of %v), %.1f%% of capacity", n, warmUp, held, d-warmUp, 100*share)
+	if float64(held) > 1.5*probeCostShare*float64(d-warmUp) {
+		t.Errorf("%d refusals after %v hold the host %v of %v; want at most about %.0f%% of it", n, warmUp, held, d-warmUp, 100*probeCostShare)
+	}
+	if share < 0.85 {
+		t.Errorf("%.1f%% of capacity after %v, want ≥ 85%%", 100*share, warmUp)
+	}
+}
+
 // A capacity that halves or doubles mid-crawl (a limiter reconfigured) is followed: at least 85% of
 // the capacity in force on each side of the step, leaving out the 30 s after it (a drop is seen at
 // once; a rise within the probe wait, which a host whose capacity held has grown to cruiseMaxTime).

@@ -38,7 +38,8 @@ const (
 	// once the bisection is done; probeGain is how much faster that probe goes. An accepted probe is
 	// followed by the next at once, each step twice the last (up to maxProbeGain), so a capacity that
 	// rose is climbed in a few seconds; each refused probe in a row doubles the wait, up to
-	// cruiseMaxTime, so a host whose capacity holds sees at most one probe a minute. Gains in percent.
+	// cruiseMaxTime (or what a long Retry-After hold demands: see spaceProbes), so a host whose
+	// capacity holds sees at most one probe a minute. Gains in percent.
 	cruiseBeforeProbe = 30
 	cruiseMinTime     = 15 * time.Second
 	cruiseMaxTime     = 75 * time.Second
@@ -119,25 +120,28 @@ type adaptive struct {
 	good     time.Duration // fastest interval delivered without refusal (0: unknown)
 	bad      time.Duration // slowest interval refused for speed below good (0: none)
 	prevGood time.Duration // good before the last probe was confirmed: a young good refused goes back to it
-	gen      uint64        // bumped on every change of delay, good or bad: an outcome of an older generation is stale
 	version  int64         // orders the model's changes across a fleet (unix nanoseconds of the last one)
 	refused  int64         // unix nanoseconds of the last refusal
 	undoGood time.Duration // restored when a second unclear refusal proves an outage
 	undoBad  time.Duration
 	lat      latencyWindow
-	gain     uint8 // the next cruise probe's step below good, in percent (above probeGain: climbing)
-	slow     uint8 // consecutive latency samples above p95
-	confirm  uint8 // clean responses that confirm a probe on this host (confirmRun and up; 0: confirmRun)
-	misses   uint8 // cruise probes refused in a row: each doubles the wait before the next
-	failures uint8 // consecutive refusals (saturating)
-	clean    uint8 // clean responses of the current generation (saturating)
-	held     uint8 // clean responses at good since it was confirmed or last refused (saturating)
-	probing  bool  // the delay is a cruise probe (not a bisection step)
-	undo     bool  // the last refusal was unclear: undoGood and undoBad are the model before it
-	noisy    bool  // slowing down did not make refusals rarer: they do not move the delay (see noise)
-	queue    queueModel
-	drain    drain
-	noise    noise
+	gain     uint8  // the next cruise probe's step below good, in percent (above probeGain: climbing)
+	slow     uint8  // consecutive latency samples above p95
+	confirm  uint8  // clean responses that confirm a probe on this host (confirmRun and up; 0: confirmRun)
+	misses   uint8  // cruise probes refused in a row: each doubles the wait before the next
+	holdWait uint16 // seconds: the probe wait the last Retry-After hold demands beyond cruiseMaxTime (see spaceProbes)
+	failures uint8  // consecutive refusals (saturating)
+	clean    uint8  // clean responses of the current generation (saturating)
+	held     uint8  // clean responses at good since it was confirmed or last refused (saturating)
+	probing  bool   // the delay is a cruise probe (not a bisection step)
+	undo     bool   // the last refusal was unclear: undoGood and undoBad are the model before it
+	noisy    bool   // slowing down did not make refusals rarer: they do not move the delay (see noise)
+	// gen is bumped on every change of delay, good or bad: an outcome of an older generation is stale
+	// (it wraps after 4 billion changes, which no outcome in flight outlives).
+	gen   uint32
+	queue queueModel
+	drain drain
+	noise noise
 }
 
 func newAdaptive(floor time.Duration) adaptive {
@@ -150,7 +154,7 @@ func newAdaptive(floor time.Duration) adaptive {
 // change took effect. A refusal that would back the delay off when backing off has not made refusals
 // rarer (noise) changes nothing: the Retry-After hold, applied apart from the model, is all it costs.
 // It reports whether the delay went up.
-func (a *adaptive) refuse(gen uint64, kind refusalKind, paced bool, jit, floor, ceiling time.Duration, now time.Time) bool {
+func (a *adaptive) refuse(gen uint32, kind refusalKind, paced bool, jit, floor, ceiling time.Duration, now time.Time) bool {
 	if a.noise.observe(gen, true, a.noisy) {
 		a.noisy = false // refused clearly more often than the noise: a rate signal again
 	}
@@ -284,7 +288,7 @@ func (a *adaptive) learnRefusal(interval, jit, floor time.Duration, bursty bool,
 // known yet) accepted confirmRun times becomes good; at good, the pacer bisects towards bad, or after
 // a cruise probes a step faster; above good (after an outage, a slow spell or noise) it comes back,
 // halving the distance per response. It reports how the delay moved (see set).
-func (a *adaptive) succeed(gen uint64, floor, ceiling time.Duration, now time.Time) int {
+func (a *adaptive) succeed(gen uint32, floor, ceiling time.Duration, now time.Time) int {
 	if a.noise.observe(gen, false, a.noisy) {
 		a.noisy = false
 	}
@@ -322,17 +326,28 @@ func (a *adaptive) succeed(gen uint64, floor, ceiling time.Duration, now time.Ti
 // spaceProbes spaces cruise probes by the cost of a refusal: a refused probe holds the host for hold
 // (its Retry-After), so the wait before the next is at least probeCostShare⁻¹ × hold, and probing
 // costs the crawl at most about probeCostShare of its time whatever the host's Retry-After.
+// A hold beyond cruiseMaxTime × probeCostShare (3.75 s) lifts the wait's ceiling to that wait: with a
+// Retry-After of 60 s, a probe every 75 s would hold the host most of the crawl.
 func (a *adaptive) spaceProbes(hold time.Duration) {
-	for a.misses < 8 && cruiseMinTime<<a.misses < time.Duration(float64(hold)/probeCostShare) && cruiseMinTime<<a.misses < cruiseMaxTime {
+	need := time.Duration(float64(hold) / probeCostShare)
+	a.holdWait = 0
+	if need > cruiseMaxTime {
+		a.holdWait = uint16((min(need, maxHoldWait) + time.Second - 1) / time.Second) // rounded up
+	}
+	for a.misses < 8 && cruiseMinTime<<a.misses < need && cruiseMinTime<<a.misses < cruiseMaxTime {
 		a.misses++
 	}
 }
 
+// maxHoldWait bounds the probe wait a hold demands (a Retry-After up to the 10 min default cap asks
+// at most 3 h 40 min; holdWait counts seconds up to 18 h).
+const maxHoldWait = 4 * time.Hour
+
 // cruised reports whether the model has cruised at good long enough to probe: cruiseBeforeProbe
 // clean responses, and the probe wait since the last refusal (cruiseMinTime, doubled by each refused
-// probe in a row, up to cruiseMaxTime).
+// probe in a row, up to cruiseMaxTime), or what the last Retry-After hold demands, if longer.
 func (a *adaptive) cruised(now time.Time) bool {
-	wait := min(cruiseMinTime<<min(a.misses, 8), cruiseMaxTime)
+	wait := max(min(cruiseMinTime<<min(a.misses, 8), cruiseMaxTime), time.Duration(a.holdWait)*time.Second)
 	return int(a.clean) >= cruiseBeforeProbe && time.Duration(now.UnixNano()-a.refused) >= wait
 }
 
@@ -467,7 +482,7 @@ func (a *adaptive) adopt(delay, good, bad time.Duration, version int64, floor, c
 // observeLatency feeds a clean response's latency to the rolling p95 and multiplies the delay by 1.25
 // when slowRun consecutive samples are above it while the crawler kept one request in flight (a queue
 // of its own making is the queueing signal's, not a slow host's). It reports whether the delay went up.
-func (a *adaptive) observeLatency(gen uint64, latency time.Duration, inFlight int, floor, ceiling time.Duration) bool {
+func (a *adaptive) observeLatency(gen uint32, latency time.Duration, inFlight int, floor, ceiling time.Duration) bool {
 	p95, ok := a.lat.p95()
 	a.lat.add(latency)
 	if !ok || inFlight > 1 || latency <= satAdd(p95, max(satMul(p95, slowMargin), minSlowMargin)) {
@@ -611,7 +626,7 @@ const (
 // observe counts an outcome of a departure made in generation gen. In noise mode (noisy) it reports
 // whether the last noiseWindow outcomes were refused clearly more often than the noise: a rate signal
 // again.
-func (n *noise) observe(gen uint64, refused, noisy bool) (rate bool) {
+func (n *noise) observe(gen uint32, refused, noisy bool) (rate bool) {
 	c := &n.before
 	if n.gen != 0 {
 		// Serial arithmetic: generations wrap at 16 bits. The last backoff's generation is kept
@@ -644,7 +659,7 @@ func (n *noise) observe(gen uint64, refused, noisy bool) (rate bool) {
 // before it becomes the outcomes at the pace just left, when there are enough of them: the comparison
 // is between two paces, not between the crawl so far and the last pace. With Retry-After, whose holds
 // pace the client, the sides accumulate.
-func (n *noise) backoff(gen uint64, paced bool) {
+func (n *noise) backoff(gen uint32, paced bool) {
 	if paced || n.gen == 0 || n.after.n < noiseSamples {
 		n.before = n.before.plus(n.after)
 	} else {
@@ -694,8 +709,7 @@ type latencyWindow struct {
 	samples [latencyWindowSize]uint16
 	n       uint8 // samples held, up to the window size
 	next    uint8
-	stale   uint8 // samples added since p95 was computed
-	cached  bool  // p95ms holds a p95 (recomputed once stale reaches p95Every)
+	fresh   uint8 // samples still to add before p95ms is computed again (0: now; the zero window has none)
 	p95ms   uint16
 }
 
@@ -706,7 +720,7 @@ func (w *latencyWindow) add(d time.Duration) {
 	w.samples[w.next] = uint16(min(max(d.Milliseconds(), 0), math.MaxUint16))
 	w.next = (w.next + 1) % latencyWindowSize
 	w.n = min(w.n+1, latencyWindowSize)
-	w.stale = min(w.stale+1, p95Every)
+	w.fresh = max(w.fresh, 1) - 1
 }
 
 // p95 returns the 95th percentile of the window; ok is false until it holds minLatencySamples.
@@ -715,12 +729,12 @@ func (w *latencyWindow) p95() (time.Duration, bool) {
 	if n < minLatencySamples {
 		return 0, false
 	}
-	if w.stale >= p95Every || !w.cached {
+	if w.fresh == 0 {
 		var buf [latencyWindowSize]uint16
 		s := buf[:n]
 		copy(s, w.samples[:n])
 		slices.Sort(s)
-		w.p95ms, w.stale, w.cached = s[(n*95+99)/100-1], 0, true
+		w.p95ms, w.fresh = s[(n*95+99)/100-1], p95Every
 	}
 	return time.Duration(w.p95ms) * time.Millisecond, true
 }

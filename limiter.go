@@ -88,7 +88,7 @@ type Reservation struct {
 	Trigger   audit.Trigger // what set Interval (or "retry_after"/"rate_limit" when a hold ended last)
 	Wait      time.Duration // how long the request waited in the pacer
 	url       *url.URL      // the request, for the audit trail (nil when unknown)
-	gen       uint64        // the adaptive generation at departure: one increase per burst
+	gen       uint32        // the adaptive generation at departure: one increase per burst
 	compliant bool          // every constraint the host published is honoured in full
 	probe     bool          // the half-open breaker's probe
 	fleet     bool          // admitted by a shared store
