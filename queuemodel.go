@@ -24,6 +24,12 @@ const (
 	// 20% and 5 ms, so the noise of a fast host (or of a loaded crawler) is not a queue.
 	queueTolerance = 0.20
 	queueSlack     = 5 * time.Millisecond
+	// calmTolerance and calmSlack are how close to the base a latency must be to count as calm: what
+	// grows the cap, and what a growth beyond the cap the host held must show (a queue of one request
+	// behind several workers waits a fraction of a service time, below queueTolerance: such a
+	// growth, held, would keep a queue at the host for good).
+	calmTolerance = 0.10
+	calmSlack     = 2 * time.Millisecond
 	// calmBeforeGrow is how many responses without a queue, the cap in use, before the cap grows by one;
 	// maxGrowMisses bounds its doubling (40 × 2⁴ = 640 responses).
 	calmBeforeGrow = 40
@@ -35,7 +41,7 @@ type queueModel struct {
 	cur, prev uint32 // minimum latency of the current and the previous window, µs (0: none)
 	curStart  int64  // unix ms the current window began
 	limit     int16  // the in-flight cap (0: not learnt yet)
-	calm      int16  // responses without a queue at the cap since it last moved
+	calm      int16  // responses without a queue at the cap since it last moved; negative: the responses in a row that showed a queue
 	best      int16  // the highest cap held calm for a growth's worth of responses: regrown to at once
 	misses    uint8  // growths in a row beyond best that formed a queue
 	grown     bool   // the cap last moved up: a queue now is that growth's
@@ -62,10 +68,11 @@ func (q *queueModel) base() time.Duration {
 // observe feeds a clean response's latency, sent with inFlight requests in flight to the host
 // (itself included) when the departure interval was iv, at now. The first response sets the cap at
 // what the interval needs to be kept (latency / interval, rounded up); a queue (latency above the
-// base, several in flight) takes one off what was in flight (a response sent with more in flight than
-// the cap now allows was counted already), and a deep one (latency above twice the base) cuts the cap
-// to the bandwidth-delay product at once; calm responses at the cap grow it by one. It reports whether
-// the cap moved.
+// base, several in flight; at a cap the host held calm before, in a cap's worth of responses in a row
+// and one more: those in flight at once may all be read late by the crawler's own hiccup) takes
+// one off what was in flight (a response sent with more in flight than the cap now allows was counted
+// already), and a deep one (latency above twice the base) cuts the cap to the bandwidth-delay product
+// at once; calm responses at the cap grow it by one. It reports whether the cap moved.
 func (q *queueModel) observe(latency time.Duration, inFlight int, iv time.Duration, ceiling int, now time.Time) bool {
 	us := uint32(min(max(latency.Microseconds(), 1), math.MaxUint32))
 	first := q.cur == 0 && q.prev == 0
@@ -78,6 +85,14 @@ func (q *queueModel) observe(latency time.Duration, inFlight int, iv time.Durati
 	}
 	old := q.capFor(ceiling)
 	base := q.base()
+	queued := inFlight > 1 && latency > satAdd(satMul(base, 1+queueTolerance), queueSlack)
+	calm := latency <= satAdd(satMul(base, 1+calmTolerance), calmSlack)
+	if old > int(q.best) && inFlight > int(q.best) && !calm {
+		queued = true // a growth beyond what the host held: any wait reads as the queue it formed
+	}
+	if !queued && q.calm < 0 {
+		q.calm = 0 // the queue did not persist
+	}
 	switch {
 	case first:
 		need := 1
@@ -85,7 +100,14 @@ func (q *queueModel) observe(latency time.Duration, inFlight int, iv time.Durati
 			need = int(min((latency+iv-1)/iv, time.Duration(ceiling)))
 		}
 		q.limit = int16(min(ceiling, max(need, 1), math.MaxInt16))
-	case inFlight > 1 && latency > satAdd(satMul(base, 1+queueTolerance), queueSlack):
+	case queued && old <= int(q.best) && -int(min(q.calm, 0)) < old:
+		// A response that waited at a cap the host held calm before: a queue, or the crawler's own
+		// hiccup (a loaded machine reads the responses in flight tens of milliseconds late, all at
+		// once). A queue persists: it is read once a response sent after the first one that showed it
+		// landed shows it too, the cap's worth of responses later (calm counts them, negative). A
+		// growth beyond what the host held is cut at the first: that queue is expected.
+		q.calm = min(q.calm, 0) - 1
+	case queued:
 		bdp := int(math.Ceil(float64(inFlight) * float64(base) / float64(latency)))
 		next := inFlight - 1
 		if latency > 2*base { // a deep queue: at once to the bandwidth-delay product, rounded up
@@ -103,8 +125,9 @@ func (q *queueModel) observe(latency time.Duration, inFlight int, iv time.Durati
 		if !q.grown && next < old && old <= int(q.best) {
 			q.best = int16(old - 1) // a queue at a cap held before: the host takes less now
 		}
-		q.limit, q.calm, q.grown = int16(max(next, 1)), 0, false
-	case inFlight >= old && old < ceiling:
+		q.limit, q.grown = int16(max(next, 1)), false
+		q.calm = min(q.calm, 0) - 1 // the queue's next responses cut too
+	case inFlight >= old && old < ceiling && calm:
 		need := calmBeforeGrow // back up to a cap held before: at once
 		if old >= int(q.best) {
 			need <<= q.misses // beyond it: each growth that formed a queue doubles the wait

@@ -56,6 +56,7 @@ type Metrics struct {
 	// WaitMedian and WaitP95 summarize them.
 	QueueWaits          []time.Duration
 	WaitMedian, WaitP95 time.Duration
+	Service             time.Duration  // the service time of the group's hosts with workers (0: none)
 	Step                *StepMetrics   // hosts whose capacity steps mid-crawl; nil otherwise
 	Steady              *SteadyMetrics // after the first steadyFrom; nil for a crawl too short to have one
 	// SettledInterval is, on hosts refusing whatever the rate (scenario.Flaky), the largest interval the
@@ -195,6 +196,7 @@ func measure(sc *Scenario, g int, run *Run) *Metrics {
 				continue
 			}
 			if h.Config.Workers > 0 {
+				m.Service = max(m.Service, h.Config.Latency)
 				// A queued page is served when its worker finishes it: goodput counts completions.
 				m.QueueWaits = append(m.QueueWaits, a.QueueWait)
 				a.At = a.At.Add(a.QueueWait + h.Config.Latency)

@@ -194,7 +194,7 @@ func TestSelectScenarios(t *testing.T) {
 		t.Errorf("quota,real: %v, want quota and the three real limiters", names(both))
 	}
 	long, err := selectScenarios("all", sizeLong)
-	want := []string{scSteadyNoBurst, scStepNoBurst, scStepUpNoBurst, scFleetNoBurst, scLimiterGrid, scRealNginx503, scRealNginx429, scRealHAProxy}
+	want := []string{scSteadyNoBurst, scStepNoBurst, scStepUpNoBurst, scFleetNoBurst, scLimiterGrid, scWorkersGrid, scRealNginx503, scRealNginx429, scRealHAProxy}
 	if err != nil || !slices.Equal(names(long), want) {
 		t.Errorf("long: %v, %v; want %v", names(long), err, want)
 	}
@@ -215,6 +215,9 @@ func TestLongScenarios(t *testing.T) {
 				rate, stepAt, stepRate := float64(realLimiterRate), time.Duration(0), 0.0
 				if c := h.Capacity; c != nil {
 					rate, stepAt, stepRate = c.Rate, c.StepAfter, c.StepRate
+				}
+				if h.Workers > 0 {
+					rate = float64(h.Workers) / h.Latency.Seconds()
 				}
 				span := time.Duration(float64(h.Pages) / rate * float64(time.Second))
 				if stepAt > 0 {
@@ -437,7 +440,8 @@ func TestIntervalAfterRefusals(t *testing.T) {
 	}
 }
 
-// TestLongReport: every long scenario, fed synthetic arrivals of its pages at its first capacity, is judged by
+// TestLongReport: every long scenario, fed synthetic arrivals of its pages at its first capacity (served
+// at once by a server that slows down), is judged by
 // issue 26's targets (none of the under-a-minute kind), and has a row per group and pacing in the
 // steady-state table and, for the grid, a cell with its steady state.
 func TestLongReport(t *testing.T) {
@@ -451,7 +455,11 @@ func TestLongReport(t *testing.T) {
 					if sc.Limiter != nil {
 						cfg.Capacity = sc.Limiter.capacity()
 					}
-					gap := int(1000 / cfg.Capacity.Rate)
+					rate := float64(cfg.Workers) / cfg.Latency.Seconds() // a server that slows down
+					if cfg.Capacity != nil {
+						rate = cfg.Capacity.Rate
+					}
+					gap := int(1000 / rate)
 					arr := every(200, 0, gap, cfg.Pages)
 					for i := range arr {
 						arr[i].Path = scenario.PagePath(i)

@@ -75,7 +75,7 @@ func notes(sc *Scenario, run *Run, m *Metrics) string {
 		}
 	}
 	if len(m.QueueWaits) > 0 {
-		n = append(n, fmt.Sprintf("server queue wait median %s, p95 %s (service time %s)", fmtDur(m.WaitMedian), fmtDur(m.WaitP95), fmtDur(serviceTime(run))))
+		n = append(n, fmt.Sprintf("server queue wait median %s, p95 %s (service time %s)", fmtDur(m.WaitMedian), fmtDur(m.WaitP95), fmtDur(m.Service)))
 	}
 	if st := m.Step; st != nil {
 		n = append(n, fmt.Sprintf("before the step %s, %d refused; after %s, %d refused",
@@ -112,16 +112,6 @@ func notes(sc *Scenario, run *Run, m *Metrics) string {
 		n = append(n, fmt.Sprintf("%d requests deferred by the breaker", run.Deferred))
 	}
 	return strings.Join(n, "; ")
-}
-
-// serviceTime is the service time of the run's first host with workers (overload).
-func serviceTime(run *Run) time.Duration {
-	for _, h := range run.Hosts {
-		if h.Config.Workers > 0 {
-			return h.Config.Latency
-		}
-	}
-	return 0
 }
 
 // renderGrid renders limiter-grid as a table: a row per rate, a column per way of refusing, each cell

@@ -68,6 +68,7 @@ const (
 	scStepUpNoBurst = "step-up-nb" // issue 26: a capacity that rises
 	scFleetNoBurst  = "fleet-nb"
 	scLimiterGrid   = "limiter-grid"
+	scWorkersGrid   = "workers-grid"
 	scQuota         = "quota"
 )
 
@@ -472,7 +473,8 @@ func rateIndependentScenario(sz size) Scenario {
 }
 
 // longScenarios returns the long version of every limiter shape: the limiters without burst (steady,
-// both steps, a fleet of three, the grid) and the real limiters. The simulated nginx-503 is the grid's 4/s, 503 cell.
+// both steps, a fleet of three, the grid), the servers that slow down instead of refusing, and the real
+// limiters. The simulated nginx-503 is the grid's 4/s, 503 cell.
 func longScenarios() []Scenario {
 	var out []Scenario
 	for _, sc := range limiterShapes(sizeLong) {
@@ -480,8 +482,36 @@ func longScenarios() []Scenario {
 			out = append(out, sc)
 		}
 	}
+	out = append(out, workersGrid())
 	return append(out, realScenarios(sizeLong)...)
 }
+
+// workersGrid is issue 26's servers that slow down instead of refusing, over minutes: one host a cell
+// of workersGridWorkers × workersGridService behind a FIFO queue, never refusing, each with longSpan of
+// pages at its capacity (workers per service time). The full suite's overload scenarios are its short
+// version. The base delay (10 ms) is below every cell's capacity interval: what each host can take is
+// the capacity model's to learn, from its latency.
+func workersGrid() Scenario {
+	sc := Scenario{
+		Name: scWorkersGrid, Title: "Servers that slow down: 1, 2 and 4 workers × 50 and 200 ms behind a FIFO queue, never refusing, one host each",
+		Interval: 10 * time.Millisecond, Jitter: ext.DefaultJitter, Limit: longLimit, NoChart: true, Long: true,
+	}
+	for _, k := range workersGridWorkers {
+		for _, svc := range workersGridService {
+			capacity := float64(k) / svc.Seconds()
+			sc.Groups = append(sc.Groups, Group{Label: fmt.Sprintf("%d × %s", k, fmtDur(svc)), Hosts: []scenario.HostConfig{{
+				Name: fmt.Sprintf("workers-%d-%d", k, svc.Milliseconds()), Pages: int(capacity * longSpan.Seconds()), Workers: k, Latency: svc,
+			}}})
+		}
+	}
+	return sc
+}
+
+// The cells of workers-grid: workers, and service times.
+var (
+	workersGridWorkers = []int{1, 2, 4}
+	workersGridService = []time.Duration{50 * time.Millisecond, 200 * time.Millisecond}
+)
 
 // catalogue returns every scenario of a size, in the order they run, and which of them "all" selects:
 // at full and short size the loopback scenarios (rate-independent and the real limiters only when

@@ -297,6 +297,15 @@ func evaluateLong(r *ScenarioResult) []Target {
 			add(grp.Label+": at least 90% of capacity from 30 s on, 85% over the whole crawl, no URL lost", cell(a), cell(s),
 				a.Steady != nil && a.Steady.Goodput >= targetLongGridSteady*a.Capacity && a.GoodputShare() >= targetLongGridWhole && a.Lost == 0)
 		}
+	case scWorkersGrid:
+		for g, grp := range sc.Groups {
+			a, s := ad[g], st[g]
+			cell := func(m *Metrics) string {
+				return fmt.Sprintf("queue wait median %s, p95 %s; %s", fmtDur(m.WaitMedian), fmtDur(m.WaitP95), fmtGoodput(m))
+			}
+			add(grp.Label+": the server's queue wait median at most 10% of a service time, p95 at most one, goodput at least 85%", cell(a), cell(s),
+				len(a.QueueWaits) > 0 && a.WaitMedian <= a.Service/10 && a.WaitP95 <= a.Service && a.GoodputShare() >= targetOverloadGoodput)
+		}
 	case scRealNginx503, scRealNginx429, scRealHAProxy:
 		for _, t := range evaluateReal(r) {
 			add(t.Text, t.Adaptive, t.Static, t.Met)
