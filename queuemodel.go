@@ -86,8 +86,8 @@ func (q *queueModel) observe(latency time.Duration, inFlight int, iv time.Durati
 	old := q.capFor(ceiling)
 	base := q.base()
 	queued := inFlight > 1 && latency > satAdd(satMul(base, 1+queueTolerance), queueSlack)
-	calm := latency <= satAdd(satMul(base, 1+calmTolerance), calmSlack)
-	if old > int(q.best) && inFlight > int(q.best) && !calm {
+	steady := latency <= satAdd(satMul(base, 1+calmTolerance), calmSlack)
+	if q.grown && inFlight > int(q.best) && !steady {
 		queued = true // a growth beyond what the host held: any wait reads as the queue it formed
 	}
 	if !queued && q.calm < 0 {
@@ -127,7 +127,7 @@ func (q *queueModel) observe(latency time.Duration, inFlight int, iv time.Durati
 		}
 		q.limit, q.grown = int16(max(next, 1)), false
 		q.calm = min(q.calm, 0) - 1 // the queue's next responses cut too
-	case inFlight >= old && old < ceiling && calm:
+	case inFlight >= old && old < ceiling && steady:
 		need := calmBeforeGrow // back up to a cap held before: at once
 		if old >= int(q.best) {
 			need <<= q.misses // beyond it: each growth that formed a queue doubles the wait

@@ -199,3 +199,15 @@ func TestGrowthBeyondTheHeldCapMustBeCalm(t *testing.T) {
 		t.Errorf("cap %d after 61ms responses at the held 4, want 4 (neither a queue nor calm enough to grow)", got)
 	}
 }
+
+// Only a growth must show calm: the cap the first response set (what the interval needs) is not one,
+// and one request in flight is no queue of the crawler's making, however slow it comes back.
+func TestOnlyAGrowthMustBeCalm(t *testing.T) {
+	var q queueModel
+	q.observe(100*ms, 1, 20*ms, 8, t0) // the cap the interval needs: 5
+	q.observe(115*ms, 1, 20*ms, 8, t0.Add(time.Second))
+	q.observe(115*ms, 2, 20*ms, 8, t0.Add(time.Second))
+	if got := q.capFor(8); got != 5 {
+		t.Errorf("cap %d after 115ms responses (base 100ms, under the queue threshold) with 1 and 2 in flight, want 5", got)
+	}
+}
