@@ -415,6 +415,12 @@ func outageProbe(floor, ceiling time.Duration) time.Duration {
 	return min(max(satMul(floor, outageProbeFloors), minOutageProbe), ceiling)
 }
 
+// stamp orders a change of the model across a fleet: its version becomes the unix nanoseconds of now,
+// or one more than the last when the clock has not moved on.
+func (a *adaptive) stamp(now time.Time) {
+	a.version = max(a.version+1, now.UnixNano())
+}
+
 // capacityModel is what a fleet shares of a host's model, by version (its verdict on noise is
 // shared apart: see adoptVerdict).
 type capacityModel struct{ delay, good, bad time.Duration }

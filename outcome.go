@@ -167,7 +167,7 @@ func (p *Pacer) applySignals(h *host, res Reservation, s outcomeSignals, now tim
 	moved, event, trigger := h.applyVerdictLocked(res, s, now)
 	changed := h.delay.model() != model || h.delay.noisy != noisy // the verdict is shared too
 	if changed {
-		h.delay.version = max(h.delay.version+1, now.UnixNano())
+		h.delay.stamp(now)
 	}
 	after, _ := h.intervalLocked(now)
 	h.wakeHeadLocked() // the head computes its time again: an interval up or down, a hold, the breaker
@@ -199,11 +199,12 @@ func noiseEvent(noisy bool, trigger audit.Trigger, interval time.Duration) audit
 		detail: "refusals clearly more frequent than the noise: they move the delay again"}
 }
 
-// adoptedNoiseEvent is the audit event of a verdict on the host's refusals taken from a store (from
-// another process of the fleet, or an earlier run: from), the host's interval after it.
-func adoptedNoiseEvent(v audit.NoiseVerdict, from string, interval time.Duration) auditEvent {
-	e := noiseEvent(v == audit.NoiseSeen, audit.TriggerStore, interval)
-	e.detail = from + ": " + e.detail
+// adoptedNoiseEventLocked is the audit event, at at, of a verdict on h's refusals taken from a store
+// (from another process of the fleet, or an earlier run: from). h.mu is held.
+func (h *host) adoptedNoiseEventLocked(v audit.NoiseVerdict, from string, at time.Time) auditEvent {
+	iv, _ := h.intervalLocked(at)
+	e := noiseEvent(v == audit.NoiseSeen, audit.TriggerStore, iv)
+	e.at, e.host, e.base, e.detail = at, h.key, h.policy.BaseDelay, from+": "+e.detail
 	return e
 }
 

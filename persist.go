@@ -237,6 +237,10 @@ func (p *Pacer) restore(h *host) {
 	noiseAdopted := h.delay.adoptVerdict(st.Noise, h.policy.BaseDelay, h.policy.MaxDelay)
 	h.holdUntil, h.holdTrigger = st.HoldUntil, st.HoldTrigger
 	h.crawlDelay, h.crawlClamped = st.CrawlDelay, st.CrawlClamped
+	var noiseEv auditEvent
+	if noiseAdopted {
+		noiseEv = h.adoptedNoiseEventLocked(st.Noise, "restored from the store", now)
+	}
 	iv, _ := h.intervalLocked(now)
 	if !st.NextDeparture.IsZero() {
 		h.lastDeparture = st.NextDeparture.Add(-iv)
@@ -258,9 +262,7 @@ func (p *Pacer) restore(h *host) {
 		p.save([]StoredHost{fixed}, now)
 	}
 	if noiseAdopted {
-		e := adoptedNoiseEvent(st.Noise, "restored from the store", iv)
-		e.at, e.host, e.base = now, h.key, h.policy.BaseDelay
-		p.audit.emit(zerolog.InfoLevel, e)
+		p.audit.emit(zerolog.InfoLevel, noiseEv)
 	}
 	if now.Before(st.HoldUntil) {
 		p.audit.emit(zerolog.InfoLevel, auditEvent{at: now, host: h.key, event: restoredHoldEvents[st.HoldTrigger], trigger: st.HoldTrigger,
@@ -341,12 +343,10 @@ func (p *Pacer) fleetAdmit(ctx context.Context, h *host, gap time.Duration, now 
 	if moved {
 		// Noise mode brought the delay down: a change of the fleet's model, written through (the
 		// fleet's stored delay spaces every process's departures).
-		h.delay.version = max(h.delay.version+1, end.UnixNano())
+		h.delay.stamp(end)
 	}
 	if noiseAdopted {
-		iv, _ := h.intervalLocked(end)
-		noiseEv = adoptedNoiseEvent(a.Noise, "another process of the fleet", iv)
-		noiseEv.at, noiseEv.host, noiseEv.base = end, h.key, h.policy.BaseDelay
+		noiseEv = h.adoptedNoiseEventLocked(a.Noise, "another process of the fleet", end)
 	}
 	h.mu.Unlock()
 	if moved {
