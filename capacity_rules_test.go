@@ -53,6 +53,7 @@ func newModelRun(floor, retryAfter time.Duration, seed uint64) *modelRun {
 // run sends departures until d has passed; refused decides each (at its arrival at the host).
 func (m *modelRun) run(d, warmUp time.Duration, refused func(at time.Time) bool) {
 	last, hold := t0, t0
+	var lastAccepted time.Time // the last accepted departure: what a limiter counts from
 	for now := t0; now.Sub(t0) < d; {
 		iv := max(m.a.delay, m.floor)
 		fraction := DefaultJitter
@@ -61,26 +62,28 @@ func (m *modelRun) run(d, warmUp time.Duration, refused func(at time.Time) bool)
 		}
 		jit := jitter(iv, fraction, m.rnd.Float64())
 		dep := later(last.Add(iv+jit), hold)
-		afterHold := last.Before(hold) // as earliestLocked: the first departure since a hold
+		afterHold := last.Before(hold)                                                                       // as earliestLocked: the first departure since a hold
+		smp := sample{gen: m.a.gen, afterHold: afterHold, jitter: jit, spacing: dep.Sub(last)} // as sampleLocked
+		if !lastAccepted.IsZero() {
+			smp.credited = dep.Sub(lastAccepted)
+		}
 		last = dep
 		arrival := dep.Add(time.Duration(m.rnd.Int64N(int64(time.Millisecond))))
 		now = dep.Add(time.Millisecond)
-		gen := m.a.gen
+		smp.at = now
 		if refused(arrival) {
 			m.refusals = append(m.refusals, arrival)
-			kind := m.kind
+			smp.kind, smp.paced = m.kind, m.retryAfter > 0
 			if m.retryAfter > 0 {
 				hold = now.Add(m.retryAfter + m.retryAfter/10)
 				m.a.spaceProbes(hold.Sub(now)) // as applyVerdictLocked
-				if afterHold {
-					kind = refusedSpaced
-				}
 			}
-			m.a.refuse(gen, kind, m.retryAfter > 0, jit, m.floor, m.ceiling, now)
+			m.a.refuse(smp, m.floor, m.ceiling)
 		} else {
+			lastAccepted = dep
 			m.accepted = append(m.accepted, arrival)
 			m.a.drain.accepted()
-			m.a.succeed(gen, m.floor, m.ceiling, now)
+			m.a.succeed(smp, m.floor, m.ceiling)
 		}
 		if now.Sub(t0) > warmUp {
 			m.maxDelay = max(m.maxDelay, m.a.delay)
@@ -179,10 +182,10 @@ func TestModelFollowsACapacityStep(t *testing.T) {
 func TestModelRecoversWithinSeconds(t *testing.T) {
 	m := newModelRun(100*ms, time.Second, 7)
 	lim := &limiterHost{rate: 4}
-	m.run(time.Minute, 0, lim.refuses)                                                 // learnt: cruising at about 250 ms
-	m.a.refuse(m.a.gen, refusedRate, true, 0, m.floor, m.ceiling, t0.Add(time.Minute)) // at good: the edge, one step
+	m.run(time.Minute, 0, lim.refuses)                                                                            // learnt: cruising at about 250 ms
+	m.a.refuse(sample{gen: m.a.gen, kind: refusedRate, paced: true, at: t0.Add(time.Minute)}, m.floor, m.ceiling) // at good: the edge, one step
 	good := m.a.good
-	m.a.refuse(m.a.gen, refusedRate, true, 0, m.floor, m.ceiling, t0.Add(time.Minute+time.Second)) // again at once: a drop
+	m.a.refuse(sample{gen: m.a.gen, kind: refusedRate, paced: true, at: t0.Add(time.Minute + time.Second)}, m.floor, m.ceiling) // again at once: a drop
 	if m.a.delay < satMul(good, rateBackoff) {
 		t.Fatalf("refused at the good %v within %d responses: delay %v, want a backoff (×%g)", good, dropRun, m.a.delay, rateBackoff)
 	}
@@ -194,11 +197,11 @@ func TestModelRecoversWithinSeconds(t *testing.T) {
 		last = now
 		gen := m.a.gen
 		if lim.refuses(now) {
-			m.a.refuse(gen, refusedRate, true, 0, m.floor, m.ceiling, now)
+			m.a.refuse(sample{gen: gen, kind: refusedRate, paced: true, at: now}, m.floor, m.ceiling)
 			now = now.Add(1100 * time.Millisecond)
 			continue
 		}
-		m.a.succeed(gen, m.floor, m.ceiling, now)
+		m.a.succeed(sample{gen: gen, at: now}, m.floor, m.ceiling)
 		if back == 0 && m.a.delay <= 275*ms {
 			back = now.Sub(start)
 		}
@@ -287,18 +290,18 @@ func TestNginxIsNotNoise(t *testing.T) {
 // refusals with a Retry-After (whose hold spaces the departures anyway), back off at once.
 func TestBackoffWaitsForItsOutcomes(t *testing.T) {
 	a := newAdaptive(100 * ms)
-	a.refuse(a.gen, refusedRate, false, 0, 100*ms, time.Minute, t0) // nothing known: 150 ms
-	a.succeed(a.gen, 100*ms, time.Minute, t0)
-	if a.refuse(a.gen, refusedRate, false, 0, 100*ms, time.Minute, t0) || a.delay != 150*ms {
+	a.refuse(sample{gen: a.gen, kind: refusedRate, at: t0}, 100*ms, time.Minute) // nothing known: 150 ms
+	a.succeed(sample{gen: a.gen, at: t0}, 100*ms, time.Minute)
+	if a.refuse(sample{gen: a.gen, kind: refusedRate, at: t0}, 100*ms, time.Minute) || a.delay != 150*ms {
 		t.Fatalf("refused after one clean response at the new pace: delay %v, want 150ms until %d outcomes", a.delay, noiseSamples)
 	}
-	if !a.refuse(a.gen, refusedRate, false, 0, 100*ms, time.Minute, t0) || a.delay != 225*ms {
+	if !a.refuse(sample{gen: a.gen, kind: refusedRate, at: t0}, 100*ms, time.Minute) || a.delay != 225*ms {
 		t.Errorf("refused again in a row: delay %v, want 225ms at once", a.delay)
 	}
 	b := newAdaptive(100 * ms)
-	b.refuse(b.gen, refusedRate, true, 0, 100*ms, time.Minute, t0)
-	b.succeed(b.gen, 100*ms, time.Minute, t0)
-	if !b.refuse(b.gen, refusedRate, true, 0, 100*ms, time.Minute, t0) || b.delay != 225*ms {
+	b.refuse(sample{gen: b.gen, kind: refusedRate, paced: true, at: t0}, 100*ms, time.Minute)
+	b.succeed(sample{gen: b.gen, at: t0}, 100*ms, time.Minute)
+	if !b.refuse(sample{gen: b.gen, kind: refusedRate, paced: true, at: t0}, 100*ms, time.Minute) || b.delay != 225*ms {
 		t.Errorf("with Retry-After: delay %v, want 225ms at once", b.delay)
 	}
 }
@@ -308,11 +311,11 @@ func TestBackoffWaitsForItsOutcomes(t *testing.T) {
 func TestRefusalsAfterWholeHoldsAreNoise(t *testing.T) {
 	a := newAdaptive(100 * ms)
 	a.set(2*time.Second, 100*ms, time.Minute)
-	a.refuse(a.gen, refusedSpaced, true, 0, 100*ms, time.Minute, t0)
+	a.refuse(sample{gen: a.gen, kind: refusedSpaced, paced: true, at: t0}, 100*ms, time.Minute)
 	if a.noisy {
 		t.Fatal("one refusal after a hold: read as noise already")
 	}
-	a.refuse(a.gen, refusedSpaced, true, 0, 100*ms, time.Minute, t0)
+	a.refuse(sample{gen: a.gen, kind: refusedSpaced, paced: true, at: t0}, 100*ms, time.Minute)
 	if !a.noisy || a.delay != 200*ms || a.good != 100*ms {
 		t.Errorf("two refusals after holds: noisy %v, delay %v, good %v; want noise, 200ms, the floor", a.noisy, a.delay, a.good)
 	}
@@ -324,13 +327,13 @@ func TestRefusalsAfterWholeHoldsAreNoise(t *testing.T) {
 func TestOutageWithNothingLearntComesBackToTheFloor(t *testing.T) {
 	a := newAdaptive(100 * ms)
 	for range 5 {
-		a.refuse(a.gen, refusedOutage, false, 0, 100*ms, time.Minute, t0)
+		a.refuse(sample{gen: a.gen, kind: refusedOutage, at: t0}, 100*ms, time.Minute)
 	}
 	if a.delay != 2*time.Second || a.good != 100*ms {
 		t.Fatalf("outage: delay %v, good %v; want the 2s probe, the floor as good", a.delay, a.good)
 	}
 	for range 10 {
-		a.succeed(a.gen, 100*ms, time.Minute, t0)
+		a.succeed(sample{gen: a.gen, at: t0}, 100*ms, time.Minute)
 	}
 	if a.delay != 100*ms {
 		t.Errorf("10 clean responses after the outage: delay %v, want back at the 100ms floor", a.delay)
@@ -378,11 +381,11 @@ func TestFleetModelKeepsWhatItLearnt(t *testing.T) {
 				if afterHold {
 					kind = refusedSpaced
 				}
-				m.a.refuse(m.a.gen, kind, true, jit, m.floor, m.ceiling, now)
+				m.a.refuse(sample{gen: m.a.gen, kind: kind, paced: true, jitter: jit, at: now}, m.floor, m.ceiling)
 				hold = now.Add(1100 * time.Millisecond)
 			} else {
 				accepted = append(accepted, arrival)
-				m.a.succeed(m.a.gen, m.floor, m.ceiling, now)
+				m.a.succeed(sample{gen: m.a.gen, at: now}, m.floor, m.ceiling)
 			}
 			if m.a.model() != before {
 				version = max(version+1, now.UnixNano())
@@ -407,7 +410,7 @@ func TestRefusalAfterAHoldTeachesNothingAboutSpeed(t *testing.T) {
 	a := newAdaptive(100 * ms)
 	a.good, a.bad, a.held = 250*ms, 240*ms, dropRun
 	a.set(250*ms, 100*ms, time.Minute)
-	if a.refuse(a.gen, refusedSpaced, true, 0, 100*ms, time.Minute, t0) || a.delay != 250*ms || a.good != 250*ms || a.failures != 0 {
+	if a.refuse(sample{gen: a.gen, kind: refusedSpaced, paced: true, at: t0}, 100*ms, time.Minute) || a.delay != 250*ms || a.good != 250*ms || a.failures != 0 {
 		t.Errorf("a refusal after a hold moved the model: delay %v, good %v, %d failures", a.delay, a.good, a.failures)
 	}
 	h := newHost("h", HostPolicy{BaseDelay: 100 * ms, MaxDelay: time.Minute, MaxInFlight: 8})

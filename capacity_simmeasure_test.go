@@ -32,6 +32,8 @@ type simSample struct {
 // when the crawl was too short to have one.
 type simFigures struct {
 	pages, accepted, lost, deferred int
+	requests                        int           // page requests that reached the server
+	span                            time.Duration // from the first page request to the last
 	refusals                        int           // page requests refused (429, 503, dropped)
 	makespan                        time.Duration // from the crawl's start to the last page arrival
 	cut                             bool          // the crawl reached its cell's limit
@@ -138,7 +140,10 @@ func measureHost(cfg scenario.HostConfig, capacity float64, base time.Duration, 
 			}
 		}
 	}
-	f.accepted = len(accepted)
+	f.accepted, f.requests = len(accepted), len(pages)
+	if len(pages) > 0 {
+		f.span = pages[len(pages)-1].At.Sub(first)
+	}
 	f.lost = f.pages - f.accepted
 	if f.accepted == 0 || capacity <= 0 {
 		f.whole, f.steady, f.minWindow, f.refusalsPerMin = math.NaN(), math.NaN(), math.NaN(), math.NaN()
@@ -210,6 +215,28 @@ func measureHost(cfg scenario.HostConfig, capacity float64, base time.Duration, 
 	return f
 }
 
+// refusedShare is the share of page requests refused.
+func (f simFigures) refusedShare() float64 {
+	if f.requests == 0 {
+		return 0
+	}
+	return float64(f.refusals) / float64(f.requests)
+}
+
+// lateRate is the refusals a minute after the first minute of the crawl (0 when it lasted under two).
+func (f simFigures) lateRate() float64 {
+	n := 0
+	for _, at := range f.lateRefusals {
+		if at >= time.Minute {
+			n++
+		}
+	}
+	if f.span < 2*time.Minute {
+		return float64(n) // a minute or less: the count is the rate's bound
+	}
+	return float64(n) / (f.span - time.Minute).Minutes()
+}
+
 // merge folds the figures of another host of the same cell into f.
 func (f simFigures) merge(g simFigures, hosts int) simFigures {
 	avg := func(a, b float64) float64 { // a running mean over hosts; NaN stays NaN
@@ -226,6 +253,8 @@ func (f simFigures) merge(g simFigures, hosts int) simFigures {
 	}
 	f.noise.entries += g.noise.entries
 	f.pages += g.pages
+	f.requests += g.requests
+	f.span = max(f.span, g.span)
 	f.accepted += g.accepted
 	f.lost += g.lost
 	f.deferred += g.deferred
@@ -255,7 +284,7 @@ type simRow struct {
 }
 
 // simHeader and simCells are the report's columns.
-var simHeader = []string{"cell", "whole", "steady", "min 30 s", "before/after step", "refusals/min", "lost", "deferred",
+var simHeader = []string{"cell", "whole", "steady", "min 30 s", "before/after step", "refusals/min", "refused", "late/min", "lost", "deferred",
 	"makespan", "refusals from 10 s", "max interval", "noise seen", "max in flight", "queue p50/p95", "in window", "< floor", "targets missed"}
 
 func (r simRow) cells() []string {
@@ -288,7 +317,7 @@ func (r simRow) cells() []string {
 	if missed == "" {
 		missed = "none"
 	}
-	return []string{r.cell, pct(f.whole), pct(f.steady), pct(f.minWindow), step, num(f.refusalsPerMin, "%.1f"),
+	return []string{r.cell, pct(f.whole), pct(f.steady), pct(f.minWindow), step, num(f.refusalsPerMin, "%.1f"), pct(f.refusedShare()), fmt.Sprintf("%.1f", f.lateRate()),
 		fmt.Sprintf("%d/%d", f.lost, f.pages), fmt.Sprint(f.deferred), makespan, causeCounts(f.explained),
 		f.maxInterval.Round(time.Millisecond).String(), f.noise.String(), fmt.Sprint(f.maxInFlight), queue, fmt.Sprint(f.insideWindow), fmt.Sprint(f.underFloor), missed}
 }

@@ -3,6 +3,7 @@ package ext
 import (
 	"cmp"
 	"math"
+	"math/bits"
 	"slices"
 	"time"
 
@@ -120,6 +121,7 @@ type adaptive struct {
 	good     time.Duration // fastest interval delivered without refusal (0: unknown)
 	bad      time.Duration // slowest interval refused for speed below good (0: none)
 	prevGood time.Duration // good before the last probe was confirmed: a young good refused goes back to it
+	upper    time.Duration // while nothing good is known: the shortest interval accepted since the last refusal (0: none)
 	version  int64         // orders the model's changes across a fleet (unix nanoseconds of the last one)
 	refused  int64         // unix nanoseconds of the last refusal
 	undoGood time.Duration // restored when a second unclear refusal proves an outage
@@ -138,25 +140,61 @@ type adaptive struct {
 	noisy    bool   // slowing down did not make refusals rarer: they do not move the delay (see noise)
 	// gen is bumped on every change of delay, good or bad: an outcome of an older generation is stale
 	// (it wraps after 4 billion changes, which no outcome in flight outlives).
-	gen   uint32
-	queue queueModel
-	drain drain
-	noise noise
+	gen    uint32
+	queue  queueModel
+	drain  drain
+	noise  noise
+	govern governor
 }
 
 func newAdaptive(floor time.Duration) adaptive {
 	return adaptive{delay: floor, gain: probeGain}
 }
 
-// refuse applies a refusal of a departure made in generation gen (spaced by the delay, which has not
-// changed since: the generation is the same), received at now; paced says the refusal came with a
-// Retry-After hold. Only the first refusal of a generation counts: the others departed before the
-// change took effect. A refusal that would back the delay off when backing off has not made refusals
-// rarer (noise) changes nothing: the Retry-After hold, applied apart from the model, is all it costs.
-// It reports whether the delay went up.
-func (a *adaptive) refuse(gen uint32, kind refusalKind, paced bool, jit, floor, ceiling time.Duration, now time.Time) bool {
-	if a.noise.observe(gen, true, a.noisy) {
+// sample is one outcome as the capacity model learns from it: every fact a rule reads, explicit.
+// A limiter counts from the last request it accepted (nginx, a token bucket) or counts every request
+// (HAProxy's window): credited and spacing are those two readings of the same departure, and each
+// rule takes the one that makes it fail slow when it reads the host wrong.
+type sample struct {
+	at        time.Time     // when the outcome was read
+	gen       uint32        // the model's generation when the request departed
+	kind      refusalKind   // a refusal's kind, as the response says it (refusedRate, refusedUnclear, refusedOutage)
+	paced     bool          // a refusal that came with a Retry-After hold
+	afterHold bool          // the first departure since a hold ended
+	jitter    time.Duration // the jitter added to the delay (the generation's: the departure was paced by it)
+	spacing   time.Duration // since the previous departure to the host (0: none known)
+	credited  time.Duration // since the host's previous accepted departure (0: unknown)
+}
+
+// gap is the interval the host refused, on the longer reading (the bound it sets is then slower):
+// since the last accepted departure when known, the departure's own spacing otherwise.
+func (s sample) gap(delay time.Duration) time.Duration {
+	return max(delay+s.jitter, s.credited)
+}
+
+// provesOnlyLonger reports whether a clean response proves an interval longer than the one tested: the
+// limiter counted since its last accepted request, and a refusal (or a hold) came in between. It then
+// confirms nothing about the delay under test (creditSlack for the network's and the clock's noise).
+func (s sample) provesOnlyLonger(delay time.Duration) bool {
+	tested := delay + s.jitter
+	return s.credited > 0 && s.credited > tested+tested/creditSlack+2*time.Millisecond
+}
+
+// creditSlack: a clean response proves only a longer interval when it came a tenth later than tested.
+const creditSlack = 10
+
+// refuse applies a refusal s of a departure made in generation s.gen (spaced by the delay, which has
+// not changed since: the generation is the same). Only the first refusal of a generation counts: the
+// others departed before the change took effect. A refusal that would back the delay off when backing
+// off has not made refusals rarer (noise) changes nothing: the Retry-After hold, applied apart from the
+// model, is all it costs. It reports whether the delay went up.
+func (a *adaptive) refuse(s sample, floor, ceiling time.Duration) bool {
+	now, kind := s.at, s.kind
+	if a.noise.observe(s.gen, true, a.noisy) {
 		a.noisy = false // refused clearly more often than the noise: a rate signal again
+	}
+	if kind == refusedRate && a.spacedAtAcceptedPace(s) {
+		kind = refusedSpaced
 	}
 	if kind == refusedSpaced {
 		if !a.noisy && a.noise.spacedRefusal() {
@@ -164,7 +202,7 @@ func (a *adaptive) refuse(gen uint32, kind refusalKind, paced bool, jit, floor, 
 		}
 		return false
 	}
-	if gen != a.gen {
+	if s.gen != a.gen {
 		return false
 	}
 	a.failures = satInc(a.failures)
@@ -172,8 +210,10 @@ func (a *adaptive) refuse(gen uint32, kind refusalKind, paced bool, jit, floor, 
 	if a.noisy {
 		return false // refusals that speed does not cause teach nothing about speed
 	}
-	if kind == refusedUnclear && a.failures > 1 {
-		kind = refusedOutage // spaced wider and refused again: not a rate limit
+	if kind == refusedUnclear && a.failures > 1 && a.good > 0 && s.gap(a.delay) >= a.good {
+		// Refused again at a pace the host accepted before: not a rate limit. Against a limiter, a
+		// second refusal at a faster pace than it accepted only says the next step was still too fast.
+		kind = refusedOutage
 		if a.undo {
 			a.good, a.bad = a.undoGood, a.undoBad
 		}
@@ -190,7 +230,7 @@ func (a *adaptive) refuse(gen uint32, kind refusalKind, paced bool, jit, floor, 
 			a.good = floor
 		}
 		next = min(satMul(max(a.delay, floor, minBackoff), refusalFactor), max(a.delay, outageProbe(floor, ceiling)))
-	case a.failures > 1:
+	case a.failures > 1 && a.good > 0:
 		// Refused again at a slower delay: the bounds learnt nothing new; back off again.
 		next = satMul(max(a.delay, floor, minBackoff), rateBackoff)
 	default:
@@ -204,9 +244,15 @@ func (a *adaptive) refuse(gen uint32, kind refusalKind, paced bool, jit, floor, 
 		if kind == refusedUnclear {
 			a.undoGood, a.undoBad, a.undo = a.good, a.bad, true
 		}
-		next, backoff = a.learnRefusal(a.delay, jit, floor, bursty, now)
+		next, backoff = a.learnRefusal(s, floor, bursty)
+		if kind == refusedUnclear && a.good == 0 {
+			// A 503 without Retry-After, nothing accepted known: a limiter's or an outage's. Past twice
+			// the outage probe, slower probing would only delay noticing that an outage ended.
+			next = min(next, max(a.delay, 2*outageProbe(floor, ceiling)))
+		}
 		a.drain.refused(now)
 	}
+	paced := s.paced
 	switch {
 	case backoff && kind != refusedOutage && !paced && a.failures == 1 && a.noise.tooSoon():
 		// Refused again, after a clean response, before the last backoff's outcomes tell whether
@@ -226,6 +272,14 @@ func (a *adaptive) refuse(gen uint32, kind refusalKind, paced bool, jit, floor, 
 	}
 	a.gain, a.probing = probeGain, false
 	return a.increase(next, floor, ceiling) > 0
+}
+
+// spacedAtAcceptedPace reports whether a rate refusal s came although the departure was spaced by a
+// whole hold and by at least the good interval on both readings (since the last departure and since
+// the last accepted one): no limiter refuses that for speed. Unknown spacing is not spaced: a wrong
+// reading here would take a limiter for noise (fail fast), so it needs every fact.
+func (a *adaptive) spacedAtAcceptedPace(s sample) bool {
+	return s.afterHold && a.good > 0 && s.spacing >= a.good && s.credited >= a.good
 }
 
 // becomeNoisy enters noise mode: refusals no longer move the delay, which comes down to at most twice
@@ -250,11 +304,13 @@ func (a *adaptive) becomeNoisy(floor, ceiling time.Duration) {
 //     through): the good before it;
 //   - the good interval, refused after dropRun clean responses at it: one edgeStep slower;
 //   - refused at good within dropRun clean responses of its confirmation or of the last refusal
-//     (the host accepts measurably less: its capacity dropped), or nothing known: twice the refused
-//     interval, or on a host known to be bursty the interval it sustained since its last refusal
-//     (drain) when that lies between them.
-func (a *adaptive) learnRefusal(interval, jit, floor time.Duration, bursty bool, now time.Time) (next time.Duration, backoff bool) {
-	refused := interval + jit // the gap the host refused was at least this
+//     (the host accepts measurably less: its capacity dropped): rateBackoff × the refused interval,
+//     or on a host known to be bursty the interval it sustained since its last refusal (drain) when
+//     that lies between them;
+//   - nothing known: see learnFromBelow.
+func (a *adaptive) learnRefusal(s sample, floor time.Duration, bursty bool) (next time.Duration, backoff bool) {
+	interval, now := a.delay, s.at
+	refused := s.gap(a.delay) // the gap the host refused was at least this, on the longer reading
 	if a.good > 0 && interval < a.good {
 		a.bad = min(max(a.bad, refused), a.good)
 		if a.probing {
@@ -276,6 +332,10 @@ func (a *adaptive) learnRefusal(interval, jit, floor time.Duration, bursty bool,
 		a.held = 0
 		return a.good, false
 	}
+	if a.good == 0 {
+		return a.learnFromBelow(refused, floor, s.paced, s.credited > 0), true
+	}
+	a.upper = a.good // accepted until now: a refusal at it again is not explained by speed
 	a.good, a.bad, a.prevGood = 0, interval, 0
 	next = satMul(max(interval, floor, minBackoff), rateBackoff)
 	if est := a.drain.sustained(now); bursty && est > interval && est < next {
@@ -284,18 +344,70 @@ func (a *adaptive) learnRefusal(interval, jit, floor time.Duration, bursty bool,
 	return next, true
 }
 
+// learnFromBelow is the delay after a rate refusal at gap (the longer reading) with nothing good known:
+// the refused gap is the lower bound, and the shortest gap accepted since (upper) the upper one. With an
+// upper bound, the next departures test the midpoint (the geometric one when they are more than four
+// times apart). Without one, they space by three refused gaps:
+// the first after the refusal is then four refused gaps after the last accepted request (a limiter
+// counts from it), so a floor 100 times shorter than the host's interval is crossed in four refusals,
+// where steps of rateBackoff from the floor took a dozen. A refusal with a Retry-After (paced) backs
+// off by rateBackoff, or to the refused gap when longer (a limiter slower than its Retry-After refuses
+// the first departure after the hold): the hold spaces the next departure, so the gaps grow by the hold
+// anyway. One whose gap since the last accepted request is unknown backs off by rateBackoff (credited false: a fleet member's),
+// for without upper bounds a host that refuses at any pace would be slowed fourfold a refusal.
+//
+// A refusal at a gap the host accepted since (upper ≤ gap) is not explained by speed: the delay backs
+// off by rateBackoff only, as before anything was learnt, and the noise test judges it.
+func (a *adaptive) learnFromBelow(gap, floor time.Duration, paced, credited bool) time.Duration {
+	backoff := satMul(max(a.delay, floor, minBackoff), rateBackoff)
+	if a.upper > 0 && a.upper <= gap {
+		a.bad, a.prevGood = a.delay, 0
+		return backoff
+	}
+	a.bad, a.prevGood = max(a.bad, gap), 0
+	if a.upper > a.bad {
+		if a.upper > 4*a.bad { // far apart (an upper bound a long hold set): halve the ratio, not the distance
+			return time.Duration(math.Sqrt(float64(a.bad) * float64(a.upper)))
+		}
+		return a.bad + (a.upper-a.bad)/2
+	}
+	a.upper = 0
+	if paced {
+		return max(backoff, a.bad) // the hold spaces the first departure; the others, the refused gap at least
+	}
+	if !credited {
+		return backoff
+	}
+	return max(satMul(a.bad, fromBelowStep), backoff)
+}
+
+// fromBelowStep multiplies the refused gap, nothing good known, for the next delay (see learnFromBelow).
+const fromBelowStep = 3
+
 // succeed counts a clean response of generation gen. A probe (the delay below good, or nothing good
 // known yet) accepted confirmRun times becomes good; at good, the pacer bisects towards bad, or after
 // a cruise probes a step faster; above good (after an outage, a slow spell or noise) it comes back,
 // halving the distance per response. It reports how the delay moved (see set).
-func (a *adaptive) succeed(gen uint32, floor, ceiling time.Duration, now time.Time) int {
-	if a.noise.observe(gen, false, a.noisy) {
+//
+// A clean response proves the interval the limiter counted, since its last accepted request: one
+// that came after a refusal or a hold proves a longer interval than the one under test, and confirms
+// nothing about it (the shortest such interval is kept as the upper bound while nothing good is known,
+// unless a hold set it: a Retry-After's length says nothing about the host's rate).
+func (a *adaptive) succeed(s sample, floor, ceiling time.Duration) int {
+	now := s.at
+	if a.noise.observe(s.gen, false, a.noisy) {
 		a.noisy = false
 	}
-	if gen != a.gen {
+	if s.gen != a.gen {
 		return 0
 	}
 	a.failures, a.undo = 0, false
+	if a.good == 0 && !s.afterHold && s.credited > 0 && (a.upper == 0 || s.credited < a.upper) {
+		a.upper = s.credited
+	}
+	if (a.good == 0 || a.delay < a.good) && s.provesOnlyLonger(a.delay) {
+		return 0
+	}
 	a.clean = satInc(a.clean)
 	if a.delay == a.good {
 		a.held = satInc(a.held)
@@ -315,7 +427,7 @@ func (a *adaptive) succeed(gen uint32, floor, ceiling time.Duration, now time.Ti
 			a.gain = min(a.gain*2, maxProbeGain) // a faster rate held: the next probe goes further, at once
 			a.misses = 0
 		}
-		a.prevGood, a.good, a.probing, a.held = a.good, a.delay, false, 0
+		a.prevGood, a.good, a.probing, a.held, a.upper = a.good, a.delay, false, 0, 0
 		return a.next(floor, ceiling, now)
 	case a.apart(floor) || a.creep() > max(a.bad, floor) || a.cruised(now):
 		return a.next(floor, ceiling, now) // bisect, creep, or after a cruise probe
@@ -344,11 +456,12 @@ func (a *adaptive) spaceProbes(hold time.Duration) {
 const maxHoldWait = 4 * time.Hour
 
 // cruised reports whether the model has cruised at good long enough to probe: cruiseBeforeProbe
-// clean responses, and the probe wait since the last refusal (cruiseMinTime, doubled by each refused
+// clean responses (doubled by each refused probe in a row, twice at most: a slow host, whose probe wait
+// is in responses rather than seconds, sees at most a refused probe per 120 of its responses), and the probe wait since the last refusal (cruiseMinTime, doubled by each refused
 // probe in a row, up to cruiseMaxTime), or what the last Retry-After hold demands, if longer.
 func (a *adaptive) cruised(now time.Time) bool {
 	wait := max(min(cruiseMinTime<<min(a.misses, 8), cruiseMaxTime), time.Duration(a.holdWait)*time.Second)
-	return int(a.clean) >= cruiseBeforeProbe && time.Duration(now.UnixNano()-a.refused) >= wait
+	return int(a.clean) >= cruiseBeforeProbe<<min(a.misses, 2) && time.Duration(now.UnixNano()-a.refused) >= wait
 }
 
 // probingFaster reports whether the delay tests an interval below the good one (a probe or a
@@ -512,11 +625,11 @@ func (a *adaptive) increase(d, floor, ceiling time.Duration) int {
 	return moved
 }
 
-// set is the one write of the delay: d clamped to [floor, ceiling]. It reports how the delay moved:
+// set is the one write of the delay: d clamped to [floor, ceiling], and never under the governor's. It reports how the delay moved:
 // 1 up, -1 down, 0 not at all, so a clamp is never reported as the opposite of what it did.
 func (a *adaptive) set(d, floor, ceiling time.Duration) int {
 	old := a.delay
-	a.delay = clampDuration(d, floor, ceiling)
+	a.delay = clampDuration(max(d, a.govern.min), floor, ceiling)
 	return cmp.Compare(a.delay, old)
 }
 
@@ -768,4 +881,63 @@ func jitter(d time.Duration, fraction, r float64) time.Duration {
 		return 0
 	}
 	return min(satMul(d, fraction*min(r, 1)), maxDuration-d)
+}
+
+// governor bounds the share of a host's requests refused, whatever the model believes: a misreading
+// (a limiter taken for noise, a clean response credited to the wrong interval, a fleet member's third
+// of the evidence) must fail slow, never fast. It counts the last governWindow outcomes; once
+// governJudge of them are known and at least governShare were refused, the delay's minimum becomes
+// governSlow × the interval in force and the window starts again. A window refused under half the bound
+// halves that minimum's distance to zero. Every limiter flood measured (48-61% of requests refused) is
+// over the bound within governJudge outcomes; a host refusing a third of first attempts at any pace
+// (about a quarter of all requests) reaches it by chance in about one window in forty.
+type governor struct {
+	min     time.Duration // the delay's minimum (0: none)
+	window  uint32        // the last outcomes, a bit each (1: refused), newest lowest
+	n       uint8         // outcomes in the window, up to governWindow
+	tripped uint8         // times the governor slowed the host (saturating)
+}
+
+const (
+	governWindow = 32
+	governJudge  = 20
+	governShare  = 0.4
+	governSlow   = 1.5
+)
+
+// observe counts an outcome; interval is the host's interval in force. It reports whether the share
+// refused crossed the bound: the minimum was raised, and the caller applies it (adaptive.governed).
+func (g *governor) observe(refused bool, interval time.Duration) bool {
+	g.window <<= 1
+	if refused {
+		g.window |= 1
+	}
+	g.n = min(g.n+1, governWindow)
+	if g.n < governJudge {
+		return false
+	}
+	share := float64(bits.OnesCount32(g.window&(1<<g.n-1))) / float64(g.n)
+	switch {
+	case share >= governShare:
+		g.min = max(g.min, satMul(interval, governSlow))
+		g.window, g.n, g.tripped = 0, 0, satInc(g.tripped)
+		return true
+	case share < governShare/2 && g.n == governWindow && g.min > 0:
+		g.min /= 2 // calm again: give the slowdown back, a half a window
+		if g.min < time.Millisecond {
+			g.min = 0
+		}
+		g.window, g.n = 0, 0
+	}
+	return false
+}
+
+// governed counts an outcome for the refusal governor and, when it trips, applies its minimum to the
+// delay (a new generation: the outcomes in flight were sent faster). It reports whether it tripped.
+func (a *adaptive) governed(refused bool, interval, floor, ceiling time.Duration) bool {
+	if !a.govern.observe(refused, interval) {
+		return false
+	}
+	a.increase(a.delay, floor, ceiling)
+	return true
 }

@@ -73,7 +73,7 @@ func TestReservationsAreStartBased(t *testing.T) {
 func TestRefusalsClampToCeiling(t *testing.T) {
 	a := newAdaptive(time.Second)
 	for range 10 {
-		a.refuse(a.gen, refusedRate, false, 0, time.Second, 30*time.Second, t0)
+		a.refuse(sample{gen: a.gen, kind: refusedRate, at: t0}, time.Second, 30*time.Second)
 	}
 	if a.delay != 30*time.Second {
 		t.Errorf("delay %v after 10 refusals, want the 30s ceiling", a.delay)
@@ -83,7 +83,7 @@ func TestRefusalsClampToCeiling(t *testing.T) {
 // confirm feeds confirmRun clean responses: the delay in effect becomes the known-good interval.
 func confirm(a *adaptive, floor time.Duration) {
 	for range confirmRun {
-		a.succeed(a.gen, floor, time.Minute, t0)
+		a.succeed(sample{gen: a.gen, at: t0}, floor, time.Minute)
 	}
 }
 
@@ -129,7 +129,7 @@ func TestCleanResponsesReturnToFloor(t *testing.T) {
 	a := newAdaptive(100 * ms)
 	confirm(&a, 100*ms) // the floor is known good before the outage
 	for range 6 {
-		a.refuse(a.gen, refusedOutage, false, 0, 100*ms, 30*time.Second, t0) // 5xx: an outage
+		a.refuse(sample{gen: a.gen, kind: refusedOutage, at: t0}, 100*ms, 30*time.Second) // 5xx: an outage
 	}
 	if a.delay != 2*time.Second {
 		t.Fatalf("delay after the outage = %v, want 2s (doubling stops at the outage probe interval)", a.delay)
@@ -137,7 +137,7 @@ func TestCleanResponsesReturnToFloor(t *testing.T) {
 	var spent time.Duration
 	for i := 0; a.delay > 100*ms && i < 100; i++ {
 		spent += a.delay // one response per interval
-		a.succeed(a.gen, 100*ms, 30*time.Second, t0)
+		a.succeed(sample{gen: a.gen, at: t0}, 100*ms, 30*time.Second)
 	}
 	if a.delay != 100*ms {
 		t.Fatalf("delay = %v after 100 clean responses, want the 100ms floor", a.delay)
@@ -160,7 +160,7 @@ func TestRefusedProbeReturnsToLastGoodRate(t *testing.T) {
 	if probe >= 400*ms {
 		t.Fatalf("no probe below the good interval after it was confirmed: delay %v", probe)
 	}
-	a.refuse(a.gen, refusedRate, false, 0, 100*ms, time.Minute, t0)
+	a.refuse(sample{gen: a.gen, kind: refusedRate, at: t0}, 100*ms, time.Minute)
 	if a.delay != 400*ms || a.bad != probe {
 		t.Errorf("refused probe at %v: delay %v, refused bound %v; want back at 400ms, bound %v", probe, a.delay, a.bad, probe)
 	}
@@ -173,10 +173,10 @@ func TestYoungGoodRefusedGoesBack(t *testing.T) {
 	a := newAdaptive(100 * ms)
 	a.good, a.bad = 400*ms, 200*ms
 	a.set(400*ms, 100*ms, time.Minute)
-	confirm(&a, 100*ms)                                             // probing 300 ms
-	confirm(&a, 100*ms)                                             // 300 ms confirmed: probing 250 ms
-	a.refuse(a.gen, refusedRate, false, 0, 100*ms, time.Minute, t0) // the probe refused: back to 300 ms
-	a.refuse(a.gen, refusedRate, false, 0, 100*ms, time.Minute, t0) // 300 ms, hardly held, refused too
+	confirm(&a, 100*ms)                                                          // probing 300 ms
+	confirm(&a, 100*ms)                                                          // 300 ms confirmed: probing 250 ms
+	a.refuse(sample{gen: a.gen, kind: refusedRate, at: t0}, 100*ms, time.Minute) // the probe refused: back to 300 ms
+	a.refuse(sample{gen: a.gen, kind: refusedRate, at: t0}, 100*ms, time.Minute) // 300 ms, hardly held, refused too
 	if a.delay != 450*ms {
 		t.Fatalf("setup: delay %v", a.delay)
 	}
@@ -186,7 +186,7 @@ func TestYoungGoodRefusedGoesBack(t *testing.T) {
 	confirm(&b, 100*ms) // probing 300 ms
 	confirm(&b, 100*ms) // 300 ms confirmed (good, 400 ms before it): probing 250 ms
 	b.set(300*ms, 100*ms, time.Minute)
-	b.refuse(b.gen, refusedRate, false, 0, 100*ms, time.Minute, t0) // refused at the young 300 ms
+	b.refuse(sample{gen: b.gen, kind: refusedRate, at: t0}, 100*ms, time.Minute) // refused at the young 300 ms
 	if b.delay != 400*ms || b.good != 400*ms || b.bad != 300*ms || b.confirmRun() != 2*confirmRun {
 		t.Errorf("young good refused: delay %v good %v bad %v confirm %d; want back at 400ms, bad 300ms, confirm %d",
 			b.delay, b.good, b.bad, b.confirmRun(), 2*confirmRun)
@@ -199,7 +199,7 @@ func TestRefusalAtGoodCostsOneStep(t *testing.T) {
 	a := newAdaptive(100 * ms)
 	a.good, a.bad, a.held = 250*ms, 200*ms, dropRun // held at good a while
 	a.set(250*ms, 100*ms, time.Minute)
-	a.refuse(a.gen, refusedRate, false, 3*ms, 100*ms, time.Minute, t0)
+	a.refuse(sample{gen: a.gen, kind: refusedRate, jitter: 3 * ms, at: t0}, 100*ms, time.Minute)
 	if a.delay != 255*ms || a.good != a.delay || a.bad != 253*ms {
 		t.Errorf("refused at the good 250ms: delay %v, good %v, bad %v; want 255ms (2%%), 255ms, 253ms (the gap refused)", a.delay, a.good, a.bad)
 	}
@@ -210,17 +210,17 @@ func TestRefusalAtGoodCostsOneStep(t *testing.T) {
 // let go. A refusal when nothing is known backs off too.
 func TestCapacityDropBacksOff(t *testing.T) {
 	a := newAdaptive(100 * ms)
-	a.refuse(a.gen, refusedRate, false, 0, 100*ms, time.Minute, t0) // nothing known
+	a.refuse(sample{gen: a.gen, kind: refusedRate, at: t0}, 100*ms, time.Minute) // nothing known
 	if a.delay != 150*ms {
 		t.Fatalf("first refusal at 100ms: delay %v, want 150ms", a.delay)
 	}
 	a.good, a.bad, a.failures, a.held = 250*ms, 200*ms, 0, dropRun // held at good a while
 	a.set(250*ms, 100*ms, time.Minute)
-	a.refuse(a.gen, refusedRate, false, 0, 100*ms, time.Minute, t0.Add(time.Hour)) // the edge: one step
+	a.refuse(sample{gen: a.gen, kind: refusedRate, at: t0.Add(time.Hour)}, 100*ms, time.Minute) // the edge: one step
 	for range dropRun - 1 {
-		a.succeed(a.gen, 100*ms, time.Minute, t0.Add(time.Hour))
+		a.succeed(sample{gen: a.gen, at: t0.Add(time.Hour)}, 100*ms, time.Minute)
 	}
-	a.refuse(a.gen, refusedRate, false, 0, 100*ms, time.Minute, t0.Add(time.Hour+5*time.Second))
+	a.refuse(sample{gen: a.gen, kind: refusedRate, at: t0.Add(time.Hour + 5*time.Second)}, 100*ms, time.Minute)
 	if a.delay != 382500*time.Microsecond || a.good != 0 || a.bad != 255*ms {
 		t.Errorf("refused again at good within %d clean responses: delay %v, good %v, bad %v; want 382.5ms, unknown, 255ms",
 			dropRun, a.delay, a.good, a.bad)
@@ -230,9 +230,9 @@ func TestCapacityDropBacksOff(t *testing.T) {
 	b.good, b.bad = 250*ms, 248*ms
 	b.set(250*ms, 100*ms, time.Minute)
 	for range dropRun {
-		b.succeed(b.gen, 100*ms, time.Minute, t0)
+		b.succeed(sample{gen: b.gen, at: t0}, 100*ms, time.Minute)
 	}
-	b.refuse(b.gen, refusedRate, false, 0, 100*ms, time.Minute, t0.Add(time.Minute))
+	b.refuse(sample{gen: b.gen, kind: refusedRate, at: t0.Add(time.Minute)}, 100*ms, time.Minute)
 	if b.delay != 255*ms {
 		t.Errorf("refused at good after %d clean responses: delay %v, want one step, 255ms", dropRun, b.delay)
 	}
@@ -262,7 +262,7 @@ func TestBisectsThenProbesInSteps(t *testing.T) {
 	}
 	cruise := a.delay
 	for i := 0; i < cruiseBeforeProbe && a.delay == cruise; i++ {
-		a.succeed(a.gen, 100*ms, time.Minute, t0.Add(time.Hour))
+		a.succeed(sample{gen: a.gen, at: t0.Add(time.Hour)}, 100*ms, time.Minute)
 	}
 	if want := cruise - cruise*probeGain/100; a.delay != want {
 		t.Errorf("after a cruise of %d responses: delay %v, want a probe %v (8%% faster)", cruiseBeforeProbe, a.delay, want)
@@ -275,11 +275,11 @@ func TestUnclear503(t *testing.T) {
 	a := newAdaptive(100 * ms)
 	a.set(400*ms, 100*ms, time.Minute)
 	confirm(&a, 100*ms) // good 400 ms, probing 250 ms
-	a.refuse(a.gen, refusedUnclear, false, 0, 100*ms, time.Minute, t0)
+	a.refuse(sample{gen: a.gen, kind: refusedUnclear, at: t0}, 100*ms, time.Minute)
 	if a.delay != 400*ms || a.bad != 250*ms {
 		t.Fatalf("503 at a probe: delay %v, bad %v; want back at the good 400ms, bad 250ms", a.delay, a.bad)
 	}
-	a.refuse(a.gen, refusedUnclear, false, 0, 100*ms, time.Minute, t0)
+	a.refuse(sample{gen: a.gen, kind: refusedUnclear, at: t0}, 100*ms, time.Minute)
 	if a.good != 400*ms || a.bad != 0 || a.delay != 800*ms {
 		t.Errorf("second 503 in a row: good %v, bad %v, delay %v; want the model before (400ms, none) and an outage's backoff to 800ms",
 			a.good, a.bad, a.delay)
@@ -290,9 +290,9 @@ func TestUnclear503(t *testing.T) {
 func TestStaleCleanResponseDoesNotDecrease(t *testing.T) {
 	a := newAdaptive(100 * ms)
 	old := a.gen
-	a.refuse(a.gen, refusedRate, false, 0, 100*ms, 30*time.Second, t0)
+	a.refuse(sample{gen: a.gen, kind: refusedRate, at: t0}, 100*ms, 30*time.Second)
 	for range 5 {
-		if a.succeed(old, 100*ms, 30*time.Second, t0) != 0 {
+		if a.succeed(sample{gen: old, at: t0}, 100*ms, 30*time.Second) != 0 {
 			t.Fatal("a response that departed before the increase moved the delay")
 		}
 	}
@@ -332,12 +332,12 @@ func TestOutageBackoffStopsAtProbeInterval(t *testing.T) {
 	} {
 		a := newAdaptive(tc.floor)
 		for range 20 {
-			a.refuse(a.gen, refusedOutage, false, 0, tc.floor, tc.ceiling, t0)
+			a.refuse(sample{gen: a.gen, kind: refusedOutage, at: t0}, tc.floor, tc.ceiling)
 		}
 		if a.delay != tc.want {
 			t.Errorf("floor %v ceiling %v: outage backoff %v, want %v", tc.floor, tc.ceiling, a.delay, tc.want)
 		}
-		a.refuse(a.gen, refusedRate, false, 0, tc.floor, tc.ceiling, t0) // a 429 after it: the host is there and says slow down
+		a.refuse(sample{gen: a.gen, kind: refusedRate, at: t0}, tc.floor, tc.ceiling) // a 429 after it: the host is there and says slow down
 		if want := min(satMul(tc.want, rateBackoff), tc.ceiling); a.delay != want {
 			t.Errorf("floor %v: rate refusal after the outage: %v, want %v", tc.floor, a.delay, want)
 		}
@@ -354,13 +354,13 @@ func TestDrainMeasuresSustainedInterval(t *testing.T) {
 		if bursty {
 			a.confirm = 2 * confirmRun
 		}
-		a.refuse(a.gen, refusedRate, false, 0, 100*ms, time.Minute, t0) // the bucket is empty from here
+		a.refuse(sample{gen: a.gen, kind: refusedRate, at: t0}, 100*ms, time.Minute) // the bucket is empty from here
 		for range 20 {
 			a.drain.accepted()
 		}
 		a.good, a.failures = 200*ms, 0 // just confirmed: a refusal at good now is a drop
 		a.set(200*ms, 100*ms, time.Minute)
-		a.refuse(a.gen, refusedRate, true, 0, 100*ms, time.Minute, t0.Add(5*time.Second)) // 20 in 5 s: 250 ms each
+		a.refuse(sample{gen: a.gen, kind: refusedRate, paced: true, at: t0.Add(5 * time.Second)}, 100*ms, time.Minute) // 20 in 5 s: 250 ms each
 		want := 300 * ms
 		if bursty {
 			want = 250 * ms

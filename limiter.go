@@ -52,6 +52,7 @@ type host struct {
 	mu            sync.Mutex // protects the fields below
 	delay         adaptive
 	lastDeparture time.Time // when the latest departure reached the wire (its admission until then)
+	lastAccepted  time.Time // when the latest departure the host accepted (any response but a refusal) was admitted
 	pendingSince  time.Time // when the oldest departure admitted but not on the wire yet was admitted
 	pendingWire   int32     // departures admitted whose headers have not reached the wire yet
 	inFlight      int32     // departures of the blocking path whose flight has not finished: at most the cap (capLocked)

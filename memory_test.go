@@ -72,9 +72,8 @@ func memoryPerHost(tb testing.TB, n int) (perHost float64, afterIdle int64) {
 	return float64(int64(full)-int64(before)) / float64(n), int64(idle) - int64(before)
 }
 
-// A host costs a bounded amount, robots.txt included (the benchmark measures 100 000 hosts; issue 18
-// asks for 1 KiB; a host state of 632 bytes, a robots.txt entry of 144 and the maps' share come to
-// about 1 020), and
+// A host costs a bounded amount, robots.txt included (the benchmark measures 100 000 hosts; a host
+// state of about 700 bytes, a robots.txt entry of 144 and the maps' share come to about 1 080), and
 // once the hosts are idle and evicted the memory kept no longer depends on how many there were: the
 // robots cache keeps the rules of the last robotsIdleHosts evicted hosts only, and the maps shrink.
 func TestMemoryPerHostBounded(t *testing.T) {
@@ -82,8 +81,10 @@ func TestMemoryPerHostBounded(t *testing.T) {
 	large, keptLarge := memoryPerHost(t, 6*robotsIdleHosts)
 	t.Logf("%.0f and %.0f bytes per host at %d and %d hosts; %d and %d bytes kept once idle",
 		small, large, 2*robotsIdleHosts, 6*robotsIdleHosts, keptSmall, keptLarge)
-	if large > 1056 { // 1 KiB and a little noise: a field that moves the host to the next size class (+64 B) fails it
-		t.Errorf("%.0f bytes per host at %d hosts, want about 1 KiB (at most 1056)", large, 6*robotsIdleHosts)
+	// Issue 32: a field the model needs to be right is worth its bytes. The budget is 2 KiB a host with
+	// Colly's own share (about 490 B: its visited set and request state), so 1536 B for ours.
+	if large > 1536 {
+		t.Errorf("%.0f bytes per host at %d hosts, want at most 1536 (2 KiB with Colly's share)", large, 6*robotsIdleHosts)
 	}
 	if keptLarge > robotsIdleHosts*1024+256<<10 {
 		t.Errorf("%d bytes kept once %d hosts were idle and evicted, want at most %d", keptLarge, 6*robotsIdleHosts, robotsIdleHosts*1024+256<<10)

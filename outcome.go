@@ -165,6 +165,7 @@ func (p *Pacer) applySignals(h *host, res Reservation, s outcomeSignals, now tim
 	events := h.applyLimitsLocked(s, now, p.now)
 	model, noisy := h.delay.model(), h.delay.noisy
 	moved, event, trigger := h.applyVerdictLocked(res, s, now)
+	governed := h.governLocked(res, s.v, now)
 	changed := h.delay.model() != model || h.delay.noisy != noisy // the verdict is shared too
 	if changed {
 		h.delay.stamp(now)
@@ -176,6 +177,11 @@ func (p *Pacer) applySignals(h *host, res Reservation, s outcomeSignals, now tim
 	}
 	if h.delay.noisy != noisy {
 		events = append(events, noiseEvent(h.delay.noisy, s.v.Trigger, after))
+	}
+	if governed {
+		events = append(events, auditEvent{event: audit.EventRefusalShareHigh, trigger: s.v.Trigger, computed: after, compliant: true,
+			detail: fmt.Sprintf("%.0f%% or more of the last %d outcomes refused: the interval is held at least %v, whatever the capacity model reads from them",
+				governShare*100, governJudge, h.delay.govern.min.Round(time.Millisecond))})
 	}
 	brk := h.brk.observeLocked(s.v, res.probe, refusalDelay(&h.delay, h.policy.BaseDelay), p.cfg.breaker, now)
 	if s.retryAfterTooLong && !p.cfg.breaker.IgnoreCaps {
@@ -248,6 +254,7 @@ func (h *host) applyLimitsLocked(s outcomeSignals, now time.Time, clock func() t
 // on latency. moved reports a change of the delay, with its event and trigger.
 func (h *host) applyVerdictLocked(res Reservation, s outcomeSignals, now time.Time) (moved bool, event audit.Event, trigger audit.Trigger) {
 	floor, ceiling := h.policy.BaseDelay, h.policy.MaxDelay
+	smp := h.sampleLocked(res, s, now)
 	switch {
 	case s.v.Refused:
 		h.refusals++
@@ -255,11 +262,7 @@ func (h *host) applyVerdictLocked(res Reservation, s outcomeSignals, now time.Ti
 		if !s.hold.IsZero() {
 			h.delay.spaceProbes(s.hold.Sub(now))
 		}
-		kind := refusalKindOf(s)
-		if kind == refusedRate && res.afterHold {
-			kind = refusedSpaced
-		}
-		return h.delay.refuse(res.gen, kind, !s.hold.IsZero(), res.Jitter, floor, ceiling, now), audit.EventDelayIncreased, s.v.Trigger
+		return h.delay.refuse(smp, floor, ceiling), audit.EventDelayIncreased, s.v.Trigger
 	case s.v.Trigger == audit.TriggerClean:
 		if !res.fleet { // a fleet member sees only its share of what the host sustains
 			h.delay.drain.accepted()
@@ -270,7 +273,7 @@ func (h *host) applyVerdictLocked(res Reservation, s outcomeSignals, now time.Ti
 		if !res.robots && h.delay.observeLatency(res.gen, s.o.Latency, res.inFlight, floor, ceiling) {
 			return true, audit.EventDelayIncreased, audit.TriggerLatency
 		}
-		switch d := h.delay.succeed(res.gen, floor, ceiling, now); {
+		switch d := h.delay.succeed(smp, floor, ceiling); {
 		case d > 0:
 			return true, audit.EventDelayIncreased, s.v.Trigger
 		case d < 0:
@@ -278,6 +281,39 @@ func (h *host) applyVerdictLocked(res Reservation, s outcomeSignals, now time.Ti
 		}
 	}
 	return false, "", s.v.Trigger
+}
+
+// creditHorizon bounds the gap since the last accepted departure that a sample credits: a host idle for
+// minutes, then refused, says nothing about its rate (the gap is then unknown).
+const creditHorizon = 10 * time.Second
+
+// sampleLocked is the outcome s of the departure res as the capacity model learns from it, and records
+// an accepted departure (any response but a refusal: the limiter counted it). A fleet member knows only
+// its own departures: it leaves spacing and credited unknown, and the rules that need them fail slow.
+func (h *host) sampleLocked(res Reservation, s outcomeSignals, now time.Time) sample {
+	smp := sample{at: now, gen: res.gen, kind: refusalKindOf(s), paced: !s.hold.IsZero(), afterHold: res.afterHold, jitter: res.Jitter}
+	if !res.fleet && !res.At.IsZero() {
+		if res.before != 0 {
+			smp.spacing = res.At.Sub(time.Unix(0, res.before))
+		}
+		if c := res.At.Sub(h.lastAccepted); !h.lastAccepted.IsZero() && c > 0 && c <= creditHorizon+4*res.Interval {
+			smp.credited = c
+		}
+	}
+	if !s.v.Refused && s.o.Err == nil && !res.robots {
+		h.lastAccepted = later(h.lastAccepted, res.At)
+	}
+	return smp
+}
+
+// governLocked feeds the refusal governor an outcome of res (a refusal, 429 or 503, or a clean
+// response of a page) and reports whether it slowed the host.
+func (h *host) governLocked(res Reservation, v Verdict, now time.Time) bool {
+	if res.robots || !v.Refused && v.Trigger != audit.TriggerClean || v.Refused && v.Trigger != audit.TriggerRefusal {
+		return false // an outage (another 5xx, a broken connection) is the outage probe's and the breaker's
+	}
+	iv, _ := h.intervalLocked(now)
+	return h.delay.governed(v.Refused, iv, h.policy.BaseDelay, h.policy.MaxDelay)
 }
 
 // refusalKindOf says what a refusal teaches: a 429 or a valid Retry-After is a rate refusal; a 503

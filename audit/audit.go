@@ -22,7 +22,11 @@ const (
 	EventRefusalsUncorrelated Event = "refusals_uncorrelated"
 	// EventRefusalsCorrelated: refusals became clearly more frequent than that noise: a rate signal
 	// again, for the rest of the crawl.
-	EventRefusalsCorrelated   Event = "refusals_correlated"
+	EventRefusalsCorrelated Event = "refusals_correlated"
+	// EventRefusalShareHigh: more of the host's recent outcomes were refused than any pace the model
+	// believes in allows (see ext's refusal governor): the delay was slowed by half, whatever the model
+	// (noise mode included) reads from them.
+	EventRefusalShareHigh     Event = "refusal_share_high"
 	EventRetryAfterHonoured   Event = "retry_after_honoured"   // no departure to the host before the window ends
 	EventRetryAfterNow        Event = "retry_after_now"        // a Retry-After of 0 or a past date: no hold, the backoff only
 	EventCrawlDelayApplied    Event = "crawl_delay_applied"    // a robots.txt Crawl-delay became part of the interval
