@@ -62,7 +62,7 @@ func (m *modelRun) run(d, warmUp time.Duration, refused func(at time.Time) bool)
 		}
 		jit := jitter(iv, fraction, m.rnd.Float64())
 		dep := later(last.Add(iv+jit), hold)
-		afterHold := last.Before(hold)                                                                       // as earliestLocked: the first departure since a hold
+		afterHold := last.Before(hold)                                                         // as earliestLocked: the first departure since a hold
 		smp := sample{gen: m.a.gen, afterHold: afterHold, jitter: jit, spacing: dep.Sub(last)} // as sampleLocked
 		if !lastAccepted.IsZero() {
 			smp.credited = dep.Sub(lastAccepted)
