@@ -68,12 +68,13 @@ func TestLearnsFromFarBelow(t *testing.T) {
 	}
 }
 
-// A fleet member knows neither the fleet's last departure to the host nor its last accepted one: a
-// refusal after a hold is never read as spaced by a whole hold from its own departures (the others
-// sent in between), so a limiter is not taken for noise.
+// A fleet member judges spacing by the fleet's departures (its admission's facts), never by its own
+// (the others sent in between), and reads no noise from its third of the outcomes: a limiter is not
+// taken for noise. One process that spaced them itself does.
 func TestFleetMemberDoesNotJudgeSpacingAlone(t *testing.T) {
 	h := newHost("fleet.test", HostPolicy{BaseDelay: 100 * ms, MaxDelay: time.Minute})
 	h.delay.good, h.delay.delay = 250*ms, 250*ms
+	seenAtTwoPaces(&h.delay.noise)
 	h.lastAccepted = t0
 	refusal := outcomeSignals{o: Outcome{Status: 429}, v: classify(Outcome{Status: 429}), hold: t0.Add(10 * time.Second), retryAfterValid: true}
 	for i := range noiseSpaced + 1 {
@@ -82,7 +83,11 @@ func TestFleetMemberDoesNotJudgeSpacingAlone(t *testing.T) {
 		res := Reservation{gen: h.delay.gen, afterHold: true, fleet: true, At: at, before: at.Add(-3 * time.Second).UnixNano()}
 		smp := h.sampleLocked(res, refusal, at)
 		if smp.spacing != 0 || smp.credited != 0 {
-			t.Fatalf("a fleet member's sample: spacing %v, credited %v; want both unknown", smp.spacing, smp.credited)
+			t.Fatalf("a fleet member's sample without the fleet's facts: spacing %v, credited %v; want both unknown", smp.spacing, smp.credited)
+		}
+		res.facts = fleetFacts{seq: uint64(10 + i), since: 3 * time.Second}
+		if smp = h.sampleLocked(res, refusal, at); smp.spacing != 3*time.Second || !smp.fleet {
+			t.Fatalf("a fleet member's sample with the fleet's facts: spacing %v, fleet %v; want the fleet's 3s", smp.spacing, smp.fleet)
 		}
 		h.delay.refuse(smp, 100*ms, time.Minute)
 	}
@@ -92,6 +97,7 @@ func TestFleetMemberDoesNotJudgeSpacingAlone(t *testing.T) {
 	// One process that spaced them itself does.
 	p := newAdaptive(100 * ms)
 	p.good, p.delay = 250*ms, 250*ms
+	seenAtTwoPaces(&p.noise)
 	for range noiseSpaced {
 		p.refuse(sample{gen: p.gen, kind: refusedRate, paced: true, afterHold: true, spacing: 3 * time.Second, credited: 3 * time.Second, at: t0}, 100*ms, time.Minute)
 	}

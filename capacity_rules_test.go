@@ -306,19 +306,29 @@ func TestBackoffWaitsForItsOutcomes(t *testing.T) {
 	}
 }
 
-// A refusal of a departure spaced by a whole Retry-After hold is one no limiter gives for speed: two of
-// them, and the refusals are noise. The delay comes down to at most twice the floor at once.
+// A refusal of a departure spaced by a whole Retry-After hold is one no limiter without a window gives
+// for speed: two of them, once refusals were seen at two paces, and the refusals are noise. The delay
+// comes down to at most twice the floor at once. Seen at one pace only, they are not (a window that
+// counts every request refuses after a hold when the pace before was too fast).
 func TestRefusalsAfterWholeHoldsAreNoise(t *testing.T) {
 	a := newAdaptive(100 * ms)
 	a.set(2*time.Second, 100*ms, time.Minute)
-	a.refuse(sample{gen: a.gen, kind: refusedSpaced, paced: true, at: t0}, 100*ms, time.Minute)
-	if a.noisy {
-		t.Fatal("one refusal after a hold: read as noise already")
+	for range noiseSpaced {
+		a.refuse(sample{gen: a.gen, kind: refusedSpaced, paced: true, at: t0}, 100*ms, time.Minute)
 	}
+	if a.noisy {
+		t.Fatal("refusals after holds seen at one pace: read as noise")
+	}
+	seenAtTwoPaces(&a.noise)
 	a.refuse(sample{gen: a.gen, kind: refusedSpaced, paced: true, at: t0}, 100*ms, time.Minute)
 	if !a.noisy || a.delay != 200*ms || a.good != 100*ms {
-		t.Errorf("two refusals after holds: noisy %v, delay %v, good %v; want noise, 200ms, the floor", a.noisy, a.delay, a.good)
+		t.Errorf("refusals after holds, at two paces: noisy %v, delay %v, good %v; want noise, 200ms, the floor", a.noisy, a.delay, a.good)
 	}
+}
+
+// seenAtTwoPaces gives n outcomes, clean and refused, on each side of a backoff (twoPaces).
+func seenAtTwoPaces(n *noise) {
+	n.gen, n.before, n.after = 1, counts{n: 4, refused: 1}, counts{n: 4, refused: 1}
 }
 
 // An outage before anything was learnt backs off to the probe interval; once the host answers again,

@@ -20,6 +20,8 @@ type simShared struct {
 // simFleetHost is what Admit and Departed keep of a host.
 type simFleetHost struct {
 	last      time.Time // the fleet's last departure
+	seq       uint64    // the fleet's departures, numbered
+	refused   uint64    // the number of the latest departure reported refused
 	pending   time.Time // an admitted departure not yet on the wire holds the host until then (zero: none)
 	pendingBy int       // the view that admitted it
 }
@@ -103,9 +105,24 @@ func (v *simSharedView) Admit(_ context.Context, host string, gap time.Duration)
 		return a, nil
 	}
 	a.Pending = false
+	if !f.last.IsZero() {
+		a.Since = now.Sub(f.last)
+	}
+	f.seq++
+	a.Seq, a.RefusedSeq = f.seq, f.refused
 	f.last, f.pending, f.pendingBy = now, now.Add(simPendingBound), v.token
 	a.OK = true
 	return a, nil
+}
+
+// Refused implements SharedStore as refusedScript does: the latest departure reported refused.
+func (v *simSharedView) Refused(_ context.Context, host string, seq uint64) error {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if f := v.fleet[host]; f != nil && seq > f.refused {
+		f.refused = seq
+	}
+	return nil
 }
 
 // Departed implements SharedStore: the last departure becomes at least ago before now, and the

@@ -164,6 +164,7 @@ type sample struct {
 	jitter    time.Duration // the jitter added to the delay (the generation's: the departure was paced by it)
 	spacing   time.Duration // since the previous departure to the host (0: none known)
 	credited  time.Duration // since the host's previous accepted departure (0: unknown)
+	fleet     bool          // admitted by a shared store: one member's outcomes, a share of the fleet's
 }
 
 // gap is the interval the host refused, on the longer reading (the bound it sets is then slower):
@@ -197,7 +198,7 @@ func (a *adaptive) refuse(s sample, floor, ceiling time.Duration) bool {
 		kind = refusedSpaced
 	}
 	if kind == refusedSpaced {
-		if !a.noisy && a.noise.spacedRefusal() {
+		if !a.noisy && a.noise.spacedRefusal() && a.noise.twoPaces() && !s.fleet {
 			a.becomeNoisy(floor, ceiling)
 		}
 		return false
@@ -261,9 +262,12 @@ func (a *adaptive) refuse(s sample, floor, ceiling time.Duration) bool {
 		// spaces the next departures whatever the delay.)
 		*a = snapshot
 		return false
-	case backoff && a.noise.slowedInVain(paced):
+	case backoff && !s.fleet && a.noise.slowedInVain(paced):
 		// Slowing down did not make refusals rarer: undo what this refusal taught, stop backing off,
-		// and let the delay decay to the floor.
+		// and let the delay decay to the floor. A fleet member sees a third of the outcomes, at paces
+		// the others set too: it never reads noise from them alone (a limiter read as noise floods
+		// it; the fleet's pooled outcomes are not in the store yet), and the noise a process of the
+		// fleet without a store of its own reads elsewhere is not the fleet's.
 		*a = snapshot
 		a.becomeNoisy(floor, ceiling)
 		return false
@@ -793,10 +797,20 @@ func (n *noise) settle() {
 }
 
 // spacedRefusal counts a refusal of a departure spaced by a whole Retry-After hold, and reports whether
-// there have been noiseSpaced of them on a host not known to be a limiter: noise.
+// there have been noiseSpaced of them on a host not known to be a limiter: noise, once refusals were
+// seen at two paces (twoPaces).
 func (n *noise) spacedRefusal() bool {
 	n.spaced = satInc(n.spaced)
 	return !n.refuted && n.spaced >= noiseSpaced
+}
+
+// twoPaces reports whether refusals were seen at two paces, each side of the last backoff holding
+// noiseSamples outcomes, clean and refused: noise mode may only keep a pace whose refused share was
+// measured at more than one (a window that counts every request, HAProxy's, refuses the departure
+// after a hold when the pace before was too fast, as noise would).
+func (n *noise) twoPaces() bool {
+	mixed := func(c counts) bool { return c.n >= noiseSamples && c.refused > 0 && c.refused < c.n }
+	return n.gen != 0 && mixed(n.before) && mixed(n.after)
 }
 
 // tooSoon reports whether a refusal came after the last backoff before noiseSamples of its outcomes:
@@ -887,10 +901,10 @@ func jitter(d time.Duration, fraction, r float64) time.Duration {
 // (a limiter taken for noise, a clean response credited to the wrong interval, a fleet member's third
 // of the evidence) must fail slow, never fast. It counts the last governWindow outcomes; once
 // governJudge of them are known and at least governShare were refused, the delay's minimum becomes
-// governSlow × the interval in force and the window starts again. A window refused under half the bound
-// halves that minimum's distance to zero. Every limiter flood measured (48-61% of requests refused) is
-// over the bound within governJudge outcomes; a host refusing a third of first attempts at any pace
-// (about a quarter of all requests) reaches it by chance in about one window in forty.
+// governSlow × the interval in force, and the window starts again. A window refused under half the bound halves that minimum. Every limiter flood
+// measured (48-61% of requests refused) is over the bound within governJudge outcomes; a host refusing
+// a third of first attempts at any pace (about a quarter of all requests) reaches it by chance in about
+// one window in forty.
 type governor struct {
 	min     time.Duration // the delay's minimum (0: none)
 	window  uint32        // the last outcomes, a bit each (1: refused), newest lowest
@@ -905,8 +919,8 @@ const (
 	governSlow   = 1.5
 )
 
-// observe counts an outcome; interval is the host's interval in force. It reports whether the share
-// refused crossed the bound: the minimum was raised, and the caller applies it (adaptive.governed).
+// observe counts an outcome; interval is the host's interval in force. It reports whether
+// the share refused crossed the bound: the minimum was raised, and the caller applies it.
 func (g *governor) observe(refused bool, interval time.Duration) bool {
 	g.window <<= 1
 	if refused {
@@ -916,7 +930,8 @@ func (g *governor) observe(refused bool, interval time.Duration) bool {
 	if g.n < governJudge {
 		return false
 	}
-	share := float64(bits.OnesCount32(g.window&(1<<g.n-1))) / float64(g.n)
+	n := bits.OnesCount32(g.window & (1<<g.n - 1))
+	share := float64(n) / float64(g.n)
 	switch {
 	case share >= governShare:
 		g.min = max(g.min, satMul(interval, governSlow))

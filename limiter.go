@@ -98,6 +98,7 @@ type Reservation struct {
 	traced    bool          // the transport reports when it reaches the wire, and the next departure waits for it
 	afterHold bool          // the first departure since a Retry-After or rate-limit hold ended: spaced by it
 	before    int64         // the host's last departure before this one (unix nanoseconds, 0: none), for unsent
+	facts     fleetFacts    // admitted by a shared store: what it knows of the fleet's departures before this one
 
 	crawlDelay   time.Duration // the Crawl-delay in force at departure
 	rateInterval time.Duration // the rate-limit interval in force at departure
@@ -463,7 +464,8 @@ func (p *Pacer) waitInLine(ctx context.Context, h *host, start time.Time, traced
 			}
 		} else if !at.After(now) {
 			res.fleet = p.fleetActive()
-			wait, ok, pending := p.fleetAdmit(ctx, h, res.Interval+res.Jitter, now)
+			wait, ok, pending, facts := p.fleetAdmit(ctx, h, res.Interval+res.Jitter, now)
+			res.facts = facts
 			if pending && wireWaitSince.IsZero() {
 				wireWaitSince = now
 			}

@@ -288,15 +288,26 @@ func (h *host) applyVerdictLocked(res Reservation, s outcomeSignals, now time.Ti
 const creditHorizon = 10 * time.Second
 
 // sampleLocked is the outcome s of the departure res as the capacity model learns from it, and records
-// an accepted departure (any response but a refusal: the limiter counted it). A fleet member knows only
-// its own departures: it leaves spacing and credited unknown, and the rules that need them fail slow.
+// an accepted departure (any response but a refusal: the limiter counted it). A fleet member reads the
+// fleet's departures from its admission (fleetFacts); without them (a store that does not number its
+// departures) spacing and credited stay unknown, and the rules that need them fail slow.
 func (h *host) sampleLocked(res Reservation, s outcomeSignals, now time.Time) sample {
-	smp := sample{at: now, gen: res.gen, kind: refusalKindOf(s), paced: !s.hold.IsZero(), afterHold: res.afterHold, jitter: res.Jitter}
-	if !res.fleet && !res.At.IsZero() {
+	smp := sample{at: now, gen: res.gen, kind: refusalKindOf(s), paced: !s.hold.IsZero(), afterHold: res.afterHold, jitter: res.Jitter, fleet: res.fleet}
+	horizon := creditHorizon + 4*res.Interval
+	switch {
+	case res.fleet && res.facts.since > 0 && res.facts.since <= horizon:
+		// The fleet's spacing, by the store's clock. The departure before was accepted or is in flight
+		// (credited as spaced), or was reported refused: then the host counted at least twice the
+		// spacing (a lower bound: the gap since its last accepted request is unknown).
+		smp.spacing, smp.credited = res.facts.since, res.facts.since
+		if res.facts.afterRefusal {
+			smp.credited = 2 * res.facts.since
+		}
+	case !res.fleet && !res.At.IsZero():
 		if res.before != 0 {
 			smp.spacing = res.At.Sub(time.Unix(0, res.before))
 		}
-		if c := res.At.Sub(h.lastAccepted); !h.lastAccepted.IsZero() && c > 0 && c <= creditHorizon+4*res.Interval {
+		if c := res.At.Sub(h.lastAccepted); !h.lastAccepted.IsZero() && c > 0 && c <= horizon {
 			smp.credited = c
 		}
 	}
@@ -346,6 +357,7 @@ func (p *Pacer) reportOutcome(h *host, res Reservation, s outcomeSignals, eff ou
 	}
 
 	if s.v.Refused {
+		p.fleetRefused(h, res)
 		p.cfg.observer.Refused(h.key, s.v.Trigger)
 	}
 	if !s.hold.IsZero() {

@@ -294,6 +294,29 @@ const (
 	storeRetryMax   = 500 * time.Millisecond
 )
 
+// fleetFacts is what a shared store's admission says of the fleet's departures to a host (see
+// Admission): this departure's number, the gap since the fleet's previous departure, and whether that
+// one was reported refused.
+type fleetFacts struct {
+	seq          uint64
+	since        time.Duration
+	afterRefusal bool
+}
+
+// fleetRefused reports the refusal of the fleet's departure res to the shared store, so that the next
+// admissions know the departure before theirs was refused. A store that fails is audited as any stall.
+func (p *Pacer) fleetRefused(h *host, res Reservation) {
+	if !p.fleetActive() || res.facts.seq == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+	defer cancel()
+	start := p.now()
+	if err := p.persist.shared.Refused(ctx, h.key, res.facts.seq); err != nil {
+		p.storeStalled(h.key, "refused", err, start, p.now())
+	}
+}
+
 // fleetAdmit asks the shared store whether a departure to h, spaced by gap from the fleet's previous
 // one, may go now (by the store's clock). Without a shared store the local rule alone decides: ok.
 // Otherwise it returns ok, or how long to wait before asking again and whether that wait is for
@@ -305,9 +328,9 @@ const (
 // and alerted once it lasts storeStallBound, and its end audited (store_recovered). An error about one
 // host's record (ErrCorruptState: a key of another type, a field that does not parse) concerns that
 // host only: the record is overwritten with this process's state, and the host asked again.
-func (p *Pacer) fleetAdmit(ctx context.Context, h *host, gap time.Duration, now time.Time) (wait time.Duration, ok, pending bool) {
+func (p *Pacer) fleetAdmit(ctx context.Context, h *host, gap time.Duration, now time.Time) (wait time.Duration, ok, pending bool, facts fleetFacts) {
 	if !p.fleetActive() {
-		return 0, true, false
+		return 0, true, false, facts
 	}
 	sctx, cancel := context.WithTimeout(ctx, storeTimeout)
 	defer cancel()
@@ -317,12 +340,12 @@ func (p *Pacer) fleetAdmit(ctx context.Context, h *host, gap time.Duration, now 
 	switch {
 	case err == nil:
 	case ctx.Err() != nil:
-		return 0, false, false // the wait ends on ctx: the caller sees it
+		return 0, false, false, facts // the wait ends on ctx: the caller sees it
 	case errors.Is(err, ErrCorruptState):
 		p.repairShared(h, err, end)
-		return storeRetryFirst, false, false
+		return storeRetryFirst, false, false, facts
 	default:
-		return p.storeStalled(h.key, "admit", err, start, end), false, false
+		return p.storeStalled(h.key, "admit", err, start, end), false, false, facts
 	}
 	if end.Sub(start) > storeSlow {
 		p.storeStalled(h.key, "admit", nil, start, end)
@@ -356,9 +379,9 @@ func (p *Pacer) fleetAdmit(ctx context.Context, h *host, gap time.Duration, now 
 		p.audit.emit(zerolog.InfoLevel, noiseEv)
 	}
 	if a.OK {
-		return 0, true, false
+		return 0, true, false, fleetFacts{seq: a.Seq, since: a.Since, afterRefusal: a.Seq > 1 && a.RefusedSeq+1 == a.Seq}
 	}
-	return a.Wait + time.Duration(p.cfg.random()*float64(fleetReaskJitter)), false, a.Pending
+	return a.Wait + time.Duration(p.cfg.random()*float64(fleetReaskJitter)), false, a.Pending, facts
 }
 
 // auditWireWait names, in the audit trail, a departure that waited for another process's departure

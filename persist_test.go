@@ -211,6 +211,8 @@ func (f *flakyShared) Admit(context.Context, string, time.Duration) (Admission, 
 	return Admission{OK: true}, nil
 }
 
+func (f *flakyShared) Refused(context.Context, string, uint64) error { return nil }
+
 func (f *flakyShared) Departed(context.Context, string, time.Duration) error {
 	if f.down.Load() {
 		return errFlakyDown
@@ -268,6 +270,7 @@ func (f *fleetAnswer) Admit(context.Context, string, time.Duration) (Admission, 
 	return f.a, nil
 }
 func (f *fleetAnswer) Departed(context.Context, string, time.Duration) error { return nil }
+func (f *fleetAnswer) Refused(context.Context, string, uint64) error         { return nil }
 func (f *fleetAnswer) CheckLost(context.Context) (bool, error)               { return false, nil }
 
 // Issue 15 rule 4: the fleet's model is one model. A pacer adopts the stored model (delay, good and
@@ -451,6 +454,8 @@ func (s *scriptedShared) Admit(_ context.Context, host string, _ time.Duration) 
 	defer s.mu.Unlock()
 	return s.answer(host)
 }
+
+func (s *scriptedShared) Refused(context.Context, string, uint64) error { return nil }
 
 func (s *scriptedShared) Departed(_ context.Context, host string, _ time.Duration) error {
 	s.mu.Lock()

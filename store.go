@@ -131,6 +131,9 @@ type SharedStore interface {
 	// now, and the last departure moves to at least that instant (a request that never reached the
 	// wire is reported with the ago of its admission, which moves nothing).
 	Departed(ctx context.Context, host string, ago time.Duration) error
+	// Refused records that the fleet's departure numbered seq (Admission.Seq) to host was refused, when
+	// later than the one recorded: the next admissions return it as RefusedSeq.
+	Refused(ctx context.Context, host string, seq uint64) error
 	// CheckLost reports whether the store lost what it held (a server restarted empty) since this
 	// Store last looked: the pacer then writes back every state it knows.
 	CheckLost(ctx context.Context) (bool, error)
@@ -151,6 +154,15 @@ type Admission struct {
 	Lost bool
 	// Pending is true when the wait is for another process's departure still on its way to the wire.
 	Pending bool
+	// What the store knows of the fleet's departures to the host, for the capacity model (an admitted
+	// departure only): Seq numbers this departure (one more than the fleet's previous; 0: not
+	// numbered), Since is the gap since the fleet's previous departure by the store's clock (0: none
+	// recorded), and RefusedSeq the number of the fleet's latest departure reported refused (see
+	// Refused; 0: none). A member then judges spacing by the fleet's departures, not its own third of
+	// them, and knows that the departure before its own was refused (a limiter counts from the last
+	// request it accepted).
+	Seq, RefusedSeq uint64
+	Since           time.Duration
 }
 
 // repairLimits bounds what a stored state may say, relative to the pacer's configuration.

@@ -54,6 +54,9 @@ const (
 	fieldPending       = "pending"
 	fieldPendingBy     = "pending_by"
 	fieldRateServer    = "rate_srv"
+	// The fleet's departures, numbered (admitScript), and the latest reported refused (refusedScript).
+	fieldSeq        = "seq"
+	fieldRefusedSeq = "refused_seq"
 )
 
 // hostFields lists every field of a host hash, in ARGV order.
@@ -131,7 +134,8 @@ func encodeHostHash(st ext.StoredHost) map[string]string {
 }
 
 // decodeHostHash decodes the fields of host's hash. ok is false when the hash holds no saved state:
-// it is empty, or holds only the last_departure an Admit recorded before any SaveHosts. A
+// it is empty, or holds only what the admission scripts recorded before any SaveHosts (the last
+// departure, a pending one, the departures' numbers). A
 // state of another version than ext.StateVersion is returned with only Host and Version set. A
 // missing field, a number that does not parse or does not fit, or a boolean other than "0" or "1"
 // returns an error wrapping ext.ErrCorruptState. Values that parse but are out of range (negative
@@ -141,9 +145,13 @@ func decodeHostHash(host string, m map[string]string) (st ext.StoredHost, ok boo
 	_, saved := m[fieldVersion]
 	if !saved {
 		ld, admitted := m[fieldLastDeparture]
-		_, pending := m[fieldPending]
-		_, pendingBy := m[fieldPendingBy]
-		if len(m) == 0 || (admitted && len(m) == 1) || (admitted && pending && pendingBy && len(m) == 3) {
+		scriptOnly := 0 // fields only the admission scripts write
+		for _, f := range [...]string{fieldLastDeparture, fieldPending, fieldPendingBy, fieldSeq, fieldRefusedSeq} {
+			if _, ok := m[f]; ok {
+				scriptOnly++
+			}
+		}
+		if len(m) == 0 || admitted && scriptOnly == len(m) {
 			if _, err := decodeTime(ld); err != nil {
 				return ext.StoredHost{}, false, corrupt(host, "field %s %q: %v", fieldLastDeparture, ld, err)
 			}

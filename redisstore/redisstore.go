@@ -395,7 +395,14 @@ func decodeAdmission(host string, cmd *redis.Cmd) (ext.Admission, time.Time, str
 	bad := func() (ext.Admission, time.Time, string, error) {
 		return ext.Admission{}, time.Time{}, "", fmt.Errorf("redisstore: admit a departure to host %q: script returned %v: %w", host, res, ext.ErrCorruptState)
 	}
-	if len(res) != 10 {
+	if len(res) != 13 {
+		return bad()
+	}
+	seq, _ := res[10].(int64)
+	sinceText, _ := res[11].(string)
+	refusedSeq, _ := res[12].(int64)
+	since, serr := optionalDuration(sinceText)
+	if serr != nil || seq < 0 || refusedSeq < 0 {
 		return bad()
 	}
 	by, _ := res[8].(string)
@@ -423,7 +430,8 @@ func decodeAdmission(host string, cmd *redis.Cmd) (ext.Admission, time.Time, str
 		noise = 0
 	}
 	return ext.Admission{OK: ok == 1, Wait: time.Duration(wait), AdaptiveDelay: ad, KnownLimit: kl, Pending: pending == 1,
-		RefusedInterval: ri, ModelVersion: int64(mv), Noise: audit.NoiseVerdict(noise)}, now, by, nil
+		RefusedInterval: ri, ModelVersion: int64(mv), Noise: audit.NoiseVerdict(noise),
+		Seq: uint64(seq), Since: since, RefusedSeq: uint64(refusedSeq)}, now, by, nil
 }
 
 // CheckLost implements ext.SharedStore: the store keeps an epoch key (<prefix>epoch), created by the
@@ -517,6 +525,14 @@ func optionalDuration(s string) (time.Duration, error) {
 func (s *Store) Departed(ctx context.Context, host string, ago time.Duration) error {
 	if err := departedScript.Run(ctx, s.c, []string{s.hostKey(host)}, int64(max(ago, 0)), s.ttlMS()).Err(); err != nil {
 		return wrapErr(err, "record the departure of host %q", host)
+	}
+	return nil
+}
+
+// Refused implements ext.SharedStore in one script run: the fleet's departure seq to host was refused.
+func (s *Store) Refused(ctx context.Context, host string, seq uint64) error {
+	if err := refusedScript.Run(ctx, s.c, []string{s.hostKey(host)}, seq, s.ttlMS()).Err(); err != nil {
+		return wrapErr(err, "record the refusal of a departure to host %q", host)
 	}
 	return nil
 }

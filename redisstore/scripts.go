@@ -88,18 +88,23 @@ end
 // departures reached the wire, so it is one whose answer never arrived (a timeout). The gap is the
 // longest of ARGV's, adaptive_delay, crawl_delay and, before rate_srv, rate_interval. The departure may go when now >= max(last_departure + gap,
 // hold_srv, ARGV[5]) and no departure is pending (pending, the instant it stops being: until Departed
-// clears it). Then last_departure = now, pending = now + ARGV[4], and it returns {1, "0", now,
-// adaptive_delay, known_limit, 0, refused_interval, model_ver, "", noise}. Otherwise it changes nothing and returns
-// {0, wait, now, adaptive_delay, known_limit, pending, refused_interval, model_ver, pending_by, noise}, noise the
+// clears it). Then last_departure = now, pending = now + ARGV[4], seq grows by one, and it returns {1, "0", now,
+// adaptive_delay, known_limit, 0, refused_interval, model_ver, "", noise, seq, since, refused_seq}, since the
+// nanoseconds from the previous last_departure ("" when none) and refused_seq the latest departure
+// reported refused (refusedScript; 0 when none). Otherwise it changes nothing and returns
+// {0, wait, now, adaptive_delay, known_limit, pending, refused_interval, model_ver, pending_by, noise, 0, "", refused_seq}, noise the
 // verdict as an integer (0 when none or unreadable), pending 1 when the wait is for a pending departure (at most
 // pendingPoll: its wire instant may come any time); wait, now and the delays in decimal (unix) nanoseconds, a delay "" when
 // none is stored. A field it cannot read is a CORRUPT error (and Redis answers WRONGTYPE for a key
 // that is not a hash).
 var admitScript = redis.NewScript(timeLua + nowLua + ttlLua + `
 local f = redis.call('HMGET', KEYS[1], 'last_departure', 'hold_srv', 'adaptive_delay', 'known_limit',
-  'crawl_delay', 'rate_interval', 'rate_srv', 'pending', 'pending_by', 'refused_interval', 'model_ver', 'noise')
+  'crawl_delay', 'rate_interval', 'rate_srv', 'pending', 'pending_by', 'refused_interval', 'model_ver', 'noise',
+  'seq', 'refused_seq')
 local ad, kl, ri, mv = f[3] or '', f[4] or '', f[10] or '', f[11] or ''
 local nv = math.floor(tonumber(f[12] or '') or 0)
+local sq = math.floor(tonumber(f[13] or '') or 0)
+local rq = math.floor(tonumber(f[14] or '') or 0)
 if not parse(kl) then kl = '' end
 if not parse(ri) then ri = '' end
 if not parse(mv) then mv = '' end
@@ -136,9 +141,16 @@ if less(now_s, now_n, al_s, al_n) then
   if w_n < 0 then w_s, w_n = w_s - 1, w_n + E9 end
   local by = ''
   if pending == 1 then by = f[9] or '' end
-  return {0, format(w_s, w_n), format(now_s, now_n), ad, kl, pending, ri, mv, by, nv}
+  return {0, format(w_s, w_n), format(now_s, now_n), ad, kl, pending, ri, mv, by, nv, 0, '', rq}
 end
-redis.call('HSET', KEYS[1], 'last_departure', format(now_s, now_n))
+local since = ''
+if ld_s and not less(now_s, now_n, ld_s, ld_n) then
+  local d_s, d_n = now_s - ld_s, now_n - ld_n
+  if d_n < 0 then d_s, d_n = d_s - 1, d_n + E9 end
+  since = format(d_s, d_n)
+end
+sq = sq + 1
+redis.call('HSET', KEYS[1], 'last_departure', format(now_s, now_n), 'seq', string.format('%d', sq))
 local pend = tonumber(ARGV[4])
 if pend > 0 then
   redis.call('HSET', KEYS[1], 'pending', format(add(now_s, now_n, math.floor(pend / E9), pend % E9)), 'pending_by', ARGV[6])
@@ -146,7 +158,16 @@ else
   redis.call('HDEL', KEYS[1], 'pending', 'pending_by')
 end
 refresh(ARGV[3])
-return {1, '0', format(now_s, now_n), ad, kl, 0, ri, mv, '', nv}
+return {1, '0', format(now_s, now_n), ad, kl, 0, ri, mv, '', nv, sq, since, rq}
+`)
+
+// refusedScript records that the fleet's departure numbered ARGV[1] to the host was refused, when
+// later than the one recorded (refused_seq); ARGV[2] is the TTL as for admitScript.
+var refusedScript = redis.NewScript(ttlLua + `
+local r = math.floor(tonumber(redis.call('HGET', KEYS[1], 'refused_seq') or '') or 0)
+if tonumber(ARGV[1]) > r then redis.call('HSET', KEYS[1], 'refused_seq', ARGV[1]) end
+refresh(ARGV[2])
+return 1
 `)
 
 // pendingPollNS is, in nanoseconds, the longest a process told to wait for a pending departure waits

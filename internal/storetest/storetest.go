@@ -419,6 +419,30 @@ func RunShared(t *testing.T, newStore func(t *testing.T) ext.SharedStore) {
 			t.Errorf("saved host: %+v, %v; want the stored %v and %v", a, err, st.AdaptiveDelay, st.KnownLimit)
 		}
 	})
+	t.Run("AdmitNumbersDepartures", func(t *testing.T) {
+		// Issue 32: a fleet member judges spacing by the fleet's departures, and knows when the one
+		// before its own was refused (a limiter counts from the last request it accepted).
+		s := newStore(t)
+		first, err := s.Admit(ctx, "q.test", 0)
+		if err != nil || !first.OK || first.Seq == 0 || first.Since != 0 || first.RefusedSeq != 0 {
+			t.Fatalf("first departure: %+v, %v; want admitted, numbered, no previous one, none refused", first, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+		second, err := s.Admit(ctx, "q.test", 0)
+		if err != nil || !second.OK || second.Seq != first.Seq+1 || second.Since < 20*time.Millisecond || second.Since > time.Second {
+			t.Fatalf("second departure 20ms later: %+v, %v; want number %d, about 20ms since the first", second, err, first.Seq+1)
+		}
+		if err := s.Refused(ctx, "q.test", second.Seq); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Refused(ctx, "q.test", first.Seq); err != nil { // an older refusal reported late
+			t.Fatal(err)
+		}
+		third, err := s.Admit(ctx, "q.test", 0)
+		if err != nil || !third.OK || third.RefusedSeq != second.Seq {
+			t.Errorf("after the second was refused: %+v, %v; want RefusedSeq %d", third, err, second.Seq)
+		}
+	})
 	t.Run("ConcurrentAdmissionsAdmitOne", func(t *testing.T) {
 		s := newStore(t)
 		var admitted atomic.Int32
