@@ -128,6 +128,11 @@ type simTargets struct {
 	// maxRefused is the share of page requests refused over the crawl at most, and lateRefusalsPerMin
 	// the refusals a minute after its first minute at most (each checked when positive).
 	maxRefused, lateRefusalsPerMin float64
+	// maxRefusals is the page requests refused over the crawl at most (checked when positive), and
+	// endsNoFasterThanRefused asks the last snapshot's interval to be no faster than any interval in
+	// force at a refused departure once learnt (simLearnt on).
+	maxRefusals             int
+	endsNoFasterThanRefused bool
 }
 
 // simGrid returns the cells, each host crawled for about length at its capacity.
@@ -294,6 +299,18 @@ func simGrid(length time.Duration) []simCell {
 				}},
 				targets: simTargets{whole: 0.85, noLoss: true, queueMedian: 0.10, queueP95: 1, checkQueue: true},
 			})
+		}
+	}
+	// The example crawler's capacity host (internal/scenario's DemoConfigs), the first a newcomer sees:
+	// a bucket of 2/s with a burst of 2, Retry-After 2 s, from the demo's 300 ms floor. At most two
+	// refusals over its 30 pages, and the model never ends faster than the host's rate.
+	for _, cfg := range scenario.DemoConfigs() {
+		if cfg.Name == "capacity" {
+			add(simCell{name: "demo-capacity", capacity: cfg.Capacity.Rate, base: scenario.DemoBaseDelay, limit: 5 * time.Minute,
+				hosts: []scenario.HostConfig{cfg}, targets: simTargets{noLoss: true, rateOnly: true, maxRefusals: 2, endsNoFasterThanRefused: true},
+				// The bucket's burst, refilled during each 2.2 s hold, lets three responses at a bisection
+				// step through: the step is confirmed, then refused once the burst is spent (BENCHMARKS.md).
+				known: map[string]string{"refusals": "a bucket's burst refilled by each hold confirms a bisection step it does not sustain"}})
 		}
 	}
 	return append(cells, lowRateCells()...)
@@ -563,6 +580,17 @@ func (c simCell) check(t *testing.T, f simFigures) []string {
 	}
 	if tg.lateRefusalsPerMin > 0 && f.lateRate() > tg.lateRefusalsPerMin {
 		or("late")("%.1f refusals/min after the first minute > %g", f.lateRate(), tg.lateRefusalsPerMin)
+	}
+	if tg.maxRefusals > 0 && f.refusals > tg.maxRefusals {
+		or("refusals")("%d page requests refused > %d", f.refusals, tg.maxRefusals)
+	}
+	if tg.endsNoFasterThanRefused {
+		for _, r := range f.explained {
+			if f.endInterval < r.interval {
+				fail("ended at an interval of %v, faster than %v, which the host refused at +%.1fs", f.endInterval, r.interval, r.at.Seconds())
+				break
+			}
+		}
 	}
 	if tg.noLoss && f.lost > 0 {
 		fail("%d of %d pages lost", f.lost, f.pages)

@@ -41,6 +41,7 @@ type simFigures struct {
 	refusalsPerMin                  float64       // after simWarmup
 	before, after                   float64       // a capacity step's sides (NaN without a step)
 	maxInterval                     time.Duration // largest interval in force once settled (see simCell.settled)
+	endInterval                     time.Duration // the interval of the last snapshot
 	maxInFlight                     int           // most requests in flight in a snapshot
 	queueMedian, queueP95           float64       // queue wait of accepted pages, in service times (NaN without workers)
 	insideWindow                    int           // arrivals sent after a refusal was read, inside its Retry-After window
@@ -193,6 +194,7 @@ func measureHost(cfg scenario.HostConfig, capacity float64, base time.Duration, 
 			f.maxInterval = max(f.maxInterval, s.snap.Interval)
 		}
 		f.maxInFlight = max(f.maxInFlight, s.snap.InFlight)
+		f.endInterval = s.snap.Interval
 	}
 	for _, a := range pages {
 		for _, w := range windows {
@@ -267,6 +269,7 @@ func (f simFigures) merge(g simFigures, hosts int) simFigures {
 	f.refusalsPerMin = avg(f.refusalsPerMin, g.refusalsPerMin)
 	f.before, f.after = avg(f.before, g.before), avg(f.after, g.after)
 	f.maxInterval = max(f.maxInterval, g.maxInterval)
+	f.endInterval = min(f.endInterval, g.endInterval)
 	f.maxInFlight = max(f.maxInFlight, g.maxInFlight)
 	f.queueMedian, f.queueP95 = max(f.queueMedian, g.queueMedian), max(f.queueP95, g.queueP95)
 	f.insideWindow += g.insideWindow
