@@ -246,9 +246,12 @@ func (a *adaptive) refuse(s sample, floor, ceiling time.Duration) bool {
 			a.undoGood, a.undoBad, a.undo = a.good, a.bad, true
 		}
 		next, backoff = a.learnRefusal(s, floor, bursty)
-		if kind == refusedUnclear && a.good == 0 {
-			// A 503 without Retry-After, nothing accepted known: a limiter's or an outage's. Past twice
-			// the outage probe, slower probing would only delay noticing that an outage ended.
+		if a.good == 0 && (kind == refusedUnclear || s.fleet) {
+			// Nothing accepted known, and no way to tell a limiter from refusals that speed does not
+			// cause: a 503 without Retry-After (a limiter's or an outage's), or a fleet member, which
+			// never reads noise from its third of the outcomes. Past twice the outage probe, slower
+			// probing would only slow a host that refuses at any pace with no end; the refusal governor
+			// still slows a limiter that refuses there.
 			next = min(next, max(a.delay, 2*outageProbe(floor, ceiling)))
 		}
 		a.drain.refused(now)
@@ -355,8 +358,9 @@ func (a *adaptive) learnRefusal(s sample, floor time.Duration, bursty bool) (nex
 // the first after the refusal is then four refused gaps after the last accepted request (a limiter
 // counts from it), so a floor 100 times shorter than the host's interval is crossed in four refusals,
 // where steps of rateBackoff from the floor took a dozen. A refusal with a Retry-After (paced) backs
-// off by rateBackoff, or to the refused gap when longer (a limiter slower than its Retry-After refuses
-// the first departure after the hold): the hold spaces the next departure, so the gaps grow by the hold
+// off by rateBackoff, or to the refused gap when longer, up to the outage probe (a limiter slower than
+// its Retry-After refuses the first departure after the hold; noise after a hold would jump to it): the
+// hold spaces the next departure, so the gaps grow by the hold
 // anyway. One whose gap since the last accepted request is unknown backs off by rateBackoff (credited false: a fleet member's),
 // for without upper bounds a host that refuses at any pace would be slowed fourfold a refusal.
 //
@@ -376,8 +380,8 @@ func (a *adaptive) learnFromBelow(gap, floor time.Duration, paced, credited bool
 		return a.bad + (a.upper-a.bad)/2
 	}
 	a.upper = 0
-	if paced {
-		return max(backoff, a.bad) // the hold spaces the first departure; the others, the refused gap at least
+	if paced { // the hold spaces the first departure; the others, the refused gap at least, up to the outage probe
+		return max(backoff, min(a.bad, outageProbe(floor, maxDuration)))
 	}
 	if !credited {
 		return backoff
