@@ -22,6 +22,12 @@
 // every limiter shape (-long: at least 3 minutes of crawl per host, with the steady state from 30 s on);
 // and refusals that speed does not cause (-scenarios rate-independent).
 //
+// Issue 32 adds, run only when asked (-scenarios low-rate, or one of them by name): limiters without
+// burst at 0.5, 1 and 2 requests/s (nginx's default 503, nginx with 429 + Retry-After: 1, HAProxy's
+// sliding window with 429 + Retry-After: 1), simulated by the loopback hosts and real, crawled from
+// floors of 10, 50 and 100 ms by one process and by a fleet of three, 3 minutes of pages a cell, with a
+// table of what the servers saw per cell (lowrate.go).
+//
 //	go run ./cmd/pacebench                         # the full suite, about 11 minutes
 //	go run ./cmd/pacebench -short                  # the quick version, a few seconds a scenario
 //	go run ./cmd/pacebench -scenarios outage,capacity
@@ -29,6 +35,7 @@
 //	go run ./cmd/pacebench -scenarios real-haproxy # one of them
 //	go run ./cmd/pacebench -long -md LONG.md       # every limiter shape for 3+ minutes a host, 30 to 50 minutes
 //	go run ./cmd/pacebench -long -real             # the real limiters only, 3+ minutes each
+//	go run ./cmd/pacebench -scenarios low-rate     # issue 32's grid: six scenarios of 3 to 7 minutes
 package main
 
 import (
@@ -85,7 +92,7 @@ func parseFlags(fs *flag.FlagSet, args []string) (options, error) {
 	var o options
 	fs.StringVar(&o.out, "out", "docs/bench", "directory for the charts, one per scenario (\"\" for none)")
 	fs.StringVar(&o.md, "md", "BENCHMARKS.md", "Markdown file whose generated section (between the pacebench markers) is replaced (\"\" for none)")
-	fs.StringVar(&o.scenarios, "scenarios", "all", "scenarios to run, comma-separated: all (the loopback scenarios), real (the real limiters) or names among "+scenarioNames(sizeFull))
+	fs.StringVar(&o.scenarios, "scenarios", "all", "scenarios to run, comma-separated: all (the loopback scenarios), real (the real limiters), low-rate (issue 32's grid, loopback and real) or names among "+scenarioNames(sizeFull))
 	fs.BoolVar(&o.short, "short", false, "run the quick version of each scenario (a few seconds each)")
 	fs.BoolVar(&o.long, "long", false, "run the long version (at least 3 minutes a host) of every limiter shape, real limiters included, or of those named by -scenarios: "+scenarioNames(sizeLong))
 	fs.BoolVar(&o.real, "real", false, "run the scenarios served by real rate limiters (nginx, HAProxy; skipped where not installed), besides those named by -scenarios")
@@ -178,14 +185,12 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if l := scs[i].Limiter; l != nil {
-			if _, err := l.Kind.binary(); err != nil {
-				fmt.Fprintf(stderr, "pacebench: skipping %s: %v\n", scs[i].Name, err)
-				continue
-			}
+		sc, ok := installed(scs[i], stderr)
+		if !ok {
+			continue
 		}
 		fmt.Fprintf(stderr, "pacebench: %s (%d of %d)…\n", scs[i].Name, i+1, len(scs))
-		r, err := runScenario(ctx, scs[i])
+		r, err := runScenario(ctx, sc)
 		if err != nil {
 			return err
 		}
@@ -245,6 +250,34 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stderr, "pacebench: updated %s\n", o.md)
 	}
 	return nil
+}
+
+// installed returns the scenario with what the machine can run: a scenario whose limiter is not
+// installed is skipped (ok false), and so are the groups whose own limiter is not (a scenario left with
+// no group is skipped), each saying so on stderr.
+func installed(sc Scenario, stderr io.Writer) (Scenario, bool) {
+	if l := sc.Limiter; l != nil {
+		if _, err := l.Kind.binary(); err != nil {
+			fmt.Fprintf(stderr, "pacebench: skipping %s: %v\n", sc.Name, err)
+			return sc, false
+		}
+	}
+	var kept []Group
+	for _, g := range sc.Groups {
+		if l := g.Limiter; l != nil {
+			if _, err := l.Kind.binary(); err != nil {
+				fmt.Fprintf(stderr, "pacebench: skipping %s's group %s: %v\n", sc.Name, g.Label, err)
+				continue
+			}
+		}
+		kept = append(kept, g)
+	}
+	if len(kept) == 0 {
+		fmt.Fprintf(stderr, "pacebench: skipping %s: none of its limiters is installed\n", sc.Name)
+		return sc, false
+	}
+	sc.Groups = kept
+	return sc, true
 }
 
 // command reconstructs the command line of the run, for the report.
