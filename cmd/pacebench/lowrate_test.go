@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"math"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -196,5 +197,15 @@ func TestLowRateCrawl(t *testing.T) {
 	}
 	if strings.Contains(section, "scenario run under a minute") {
 		t.Error("a low-rate scenario runs for minutes by design: no wall-time target")
+	}
+	dir := t.TempDir()
+	if err := writeArrivals(dir, r); err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range sc.Groups {
+		b, err := os.ReadFile(filepath.Join(dir, sc.Name+".adaptive."+g.Hosts[0].Name+".tsv"))
+		if err != nil || bytes.Count(b, []byte("\t/p/")) < g.Hosts[0].Pages-1 {
+			t.Errorf("the arrivals of %s: %v\n%s", g.Label, err, b)
+		}
 	}
 }

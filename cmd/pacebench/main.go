@@ -63,6 +63,7 @@ type options struct {
 	real      bool   // the real-limiter scenarios (nginx, HAProxy)
 	format    string // chart format: svg or png
 	audit     string // directory for the adaptive pacer's audit trails; "" for none
+	arrivals  string // directory for the arrivals each server logged; "" for none
 }
 
 func main() {
@@ -98,6 +99,7 @@ func parseFlags(fs *flag.FlagSet, args []string) (options, error) {
 	fs.BoolVar(&o.real, "real", false, "run the scenarios served by real rate limiters (nginx, HAProxy; skipped where not installed), besides those named by -scenarios")
 	fs.StringVar(&o.format, "format", "svg", "chart format: svg or png")
 	fs.StringVar(&o.audit, "audit", "", "directory to write the adaptive pacer's audit trail of each scenario to (JSON lines)")
+	fs.StringVar(&o.arrivals, "arrivals", "", "directory to write the arrivals each host's server (or limiter) logged to, a file per scenario, crawler and host")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: go run ./cmd/pacebench [flags]\n\n"+
 			"Runs Colly's static LimitRule and ext.AdaptivePacing side by side on local scenario servers and\n"+
@@ -198,6 +200,11 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) error {
 			fmtDur(r.Wall), fmtDur(r.Runs[Static].Wall), fmtDur(r.Runs[Adaptive].Wall))
 		if o.audit != "" {
 			if err := writeAudit(o.audit, r); err != nil {
+				return err
+			}
+		}
+		if o.arrivals != "" {
+			if err := writeArrivals(o.arrivals, r); err != nil {
 				return err
 			}
 		}
@@ -312,6 +319,38 @@ func writeAudit(dir string, r *ScenarioResult) error {
 		return err
 	}
 	return os.WriteFile(filepath.Join(dir, r.Scenario.Name+".jsonl"), r.Runs[Adaptive].Audit, 0o644)
+}
+
+// writeArrivals writes what each host's server (or its real limiter) logged in each crawl of a scenario
+// to dir/<scenario>.<mode>.<host>.tsv: a line per request, in order of arrival, with its arrival and
+// its client's send stamp in milliseconds from the start of the crawl, its status and its path. The
+// limiters' own logs go with their temporary directories: this keeps the evidence.
+func writeArrivals(dir string, r *ScenarioResult) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	ms := func(t, from time.Time) string {
+		if t.IsZero() {
+			return "-"
+		}
+		return fmt.Sprintf("%.1f", float64(t.Sub(from))/float64(time.Millisecond))
+	}
+	for _, mode := range []Mode{Static, Adaptive} {
+		run := r.Runs[mode]
+		for _, h := range run.Hosts {
+			var b strings.Builder
+			fmt.Fprintf(&b, "# %s, %s crawl, host %s (%s), from %s\n# arrival_ms\tsent_ms\tstatus\tpath\n",
+				r.Scenario.Name, mode, h.Config.Name, h.Key, run.Start.UTC().Format(time.RFC3339Nano))
+			for _, a := range h.Arrivals {
+				fmt.Fprintf(&b, "%s\t%s\t%d\t%s\n", ms(a.At, run.Start), ms(a.Sent, run.Start), a.Status, a.Path)
+			}
+			name := fmt.Sprintf("%s.%s.%s.tsv", r.Scenario.Name, mode, h.Config.Name)
+			if err := os.WriteFile(filepath.Join(dir, name), []byte(b.String()), 0o644); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // loadAverage returns the 1, 5 and 15 minute load averages ("0.52/0.40/0.31"), or "" where
