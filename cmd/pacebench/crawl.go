@@ -100,12 +100,13 @@ func crawl(ctx context.Context, sc *Scenario, mode Mode) (*Run, error) {
 	fronts := make([]*front, len(site.Hosts))
 	for i, h := range site.Hosts {
 		base[i] = h.URL()
-		if sc.Limiter == nil {
+		l := sc.limiterOf(groups[i])
+		if l == nil {
 			continue
 		}
-		f, err := startFront(*sc.Limiter, h.Key())
+		f, err := startFront(*l, h.Key())
 		if err != nil {
-			return nil, fmt.Errorf("%s in front of %s: %w", sc.Limiter.Kind, h.Name(), err)
+			return nil, fmt.Errorf("%s in front of %s: %w", l.Kind, h.Name(), err)
 		}
 		defer f.Close()
 		fronts[i], base[i] = f, f.URL()
@@ -163,7 +164,7 @@ func crawl(ctx context.Context, sc *Scenario, mode Mode) (*Run, error) {
 		if f := fronts[i]; f != nil {
 			// Measured at the limiter, from its own log; the host behind it saw only what it let through.
 			hr.Key = strings.TrimPrefix(f.URL(), "http://")
-			hr.Config.Capacity = sc.Limiter.capacity()
+			hr.Config.Capacity = f.limiter.capacity()
 			if hr.Arrivals, hr.Windows, err = f.Log(); err != nil {
 				return nil, err
 			}

@@ -22,6 +22,12 @@
 // every limiter shape (-long: at least 3 minutes of crawl per host, with the steady state from 30 s on);
 // and refusals that speed does not cause (-scenarios rate-independent).
 //
+// Issue 32 adds, run only when asked (-scenarios low-rate, or one of them by name): limiters without
+// burst at 0.5, 1 and 2 requests/s (nginx's default 503, nginx with 429 + Retry-After: 1, HAProxy's
+// sliding window with 429 + Retry-After: 1), simulated by the loopback hosts and real, crawled from
+// floors of 10, 50 and 100 ms by one process and by a fleet of three, 3 minutes of pages a cell, with a
+// table of what the servers saw per cell (lowrate.go).
+//
 //	go run ./cmd/pacebench                         # the full suite, about 11 minutes
 //	go run ./cmd/pacebench -short                  # the quick version, a few seconds a scenario
 //	go run ./cmd/pacebench -scenarios outage,capacity
@@ -29,6 +35,7 @@
 //	go run ./cmd/pacebench -scenarios real-haproxy # one of them
 //	go run ./cmd/pacebench -long -md LONG.md       # every limiter shape for 3+ minutes a host, 30 to 50 minutes
 //	go run ./cmd/pacebench -long -real             # the real limiters only, 3+ minutes each
+//	go run ./cmd/pacebench -scenarios low-rate     # issue 32's grid: six scenarios of 3 to 7 minutes
 package main
 
 import (
@@ -56,6 +63,7 @@ type options struct {
 	real      bool   // the real-limiter scenarios (nginx, HAProxy)
 	format    string // chart format: svg or png
 	audit     string // directory for the adaptive pacer's audit trails; "" for none
+	arrivals  string // directory for the arrivals each server logged; "" for none
 }
 
 func main() {
@@ -85,12 +93,13 @@ func parseFlags(fs *flag.FlagSet, args []string) (options, error) {
 	var o options
 	fs.StringVar(&o.out, "out", "docs/bench", "directory for the charts, one per scenario (\"\" for none)")
 	fs.StringVar(&o.md, "md", "BENCHMARKS.md", "Markdown file whose generated section (between the pacebench markers) is replaced (\"\" for none)")
-	fs.StringVar(&o.scenarios, "scenarios", "all", "scenarios to run, comma-separated: all (the loopback scenarios), real (the real limiters) or names among "+scenarioNames(sizeFull))
+	fs.StringVar(&o.scenarios, "scenarios", "all", "scenarios to run, comma-separated: all (the loopback scenarios), real (the real limiters), low-rate (issue 32's grid, loopback and real) or names among "+scenarioNames(sizeFull))
 	fs.BoolVar(&o.short, "short", false, "run the quick version of each scenario (a few seconds each)")
 	fs.BoolVar(&o.long, "long", false, "run the long version (at least 3 minutes a host) of every limiter shape, real limiters included, or of those named by -scenarios: "+scenarioNames(sizeLong))
 	fs.BoolVar(&o.real, "real", false, "run the scenarios served by real rate limiters (nginx, HAProxy; skipped where not installed), besides those named by -scenarios")
 	fs.StringVar(&o.format, "format", "svg", "chart format: svg or png")
 	fs.StringVar(&o.audit, "audit", "", "directory to write the adaptive pacer's audit trail of each scenario to (JSON lines)")
+	fs.StringVar(&o.arrivals, "arrivals", "", "directory to write the arrivals each host's server (or limiter) logged to, a file per scenario, crawler and host")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: go run ./cmd/pacebench [flags]\n\n"+
 			"Runs Colly's static LimitRule and ext.AdaptivePacing side by side on local scenario servers and\n"+
@@ -178,14 +187,12 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if l := scs[i].Limiter; l != nil {
-			if _, err := l.Kind.binary(); err != nil {
-				fmt.Fprintf(stderr, "pacebench: skipping %s: %v\n", scs[i].Name, err)
-				continue
-			}
+		sc, ok := installed(scs[i], stderr)
+		if !ok {
+			continue
 		}
 		fmt.Fprintf(stderr, "pacebench: %s (%d of %d)…\n", scs[i].Name, i+1, len(scs))
-		r, err := runScenario(ctx, scs[i])
+		r, err := runScenario(ctx, sc)
 		if err != nil {
 			return err
 		}
@@ -193,6 +200,11 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) error {
 			fmtDur(r.Wall), fmtDur(r.Runs[Static].Wall), fmtDur(r.Runs[Adaptive].Wall))
 		if o.audit != "" {
 			if err := writeAudit(o.audit, r); err != nil {
+				return err
+			}
+		}
+		if o.arrivals != "" {
+			if err := writeArrivals(o.arrivals, r); err != nil {
 				return err
 			}
 		}
@@ -247,6 +259,34 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) error {
 	return nil
 }
 
+// installed returns the scenario with what the machine can run: a scenario whose limiter is not
+// installed is skipped (ok false), and so are the groups whose own limiter is not (a scenario left with
+// no group is skipped), each saying so on stderr.
+func installed(sc Scenario, stderr io.Writer) (Scenario, bool) {
+	if l := sc.Limiter; l != nil {
+		if _, err := l.Kind.binary(); err != nil {
+			fmt.Fprintf(stderr, "pacebench: skipping %s: %v\n", sc.Name, err)
+			return sc, false
+		}
+	}
+	var kept []Group
+	for _, g := range sc.Groups {
+		if l := g.Limiter; l != nil {
+			if _, err := l.Kind.binary(); err != nil {
+				fmt.Fprintf(stderr, "pacebench: skipping %s's group %s: %v\n", sc.Name, g.Label, err)
+				continue
+			}
+		}
+		kept = append(kept, g)
+	}
+	if len(kept) == 0 {
+		fmt.Fprintf(stderr, "pacebench: skipping %s: none of its limiters is installed\n", sc.Name)
+		return sc, false
+	}
+	sc.Groups = kept
+	return sc, true
+}
+
 // command reconstructs the command line of the run, for the report.
 func command(o options) string {
 	cmd := "go run ./cmd/pacebench"
@@ -279,6 +319,38 @@ func writeAudit(dir string, r *ScenarioResult) error {
 		return err
 	}
 	return os.WriteFile(filepath.Join(dir, r.Scenario.Name+".jsonl"), r.Runs[Adaptive].Audit, 0o644)
+}
+
+// writeArrivals writes what each host's server (or its real limiter) logged in each crawl of a scenario
+// to dir/<scenario>.<mode>.<host>.tsv: a line per request, in order of arrival, with its arrival and
+// its client's send stamp in milliseconds from the start of the crawl, its status and its path. The
+// limiters' own logs go with their temporary directories: this keeps the evidence.
+func writeArrivals(dir string, r *ScenarioResult) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	ms := func(t, from time.Time) string {
+		if t.IsZero() {
+			return "-"
+		}
+		return fmt.Sprintf("%.1f", float64(t.Sub(from))/float64(time.Millisecond))
+	}
+	for _, mode := range []Mode{Static, Adaptive} {
+		run := r.Runs[mode]
+		for _, h := range run.Hosts {
+			var b strings.Builder
+			fmt.Fprintf(&b, "# %s, %s crawl, host %s (%s), from %s\n# arrival_ms\tsent_ms\tstatus\tpath\n",
+				r.Scenario.Name, mode, h.Config.Name, h.Key, run.Start.UTC().Format(time.RFC3339Nano))
+			for _, a := range h.Arrivals {
+				fmt.Fprintf(&b, "%s\t%s\t%d\t%s\n", ms(a.At, run.Start), ms(a.Sent, run.Start), a.Status, a.Path)
+			}
+			name := fmt.Sprintf("%s.%s.%s.tsv", r.Scenario.Name, mode, h.Config.Name)
+			if err := os.WriteFile(filepath.Join(dir, name), []byte(b.String()), 0o644); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // loadAverage returns the 1, 5 and 15 minute load averages ("0.52/0.40/0.31"), or "" where

@@ -210,7 +210,7 @@ func measure(sc *Scenario, g int, run *Run) *Metrics {
 		if g, sent := minGapSent(pages); len(pages) > 1 && (minGapSeen == 0 || g < minGapSeen) {
 			minGapSeen, m.MinSent = g, sent
 		}
-		m.Capacity += queueCapacity(h.Config) + quotaCapacity(h.Config)
+		m.Capacity += queueCapacity(h.Config) + quotaCapacity(h.Config) + slidingCapacity(h.Config)
 		if c := h.Config.Capacity; c != nil {
 			m.Capacity += c.Rate
 			if c.StepAfter > 0 {
@@ -289,6 +289,19 @@ func quotaCapacity(cfg scenario.HostConfig) float64 {
 		return 0
 	}
 	return float64(rl.Limit) / rl.Window.Seconds()
+}
+
+// slidingCapacity is a sliding window's rate: the requests it lets through per period, per second.
+func slidingCapacity(cfg scenario.HostConfig) float64 {
+	w := cfg.Sliding
+	if w == nil || w.Limit <= 0 {
+		return 0
+	}
+	period := w.Period
+	if period <= 0 {
+		period = time.Second
+	}
+	return float64(w.Limit) / period.Seconds()
 }
 
 // serverGoodput is the rate of pages served 200 at the server: their number divided by the time from

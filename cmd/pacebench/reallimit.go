@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -27,10 +28,12 @@ import (
 // after the last accepted one is refused at once, and a refused request costs the client nothing but
 // the refusal. HAProxy's stick table http_req_rate(1s) is a sliding window interpolated from two
 // one-second buckets that counts every request, refused ones included: up to Rate requests in any
-// second pass, and hammering a refused host keeps it refused.
+// second pass, and hammering a refused host keeps it refused. Below one request a second (issue 32),
+// nginx takes the rate per minute (0.5/s: rate=30r/m) and HAProxy's window is the shortest whole number
+// of seconds holding a whole number of requests (0.5/s: http_req_rate(2s) gt 1).
 type Limiter struct {
 	Kind LimiterKind
-	Rate int // requests per second
+	Rate float64 // requests per second; see check for the rates each kind can express
 	// Status is the refusal's status: 503 (nginx's default limit_req_status) or 429.
 	Status int
 	// RetryAfter is announced with every refusal, in whole seconds; zero sends none.
@@ -95,21 +98,73 @@ func (l Limiter) status() int {
 }
 
 // capacity describes the limiter as a scenario capacity, for measuring: its rate, its burst (1 for
-// nginx without burst; Rate for HAProxy, which passes Rate requests at once), its status and its
-// Retry-After. Nothing enforces it: the host behind the limiter has no capacity of its own.
+// nginx without burst; for HAProxy the requests its window passes at once, Rate at 1 s), its status and
+// its Retry-After. Nothing enforces it: the host behind the limiter has no capacity of its own.
 func (l Limiter) capacity() *scenario.Capacity {
 	burst := 1
 	if l.Kind == HAProxy {
-		burst = l.Rate
+		burst, _, _ = l.haproxyWindow()
 	}
-	return &scenario.Capacity{Rate: float64(l.Rate), Burst: burst, Status: l.status(), RetryAfter: l.RetryAfter}
+	return &scenario.Capacity{Rate: l.Rate, Burst: burst, Status: l.status(), RetryAfter: l.RetryAfter}
 }
 
-// describe is a short label: "nginx limit_req 4/s, 503".
+// check reports a rate the kind cannot express: nginx takes whole requests per second or per minute,
+// HAProxy a whole number of requests over a period of whole seconds (at most a minute).
+func (l Limiter) check() error {
+	var err error
+	switch l.Kind {
+	case Nginx:
+		_, err = l.nginxRate()
+	case HAProxy:
+		_, _, err = l.haproxyWindow()
+	default:
+		err = fmt.Errorf("unknown limiter kind %v", l.Kind)
+	}
+	return err
+}
+
+// maxWindow bounds HAProxy's period: its stick table keeps an entry 60 s after its last request.
+const maxWindow = 60
+
+// whole reports whether x is a whole number ≥ 1, and which.
+func whole(x float64) (int, bool) {
+	n := math.Round(x)
+	return int(n), n >= 1 && math.Abs(x-n) < 1e-9
+}
+
+// nginxRate is the rate as limit_req_zone takes it: per second when whole ("4r/s"), per minute
+// otherwise ("30r/m" for 0.5/s).
+func (l Limiter) nginxRate() (string, error) {
+	if n, ok := whole(l.Rate); ok {
+		return fmt.Sprintf("%dr/s", n), nil
+	}
+	if n, ok := whole(l.Rate * 60); ok {
+		return fmt.Sprintf("%dr/m", n), nil
+	}
+	return "", fmt.Errorf("nginx limit_req cannot express %g requests/s: not a whole number a second or a minute", l.Rate)
+}
+
+// haproxyWindow is the stick table's window for the rate: the shortest period of whole seconds over
+// which the rate is a whole number of requests, and that number (limit, the `gt` operand): 4 per 1 s
+// for 4/s, 1 per 2 s for 0.5/s.
+func (l Limiter) haproxyWindow() (limit int, period time.Duration, err error) {
+	for p := 1; p <= maxWindow; p++ {
+		if n, ok := whole(l.Rate * float64(p)); ok {
+			return n, time.Duration(p) * time.Second, nil
+		}
+	}
+	return 0, 0, fmt.Errorf("HAProxy's http_req_rate cannot express %g requests/s over a period of whole seconds up to %d s", l.Rate, maxWindow)
+}
+
+// describe is a short label: "nginx limit_req 4/s, 503", "HAProxy http_req_rate(2s) gt 1 (0.5/s), 429".
 func (l Limiter) describe() string {
-	s := fmt.Sprintf("nginx limit_req %d/s, no burst, %d", l.Rate, l.status())
+	s := fmt.Sprintf("nginx limit_req %g/s, no burst, %d", l.Rate, l.status())
 	if l.Kind == HAProxy {
-		s = fmt.Sprintf("HAProxy http_req_rate(1s) %d/s, %d", l.Rate, l.status())
+		limit, period, _ := l.haproxyWindow()
+		s = fmt.Sprintf("HAProxy http_req_rate(1s) %g/s, %d", l.Rate, l.status())
+		if period != time.Second {
+			s = fmt.Sprintf("HAProxy http_req_rate(%ds) gt %d (%g/s), %d", int(period/time.Second), limit, l.Rate, l.status())
+		}
 	}
 	if l.RetryAfter > 0 {
 		s += " + Retry-After " + fmtLabel(l.RetryAfter)
@@ -163,6 +218,9 @@ func startFront(l Limiter, upstream string) (*front, error) {
 
 // startFrontOnce is one attempt of startFront.
 func startFrontOnce(l Limiter, upstream string) (*front, error) {
+	if err := l.check(); err != nil {
+		return nil, err
+	}
 	bin, err := l.Kind.binary()
 	if err != nil {
 		return nil, err
@@ -337,7 +395,8 @@ const nginxLogFormat = `$msec $request_time $status "$uri" "$http_x_scenario_sen
 // nginxTempDir is the directory, under the prefix, of nginx's temporary files; it must exist.
 const nginxTempDir = "tmp"
 
-// nginxConfig is a private nginx configuration: limit_req without burst at l.Rate on every page,
+// nginxConfig is a private nginx configuration: limit_req without burst at l.Rate (l.nginxRate; the
+// rate must pass l.check) on every page,
 // refusing with l.Status and, with a RetryAfter, a Retry-After header on refusals only (a map on the
 // status, since add_header … always would add it to every response). robots.txt is exempt, as on
 // every scenario host. limit_req runs in the preaccess phase, so the pages must come from a content
@@ -348,7 +407,8 @@ func nginxConfig(l Limiter, listen, upstream string) string {
 	if l.RetryAfter > 0 {
 		retryAfter = strconv.FormatInt(ceilSeconds(l.RetryAfter), 10)
 	}
-	return fmt.Sprintf(`# pacebench: nginx limit_req without burst, %[1]d/s, in front of a scenario host.
+	rate, _ := l.nginxRate()
+	return fmt.Sprintf(`# pacebench: nginx limit_req without burst, %[7]g/s, in front of a scenario host.
 error_log error.log notice;
 pid nginx.pid;
 worker_processes 1;
@@ -361,7 +421,7 @@ http {
   scgi_temp_path tmp/scgi;
   log_format pace '%[2]s';
   access_log off;
-  limit_req_zone $binary_remote_addr zone=pace:1m rate=%[1]dr/s;
+  limit_req_zone $binary_remote_addr zone=pace:1m rate=%[1]s;
   limit_req_status %[3]d;
   limit_req_log_level info;
   map $status $pace_retry_after { %[3]d %[4]s; default ""; }
@@ -376,7 +436,7 @@ http {
     }
   }
 }
-`, l.Rate, nginxLogFormat, status, retryAfter, listen, upstream)
+`, rate, nginxLogFormat, status, retryAfter, listen, upstream, l.Rate)
 }
 
 // haproxyLogFormat logs, for each request: the accept date as Unix seconds and milliseconds, the
@@ -388,7 +448,8 @@ const haproxyLogFormat = `%Ts %ms %Th %Ti %Ta %ST %HP {%[capture.req.hdr(0)]}`
 
 // haproxyConfig is a private HAProxy configuration: a stick table of http_req_rate(1s) tracking each
 // client (track-sc0 src) and answering l.Status, with l.RetryAfter, once the rate over the last second
-// exceeds l.Rate. Every request is counted, refused ones included. robots.txt is neither tracked nor
+// exceeds l.Rate (below 1/s, over l.haproxyWindow's period: http_req_rate(2s) gt 1 for 0.5/s; the rate
+// must pass l.check). Every request is counted, refused ones included. robots.txt is neither tracked nor
 // refused. It logs to its stdout, which pacebench writes to the access log; a connection that sends
 // nothing (startFront's readiness probe) is not logged.
 func haproxyConfig(l Limiter, listen, upstream string) string {
@@ -397,7 +458,8 @@ func haproxyConfig(l Limiter, listen, upstream string) string {
 	if l.RetryAfter > 0 {
 		hdr = fmt.Sprintf(" hdr Retry-After %d", ceilSeconds(l.RetryAfter))
 	}
-	return fmt.Sprintf(`# pacebench: HAProxy http_req_rate(1s), %[1]d/s, in front of a scenario host.
+	limit, period, _ := l.haproxyWindow()
+	return fmt.Sprintf(`# pacebench: HAProxy http_req_rate(%[8]ds), %[7]g/s, in front of a scenario host.
 global
   log stdout format raw local0
   maxconn 512
@@ -413,13 +475,13 @@ frontend pace
   bind %[2]s
   log-format "%[3]s"
   http-request capture req.hdr(X-Scenario-Sent) len 24
-  stick-table type ip size 1k expire 60s store http_req_rate(1s)
+  stick-table type ip size 1k expire 60s store http_req_rate(%[8]ds)
   http-request track-sc0 src unless { path /robots.txt }
   http-request return status %[4]d%[5]s if { sc_http_req_rate(0) gt %[1]d }
   default_backend pages
 backend pages
   server host %[6]s
-`, l.Rate, listen, haproxyLogFormat, status, hdr, upstream)
+`, limit, listen, haproxyLogFormat, status, hdr, upstream, l.Rate, int(period/time.Second))
 }
 
 // ceilSeconds is d in whole seconds, rounded up.

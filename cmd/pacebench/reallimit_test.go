@@ -114,26 +114,32 @@ func TestLimiterConfigs(t *testing.T) {
 				t.Errorf("%s: the configuration lacks %q:\n%s", l.describe(), w, conf)
 			}
 		}
-		bin, err := l.Kind.binary()
-		if err != nil {
-			t.Logf("not checked by %s itself: %v", l.Kind, err)
-			continue
-		}
-		dir := t.TempDir()
-		if err := os.Mkdir(filepath.Join(dir, nginxTempDir), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		path := filepath.Join(dir, "conf")
-		if err := os.WriteFile(path, []byte(conf), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		cmd := exec.Command(bin, "-c", "-q", "-f", path)
-		if l.Kind == Nginx {
-			cmd = exec.Command(bin, "-t", "-q", "-e", filepath.Join(dir, "error.log"), "-p", dir+"/", "-c", path)
-		}
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Errorf("%s rejects the configuration of %s: %v\n%s\n%s", l.Kind, l.describe(), err, out, conf)
-		}
+		checkByLimiter(t, l, conf)
+	}
+}
+
+// checkByLimiter has the limiter's own checker (nginx -t, haproxy -c) read conf, where it is installed.
+func checkByLimiter(t *testing.T, l Limiter, conf string) {
+	t.Helper()
+	bin, err := l.Kind.binary()
+	if err != nil {
+		t.Logf("not checked by %s itself: %v", l.Kind, err)
+		return
+	}
+	dir := t.TempDir()
+	if err := os.Mkdir(filepath.Join(dir, nginxTempDir), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "conf")
+	if err := os.WriteFile(path, []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "-c", "-q", "-f", path)
+	if l.Kind == Nginx {
+		cmd = exec.Command(bin, "-t", "-q", "-e", filepath.Join(dir, "error.log"), "-p", dir+"/", "-c", path)
+	}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Errorf("%s rejects the configuration of %s: %v\n%s\n%s", l.Kind, l.describe(), err, out, conf)
 	}
 }
 
@@ -172,7 +178,7 @@ func TestRealLimiters(t *testing.T) {
 			}
 			st := r.Metrics[Static][0]
 			if st.Refused == 0 {
-				t.Errorf("static Colly at %v intervals was never refused by a %d/s limiter: is it limiting?", sc.Interval, sc.Limiter.Rate)
+				t.Errorf("static Colly at %v intervals was never refused by a %g/s limiter: is it limiting?", sc.Interval, sc.Limiter.Rate)
 			}
 			a := r.Metrics[Adaptive][0]
 			t.Logf("adaptive: %s, %s, %s; static: %s, %s, %s", fmtGoodput(a), fmtRefused(a), fmtLost(a), fmtGoodput(st), fmtRefused(st), fmtLost(st))

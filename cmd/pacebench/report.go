@@ -49,15 +49,15 @@ func renderResults(results []*ScenarioResult) string {
 					sc.Name, grp.Label, mode, interval,
 					fmtGap(m.Median, m.Floor), fmtGap(m.P95, m.Floor),
 					m.Requests, fmtRefused(m), m.InWindow, m.Lost, m.Pages,
-					fmtGoodput(m), fmtDur(m.Wall), notes(sc, r.Runs[mode], m))
+					fmtGoodput(m), fmtDur(m.Wall), notes(sc, sc.limiterOf(g), r.Runs[mode], m))
 			}
 		}
 	}
 	return b.String()
 }
 
-// notes gathers the scenario-specific measurements of one row.
-func notes(sc *Scenario, run *Run, m *Metrics) string {
+// notes gathers the scenario-specific measurements of one row, of a group behind limiter (nil: none).
+func notes(sc *Scenario, limiter *Limiter, run *Run, m *Metrics) string {
 	var n []string
 	if run.TimedOut {
 		n = append(n, fmt.Sprintf("**stopped at the %s limit**", fmtDur(sc.Limit)))
@@ -84,8 +84,8 @@ func notes(sc *Scenario, run *Run, m *Metrics) string {
 			n = append(n, "after the 30 s following the step "+fmtStepShare(st.Settled, st.CapAfter))
 		}
 	}
-	if sc.Limiter != nil {
-		n = append(n, "measured from "+sc.Limiter.Kind.String()+"'s access log")
+	if limiter != nil {
+		n = append(n, "measured from "+limiter.Kind.String()+"'s access log")
 	}
 	if worst, over, ok := m.MaxLateness(); ok {
 		s := fmt.Sprintf("%d windows; first request after one at most %s late ", m.Windows, fmtDur(worst.Late))
@@ -245,6 +245,10 @@ func renderSection(info RunInfo, results []*ScenarioResult, targets []Target, ch
 			b.WriteString("\n### Limiter grid\n\n")
 			b.WriteString(renderGrid(r))
 		}
+	}
+	if lr := renderLowRate(results); lr != "" {
+		b.WriteString("\n### Low rates (issue 32)\n\n")
+		b.WriteString(lr)
 	}
 	if steady := renderSteady(results); steady != "" {
 		b.WriteString("\n### Steady state\n\n")

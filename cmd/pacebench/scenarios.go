@@ -40,6 +40,20 @@ type Group struct {
 	Label string
 	Hosts []scenario.HostConfig
 	Cell  *gridCell // limiter-grid's cell of the group; nil elsewhere
+	// Limiter, when set, puts real rate-limiting software in front of each of the group's hosts, in
+	// place of the scenario's Limiter: one scenario can then hold limiters of several kinds and rates
+	// side by side (low-rate).
+	Limiter *Limiter
+	LowRate *lowRateCell // low-rate's cell of the group; nil elsewhere
+}
+
+// limiterOf returns the real limiter in front of group g's hosts: the group's own, or the scenario's;
+// nil for none.
+func (s *Scenario) limiterOf(g int) *Limiter {
+	if l := s.Groups[g].Limiter; l != nil {
+		return l
+	}
+	return s.Limiter
 }
 
 // Scenario names, in the order they run.
@@ -514,19 +528,20 @@ var (
 )
 
 // catalogue returns every scenario of a size, in the order they run, and which of them "all" selects:
-// at full and short size the loopback scenarios (rate-independent and the real limiters only when
-// asked); at long size every long scenario.
+// at full and short size the loopback scenarios (rate-independent, the real limiters and the low-rate
+// family only when asked); at long size every long scenario.
 func catalogue(sz size) (scs []Scenario, all func(Scenario) bool) {
 	if sz == sizeLong {
 		return longScenarios(), func(Scenario) bool { return true }
 	}
 	scs = append(allScenarios(sz == sizeShort), rateIndependentScenario(sz))
 	scs = append(scs, realScenarios(sz)...)
-	return scs, func(sc Scenario) bool { return sc.Limiter == nil && sc.Name != scRateIndependent }
+	scs = append(scs, lowRateScenarios(sz)...)
+	return scs, func(sc Scenario) bool { return sc.Limiter == nil && sc.Name != scRateIndependent && !isLowRate(&sc) }
 }
 
 // selectScenarios returns the scenarios of size sz named in a comma-separated list, in their canonical
-// order: names, "all" (see catalogue) and "real" (the real limiters).
+// order: names, "all" (see catalogue), "real" (the real limiters) and "low-rate" (issue 32's grid).
 func selectScenarios(list string, sz size) ([]Scenario, error) {
 	scs, inAll := catalogue(sz)
 	want := map[string]bool{}
@@ -537,13 +552,16 @@ func selectScenarios(list string, sz size) ([]Scenario, error) {
 	}
 	var out []Scenario
 	for _, s := range scs {
-		if want[s.Name] || (want["all"] && inAll(s)) || (want[realSetName] && s.Limiter != nil) {
+		if want[s.Name] || (want["all"] && inAll(s)) || (want[realSetName] && s.Limiter != nil) || (want[lowRateSet] && isLowRate(&s)) {
 			out = append(out, s)
 		}
 		delete(want, s.Name)
 	}
 	delete(want, "all")
 	delete(want, realSetName)
+	if sz != sizeLong {
+		delete(want, lowRateSet)
+	}
 	if len(want) > 0 {
 		var unknown []string
 		for n := range want {

@@ -82,6 +82,10 @@ func evaluate(results []*ScenarioResult, suite time.Duration, allRan bool) []Tar
 			out = append(out, Target{Scenario: sc.Name, Text: text, Adaptive: adaptive, Static: static, Met: met})
 		}
 		st, ad := r.Metrics[Static], r.Metrics[Adaptive]
+		if isLowRate(sc) {
+			out = append(out, evaluateLowRate(r)...)
+			continue // minutes of crawl by design: no wall-time target
+		}
 		if sc.Long {
 			out = append(out, evaluateLong(r)...)
 			continue // a long scenario runs for minutes by design: no wall-time target
