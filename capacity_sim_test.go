@@ -305,6 +305,12 @@ func simGrid(length time.Duration) []simCell {
 	// a bucket of 2/s with a burst of 2, Retry-After 2 s, from the demo's 300 ms floor. At most two
 	// refusals over its 30 pages, and the model never ends faster than the host's rate.
 	for _, cfg := range scenario.DemoConfigs() {
+		if cfg.Name == "outage" {
+			// The demo's outage host: 503s without Retry-After from 3 s to 13 s after its first request.
+			// Once it answers again the delay comes back within seconds (DemoConfigs: 30-40 s in all).
+			add(simCell{name: "demo-outage", base: scenario.DemoBaseDelay, limit: 5 * time.Minute,
+				hosts: []scenario.HostConfig{cfg}, targets: simTargets{noLoss: true, makespan: 45 * time.Second}})
+		}
 		if cfg.Name == "capacity" {
 			add(simCell{name: "demo-capacity", capacity: cfg.Capacity.Rate, base: scenario.DemoBaseDelay, limit: 5 * time.Minute,
 				hosts: []scenario.HostConfig{cfg}, targets: simTargets{noLoss: true, rateOnly: true, maxRefusals: 2, endsNoFasterThanRefused: true},

@@ -211,7 +211,11 @@ func (a *adaptive) refuse(s sample, floor, ceiling time.Duration) bool {
 	if a.noisy {
 		return false // refusals that speed does not cause teach nothing about speed
 	}
-	if kind == refusedUnclear && a.failures > 1 && a.good > 0 && s.gap(a.delay) >= a.good {
+	accepted := a.good
+	if accepted == 0 {
+		accepted = a.upper // the good interval a drop let go of, or the shortest gap accepted since
+	}
+	if kind == refusedUnclear && a.failures > 1 && accepted > 0 && s.gap(a.delay) >= accepted {
 		// Refused again at a pace the host accepted before: not a rate limit. Against a limiter, a
 		// second refusal at a faster pace than it accepted only says the next step was still too fast.
 		kind = refusedOutage
