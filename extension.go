@@ -165,24 +165,28 @@ func (b *binding) retryRefused(f *flight, resp *colly.Response, err error) {
 		b.deferRequest(resp.Request, b.p.host(b.p.cfg.hostKey(resp.Request.URL)), err)
 		return
 	}
-	v := b.verdict(f, resp, err)
+	v, at := b.verdict(f, resp, err)
 	if ctx := b.c.Context; ctx != nil && ctx.Err() != nil {
 		b.crawlEnded(resp.Request) // the crawl is ending: no retries
 		return
 	}
 	if v.Retry {
-		b.retry(resp, v)
+		b.retry(resp, v, at)
 	}
 }
 
-// verdict is the verdict of the response the callbacks see: the one the flight's outcome received
-// when it is that response (the transport observed it, or settle did for a bypassed transport), else
-// resp classified here: a redirect hop's outcome, or a request that never left.
-func (b *binding) verdict(f *flight, resp *colly.Response, err error) Verdict {
+// verdict is the verdict of the response the callbacks see, and when the pacer read it: the one the
+// flight's outcome received when it is that response (the transport observed it, or settle did for a
+// bypassed transport), else resp classified here, now: a redirect hop's outcome, or a request that
+// never left.
+func (b *binding) verdict(f *flight, resp *colly.Response, err error) (Verdict, time.Time) {
 	if fv := f.verdict.Load(); fv != nil && fv.status == resp.StatusCode && resp.Request.URL == f.res.url {
-		return fv.v
+		if fv.at.IsZero() { // cleanOK: no instant kept
+			return fv.v, b.p.now()
+		}
+		return fv.v, fv.at
 	}
-	return classify(Outcome{Status: resp.StatusCode, Header: responseHeader(resp), Err: transportErr(resp, err)})
+	return classify(Outcome{Status: resp.StatusCode, Header: responseHeader(resp), Err: transportErr(resp, err)}), b.p.now()
 }
 
 // responseHeader is resp's header; nil when it has none.
@@ -239,7 +243,7 @@ func (b *binding) settle(resp *colly.Response) *flight {
 func (b *binding) bypassed(f *flight, resp *colly.Response, now time.Time) {
 	p := b.p
 	o := Outcome{Status: resp.StatusCode, Header: responseHeader(resp), Latency: now.Sub(f.res.At)}
-	f.verdict.Store(&flightVerdict{v: p.ObserveAt(f.res, o, now), status: o.Status})
+	f.verdict.Store(&flightVerdict{v: p.ObserveAt(f.res, o, now), status: o.Status, at: now})
 	if p.warn.first("bypass") {
 		detail := "the collector's transport was replaced after AdaptivePacing (SetProxy, SetProxyFunc, SetClient or WithTransport): " +
 			"redirect hops and robots.txt are no longer paced; pass your transport with ext.WithTransport instead"

@@ -558,6 +558,7 @@ type flight struct {
 type flightVerdict struct {
 	v      Verdict
 	status int
+	at     time.Time // when the outcome was observed: the instant its hold is measured from (zero for cleanOK)
 }
 
 // wire records when the flight's request headers were written (sent), or that they never will be:

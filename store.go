@@ -207,8 +207,10 @@ func (s StoredHost) repair(l repairLimits, now time.Time) (StoredHost, []string)
 	if _, ok := restoredHoldEvents[s.HoldTrigger]; !ok { // a cause we do not know: the hold is kept as a window
 		s.HoldTrigger = audit.TriggerRetryAfter
 	}
-	if limit := now.Add(satAdd(l.ceiling, l.maxCrawlDelay)); s.NextDeparture.After(limit) {
-		fix("next departure %v is beyond any interval: reset", s.NextDeparture.UTC())
+	// The next departure is stored as the later of the last departure + the interval and the hold (see
+	// snapshot): beyond both, it cannot be trusted.
+	if limit := later(now.Add(satAdd(satAdd(l.ceiling, l.maxCrawlDelay), s.RateInterval)), s.HoldUntil); s.NextDeparture.After(limit) {
+		fix("next departure %v is beyond any interval and hold: reset", s.NextDeparture.UTC())
 		s.NextDeparture = time.Time{}
 	}
 	if !validBreakerState(s.Breaker) {

@@ -157,7 +157,7 @@ func (t *transport) observe(f *flight, o Outcome, now time.Time) {
 func (t *transport) record(f *flight, o Outcome, v Verdict, now time.Time, landing bool) {
 	fv := &cleanOK
 	if v != cleanOK.v || o.Status != cleanOK.status {
-		fv = &flightVerdict{v: v, status: o.Status}
+		fv = &flightVerdict{v: v, status: o.Status, at: now}
 	}
 	f.verdict.Store(fv)
 	t.p.observe(f.res, o, v, now, landing, true)
