@@ -2,6 +2,8 @@ package ext
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"sync"
@@ -32,10 +34,17 @@ type persistence struct {
 	once     sync.Once
 	closeErr error // the final flush's, written before stopped is closed
 
+	// The pacer's session on a sessionStore (nil session: none). restartAt is when it began, when the
+	// session before it ended without Close: every host counts a departure then (restartDeparture).
+	session   sessionStore
+	sessionID string
+	restartAt time.Time
+
 	health storeHealth
 }
 
-// startPersistence starts the write-behind loop when a durable store is configured.
+// startPersistence starts the write-behind loop when a durable store is configured, after beginning
+// the pacer's session on a store that keeps them.
 func (p *Pacer) startPersistence() {
 	if p.cfg.store == nil {
 		return
@@ -43,8 +52,48 @@ func (p *Pacer) startPersistence() {
 	p.persist = &persistence{store: p.cfg.store, stop: make(chan struct{}), stopped: make(chan struct{})}
 	if s, ok := p.cfg.store.(SharedStore); ok {
 		p.persist.shared = s
+	} else if s, ok := p.cfg.store.(sessionStore); ok {
+		p.beginSession(s)
 	}
 	go p.flushLoop()
+}
+
+// beginSession records the pacer's session on s. When the session before it ended without Close (its
+// process was killed, or crashed), the departures it made in its last flush interval were never
+// written: this pacer's start counts as a departure to every host (restartDeparture), so that none is
+// sent to within its interval of one the dead process may have sent. A store that cannot say is
+// taken to say so.
+func (p *Pacer) beginSession(s sessionStore) {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	id, now := hex.EncodeToString(b[:]), p.now()
+	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+	unclean, err := s.BeginSession(ctx, id, now)
+	cancel()
+	p.persist.session, p.persist.sessionID = s, id
+	detail := "the pacer before this one on the store ended without Close (killed or crashed): the departures of its last " +
+		p.cfg.flushInterval.String() + " may not be stored, so every host is held its interval from this start"
+	if err != nil {
+		p.storeFailed("", "write", err, now)
+		unclean, detail = true, "the store's record of the pacers before this one could not be read ("+err.Error()+"): every host is held its interval from this start"
+	}
+	if !unclean {
+		return
+	}
+	p.persist.restartAt = now
+	p.audit.emit(zerolog.WarnLevel, auditEvent{at: now, event: audit.EventRestartHeld, trigger: audit.TriggerStore, compliant: true, detail: detail})
+}
+
+// restartDeparture counts the pacer's start as a departure to h, restored from the store (or new to
+// it), when the session before this one ended without Close: h departs no sooner than its interval
+// after the start, unless the store holds a later departure. One interval a host, once, after a crash.
+func (p *Pacer) restartDeparture(h *host) {
+	if p.persist.restartAt.IsZero() {
+		return
+	}
+	h.mu.Lock()
+	h.lastDeparture = later(h.lastDeparture, p.persist.restartAt)
+	h.mu.Unlock()
 }
 
 func (p *Pacer) flushLoop() {
@@ -63,8 +112,12 @@ func (p *Pacer) flushLoop() {
 			p.checkLost()
 		case <-t.C:
 			p.flush()
+			p.touchSession()
 		case <-p.persist.stop:
 			p.persist.closeErr = p.flush()
+			if p.persist.closeErr == nil {
+				p.endSession() // every state written: the next pacer need not hold anything
+			}
 			return
 		}
 	}
@@ -85,6 +138,28 @@ func (p *Pacer) Close() error {
 		return errors.Join(fmt.Errorf("ext: close: writing the pending state: %w", err), auditErr)
 	}
 	return auditErr
+}
+
+// touchSession records, on a sessionStore, that the pacer's session still runs.
+func (p *Pacer) touchSession() {
+	if p.persist.session == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+	defer cancel()
+	_ = p.persist.session.TouchSession(ctx, p.persist.sessionID, p.now()) // a failing store is audited by the flush
+}
+
+// endSession removes the pacer's session from a sessionStore, once its last state is written.
+func (p *Pacer) endSession() {
+	if p.persist.session == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+	defer cancel()
+	if err := p.persist.session.EndSession(ctx, p.persist.sessionID); err != nil {
+		p.persist.closeErr = fmt.Errorf("ending its session (the next pacer holds every host its interval): %w", err)
+	}
 }
 
 // markDirty queues h for the next write-behind flush.
@@ -210,6 +285,7 @@ func (p *Pacer) restore(h *host) {
 		return
 	}
 	defer close(h.ready)
+	defer p.restartDeparture(h) // whatever the store says of h, before anyone uses it
 	now := p.now()
 	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
 	defer cancel()
@@ -242,7 +318,7 @@ func (p *Pacer) restore(h *host) {
 		noiseEv = h.adoptedNoiseEventLocked(st.Noise, "restored from the store", now)
 	}
 	iv, _ := h.intervalLocked(now)
-	if !st.NextDeparture.IsZero() {
+	if st.NextDeparture.After(st.HoldUntil) { // else it is the hold's end (snapshot): the first departure is at it
 		h.lastDeparture = st.NextDeparture.Add(-iv)
 	}
 	h.brk.state, h.brk.changed, h.brk.failures = st.Breaker, st.BreakerChanged, st.Failures

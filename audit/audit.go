@@ -62,6 +62,10 @@ const (
 	EventFleetHostTakenOver Event = "fleet_host_taken_over" // a Queue leased a host whose previous lease ran out unrenewed (its member died)
 	EventFleetHostStolen    Event = "fleet_host_stolen"     // a Queue gave a host up at its heartbeat, holding more than its share, for a member under its share
 	EventFleetMember        Event = "fleet_member"          // a Queue's Run on a fleet's frontier ended: its figures (the fleet_* fields)
+	// EventRestartHeld: the pacer before this one on a durable store ended without Close (killed,
+	// crashed): the departures it wrote behind in its last flush interval may be lost, so this start
+	// counts as a departure to every host, each held its interval from it. No target_domain.
+	EventRestartHeld Event = "restart_held"
 )
 
 // Trigger is the value of an event's "trigger" field: what set a host's interval (or held it), or
