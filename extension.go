@@ -108,20 +108,43 @@ func (b *binding) onRequestHeaders(r *colly.Request) {
 		}
 		now = p.now() // reading robots.txt took time
 	}
-	f, err := p.depart(ctx, h, r.URL, now, true, false) // a parked host's request is deferred at once
+	disp := p.dispatchOf(*r.Headers) // a Queue's request: the lease it departs under, if any
+	wctx := ctx
+	if disp != nil && disp.lease != nil {
+		wctx = context.WithValue(ctx, leaseCtxKey{}, disp.lease) // its admission proves the lease
+	}
+	f, err := p.depart(wctx, h, r.URL, now, true, false) // a parked host's request is deferred at once
 
 	if errors.Is(err, ErrBreakerOpen) {
 		b.deferRequest(r, h, err)
+		return
+	}
+	if errors.Is(err, ErrLeaseLost) {
+		disp.fenced.Store(true)
+		b.leaseLost(r, err)
 		return
 	}
 	if err != nil { // only the collector's context ends a first request's wait
 		b.crawlEnded(r)
 		return
 	}
-	p.markDispatched(*r.Headers)
+	if disp != nil {
+		disp.departed.Store(true)
+		f.disp = disp
+	}
 	f.parent = ctx
 	b.flights.store(r.ID, f)
 	p.rt.announce(r.URL, f)
+}
+
+// leaseLost drops a Queue's request that was not sent because its lease no longer held: the frontier
+// hands it to the host's next holder. OnError sees err (ErrLeaseLost) with Deferred true (it is kept),
+// and a Retry of it is dropped.
+func (b *binding) leaseLost(r *colly.Request, err error) {
+	now := b.p.now()
+	b.p.deferred.mark(r, now)
+	b.p.tries.settle(r, tryDeferred, now)
+	b.p.rt.failWith(r.URL, err) // its first hop fails without leaving
 }
 
 // crawlEnded lets a request whose wait the collector's context ended go on to http.Client.Do, which
@@ -163,6 +186,12 @@ func (b *binding) onError(resp *colly.Response, err error) {
 func (b *binding) retryRefused(f *flight, resp *colly.Response, err error) {
 	if errors.Is(err, ErrBreakerOpen) {
 		b.deferRequest(resp.Request, b.p.host(b.p.cfg.hostKey(resp.Request.URL)), err)
+		return
+	}
+	if errors.Is(err, ErrLeaseLost) { // not sent (the transport found its lease over): the frontier's
+		now := b.p.now()
+		b.p.deferred.mark(resp.Request, now)
+		b.p.tries.settle(resp.Request, tryDeferred, now)
 		return
 	}
 	v, at := b.verdict(f, resp, err)

@@ -392,12 +392,15 @@ func (p *Pacer) auditDeparture(f *flight, at time.Time) {
 
 // auditAbandoned records a wait for u (nil: unknown) that ended without a departure.
 func (p *Pacer) auditAbandoned(h *host, u *url.URL, err error) {
-	event := audit.EventDepartureAbandoned
-	if errors.Is(err, errWaitBeyondDeadline) {
+	event, trigger := audit.EventDepartureAbandoned, audit.TriggerCancel
+	switch {
+	case errors.Is(err, errWaitBeyondDeadline):
 		event = audit.EventRedirectHopTimedOut
+	case errors.Is(err, ErrLeaseLost):
+		trigger = audit.TriggerFleet
 	}
 	p.audit.emit(zerolog.InfoLevel, auditEvent{
-		at: p.now(), host: h.key, event: event, trigger: audit.TriggerCancel, url: u,
+		at: p.now(), host: h.key, event: event, trigger: trigger, url: u,
 		base: h.policy.BaseDelay, compliant: true, detail: fmt.Sprint(err),
 	})
 }

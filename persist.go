@@ -381,24 +381,55 @@ const (
 // and alerted once it lasts storeStallBound, and its end audited (store_recovered). An error about one
 // host's record (ErrCorruptState: a key of another type, a field that does not parse) concerns that
 // host only: the record is overwritten with this process's state, and the host asked again.
-func (p *Pacer) fleetAdmit(ctx context.Context, h *host, gap time.Duration, now time.Time) (wait time.Duration, ok, pending bool) {
+//
+// A Queue's request taken from a fleet's frontier carries its lease in ctx (leaseFrom): the store
+// admits it only while the lease holds (FrontierAdmit), and a lease found over, by the store or by
+// this process's clock (before the ask, or once the answer is in: a pause meanwhile), refuses it with
+// an error wrapping ErrLeaseLost (lost). Nothing departs under a lease that has passed to another
+// member or run out.
+func (p *Pacer) fleetAdmit(ctx context.Context, h *host, gap time.Duration, now time.Time) (wait time.Duration, ok, pending bool, lost error) {
 	if !p.fleetActive() {
-		return 0, true, false
+		return 0, true, false, nil
+	}
+	l := leaseFrom(ctx)
+	frontier, fenced := p.persist.shared.(Frontier)
+	if !fenced {
+		l = nil // a lease from a frontier that does not admit: nothing to present it to
+	}
+	if l != nil {
+		if holds, why := l.holds(now); !holds {
+			return 0, false, false, errLeaseLostFor(l, why)
+		}
 	}
 	sctx, cancel := context.WithTimeout(ctx, storeTimeout)
 	defer cancel()
 	start := p.now()
-	a, err := p.persist.shared.Admit(sctx, h.key, gap)
+	var a Admission
+	var err error
+	if l != nil {
+		a, err = frontier.FrontierAdmit(sctx, l.lease(), gap)
+	} else {
+		a, err = p.persist.shared.Admit(sctx, h.key, gap)
+	}
 	end := p.now()
 	switch {
 	case err == nil:
 	case ctx.Err() != nil:
-		return 0, false, false // the wait ends on ctx: the caller sees it
+		return 0, false, false, nil // the wait ends on ctx: the caller sees it
 	case errors.Is(err, ErrCorruptState):
 		p.repairShared(h, err, end)
-		return storeRetryFirst, false, false
+		return storeRetryFirst, false, false, nil
 	default:
-		return p.storeStalled(h.key, "admit", err, start, end), false, false
+		return p.storeStalled(h.key, "admit", err, start, end), false, false, nil
+	}
+	if a.LeaseLost {
+		why := fmt.Sprintf("the store refused a departure under it: it ran out unrenewed (the host's fence %d)", a.Fence)
+		if a.Fence > l.token {
+			why = fmt.Sprintf("the store refused a departure under it: the host was leased to another member since (the host's fence %d)", a.Fence)
+		}
+		l.markLost(why)
+		_, why = l.holds(end)
+		return 0, false, false, errLeaseLostFor(l, why)
 	}
 	if end.Sub(start) > storeSlow {
 		p.storeStalled(h.key, "admit", nil, start, end)
@@ -431,10 +462,16 @@ func (p *Pacer) fleetAdmit(ctx context.Context, h *host, gap time.Duration, now 
 	if noiseAdopted {
 		p.audit.emit(zerolog.InfoLevel, noiseEv)
 	}
-	if a.OK {
-		return 0, true, false
+	if a.OK && l != nil {
+		if holds, why := l.holds(p.now()); !holds { // over while the answer was on its way (a pause)
+			p.fleetWired(h, now, now) // not a departure: the store must not hold the fleet for it
+			return 0, false, false, errLeaseLostFor(l, why)
+		}
 	}
-	return a.Wait + time.Duration(p.cfg.random()*float64(fleetReaskJitter)), false, a.Pending
+	if a.OK {
+		return 0, true, false, nil
+	}
+	return a.Wait + time.Duration(p.cfg.random()*float64(fleetReaskJitter)), false, a.Pending, nil
 }
 
 // auditWireWait names, in the audit trail, a departure that waited for another process's departure

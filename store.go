@@ -175,6 +175,12 @@ type Admission struct {
 	Lost bool
 	// Pending is true when the wait is for another process's departure still on its way to the wire.
 	Pending bool
+	// LeaseLost is true, from FrontierAdmit, when the lease presented no longer holds: the departure is
+	// refused (not OK, no Wait), and its holder sends nothing more to the host. Fence is the host's
+	// fencing token at the store: greater than the lease's when another member was granted the host
+	// since; not greater when the lease ran out unrenewed.
+	LeaseLost bool
+	Fence     int64
 }
 
 // repairLimits bounds what a stored state may say, relative to the pacer's configuration.

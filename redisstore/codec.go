@@ -47,13 +47,15 @@ const (
 
 // Fields of a host hash that only the scripts write, on the server's clock: the fleet's last departure
 // and its pending departure (admitScript, departedScript), the hold and the rate-limit interval's end
-// (saveScript). They are not part of ext.StoredHost.
+// (saveScript), and the host's fence, the greatest lease token presented to admitScript. They are not
+// part of ext.StoredHost.
 const (
 	fieldLastDeparture = "last_departure"
 	fieldHoldServer    = "hold_srv"
 	fieldPending       = "pending"
 	fieldPendingBy     = "pending_by"
 	fieldRateServer    = "rate_srv"
+	fieldFence         = "fence"
 )
 
 // hostFields lists every field of a host hash, in ARGV order.
@@ -131,7 +133,8 @@ func encodeHostHash(st ext.StoredHost) map[string]string {
 }
 
 // decodeHostHash decodes the fields of host's hash. ok is false when the hash holds no saved state:
-// it is empty, or holds only the last_departure an Admit recorded before any SaveHosts. A
+// it is empty, or holds only the last_departure (and pending departure, and fence) an Admit recorded
+// before any SaveHosts. A
 // state of another version than ext.StateVersion is returned with only Host and Version set. A
 // missing field, a number that does not parse or does not fit, or a boolean other than "0" or "1"
 // returns an error wrapping ext.ErrCorruptState. Values that parse but are out of range (negative
@@ -143,8 +146,13 @@ func decodeHostHash(host string, m map[string]string) (st ext.StoredHost, ok boo
 		ld, admitted := m[fieldLastDeparture]
 		_, pending := m[fieldPending]
 		_, pendingBy := m[fieldPendingBy]
-		if len(m) == 0 || (admitted && len(m) == 1) || (admitted && pending && pendingBy && len(m) == 3) {
-			if _, err := decodeTime(ld); err != nil {
+		_, fenced := m[fieldFence] // a lease presented: with or before the first admission
+		n := len(m)
+		if fenced {
+			n--
+		}
+		if n == 0 || (admitted && n == 1) || (admitted && pending && pendingBy && n == 3) {
+			if _, err := decodeTime(ld); admitted && err != nil {
 				return ext.StoredHost{}, false, corrupt(host, "field %s %q: %v", fieldLastDeparture, ld, err)
 			}
 			return ext.StoredHost{}, false, nil

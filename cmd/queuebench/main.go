@@ -6,6 +6,7 @@
 //	go run ./cmd/queuebench            # 1 000 hosts, 20 slow (Crawl-delay 5 s), 10 refusing, 8 workers, 10 000 URLs
 //	go run ./cmd/queuebench -short     # a quick version
 //	go run ./cmd/queuebench -fleet 3   # the fleet's frontier: 3 processes × 8 workers on a private redis-server, 60 hosts × 20 pages, then one killed 4 s in
+//	go run ./cmd/queuebench -fleet 3 -freeze-for 2.2s -freezes 8 -runs 20   # one process paused 8 times for 2.2 s (20 hosts × 60 pages), then killed instead; 20 runs
 //
 // Every host is served by one loopback server (127.0.0.1), told apart by the Host header.
 package main
@@ -46,7 +47,31 @@ func main() {
 	mixed := flag.Bool("fleet-mixed", false, "fleet: the earlier shape, 200 hosts of three kinds (1 s, 400 ms, 200 ms), 10 pages each, instead of issue 27's 60 hosts × 20 pages at 500 ms")
 	jitter := flag.Float64("fleet-jitter", ext.DefaultJitter, "fleet: the pacers' jitter, the library's default (0: intervals exact, where a burst of fast hosts read by one server can show gaps a few ms short at the server, never at the wire)")
 	gaps := flag.Bool("gaps", false, "fleet: describe on stderr each gap under a host's interval")
+	freezeFor := flag.Duration("freeze-for", 0, "fleet: pause process 1 (SIGSTOP, then SIGCONT) this long, instead of the plain and kill crawls; 20 hosts × 60 pages at 500 ms")
+	freezeAt := flag.Duration("freeze-at", 3*time.Second, "fleet: the first pause's start")
+	freezes := flag.Int("freezes", 1, "fleet: how many pauses")
+	freezeEvery := flag.Duration("freeze-every", 1500*time.Millisecond, "fleet: how long process 1 runs between two pauses")
+	runs := flag.Int("runs", 1, "fleet, with -freeze-for: how many freeze crawls, each followed by a kill crawl")
 	flag.Parse()
+	if *fleet > 0 && *freezeFor > 0 {
+		fc := freezeFleetConfig(*fleet)
+		fc.workers, fc.jitter = *fleetWorkers, *jitter
+		if *lease > 0 {
+			fc.leaseTTL = *lease
+		}
+		if *killAt > 0 {
+			fc.killAt = *killAt
+		}
+		fc.freezes = freezeSpans(*freezes, *freezeFor, *freezeAt, *freezeEvery)
+		if *gaps {
+			fc.gapLog = os.Stderr
+		}
+		if err := runFreezeBench(context.Background(), fc, *runs, os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, "queuebench:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if *fleet > 0 {
 		fc := defaultFleetConfig(*fleet)
 		if *mixed {
