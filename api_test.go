@@ -12,8 +12,11 @@ import (
 
 // maxRootNames is the root package's budget of exported names: 80 until issues 27 and 28 added
 // Queue.AddNewURL (whether a URL was new to a fleet's frontier) and WithAuditWriter (a trail whose
-// failed writes raise an alert), both things a user reads or sets.
-const maxRootNames = 81
+// failed writes raise an alert), both things a user reads or sets; 81 until issue 33 added Lease (a
+// frontier's lease with its fencing token, which a Frontier grants and checks at admission) and
+// ErrLeaseLost (what OnError sees for a request not sent because its lease had passed on). A store
+// that keeps a record of its pacers does so through methods an unexported interface names.
+const maxRootNames = 83
 
 // The root package stays small: at most maxRootNames exported identifiers (package-level names, and the methods
 // of exported types), what a user sets or reads; the audit vocabulary lives in package audit.

@@ -35,6 +35,7 @@ type auditEvent struct {
 	until        time.Time     // a rate-limit interval: when it ends
 	departure    bool          // a departure event: the departure fields are written, even when 0
 	fleet        *fleetFigures // fleet_member: the member's figures
+	givenBack    int           // fleet_lease_lost: the requests given back to the frontier
 }
 
 // auditLog writes audit events through a zerolog.Logger without touching zerolog's globals.
@@ -92,7 +93,10 @@ func (a *auditLog) emit(level zerolog.Level, e auditEvent) {
 	if f := e.fleet; f != nil {
 		ev.Str(audit.FieldFleetMember, f.Member).Int(audit.FieldFleetHeld, f.Held).Int(audit.FieldFleetShare, f.Share).
 			Int64(audit.FieldFleetLeased, f.Leased).Int64(audit.FieldFleetStolen, f.Stolen).
-			Int64(audit.FieldFleetTakenOver, f.TakenOver).Int64(audit.FieldFleetResent, f.Resent)
+			Int64(audit.FieldFleetTakenOver, f.TakenOver).Int64(audit.FieldFleetResent, f.Resent).Int64(audit.FieldFleetLost, f.Lost)
+	}
+	if e.event == audit.EventFleetLeaseLost {
+		ev.Int(audit.FieldFleetGivenBack, e.givenBack)
 	}
 	ev.Send()
 }

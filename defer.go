@@ -66,7 +66,9 @@ func (b *binding) deferRequest(r *colly.Request, h *host, cause error) {
 }
 
 // Deferred reports, inside an OnError callback, whether the request was deferred (its host's breaker
-// is open) rather than failed: Drain sends it again later.
+// is open) rather than failed: Drain sends it again later. It also reports true for a request of a
+// fleet's Queue not sent because its lease of the host no longer held (an error wrapping
+// ErrLeaseLost): the frontier hands it to the host's next holder.
 func (p *Pacer) Deferred(resp *colly.Response) bool {
 	return p.deferred.marked(resp)
 }

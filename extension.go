@@ -108,20 +108,43 @@ func (b *binding) onRequestHeaders(r *colly.Request) {
 		}
 		now = p.now() // reading robots.txt took time
 	}
-	f, err := p.depart(ctx, h, r.URL, now, true, false) // a parked host's request is deferred at once
+	disp := p.dispatchOf(*r.Headers) // a Queue's request: the lease it departs under, if any
+	wctx := ctx
+	if disp != nil && disp.lease != nil {
+		wctx = context.WithValue(ctx, leaseCtxKey{}, disp.lease) // its admission proves the lease
+	}
+	f, err := p.depart(wctx, h, r.URL, now, true, false) // a parked host's request is deferred at once
 
 	if errors.Is(err, ErrBreakerOpen) {
 		b.deferRequest(r, h, err)
+		return
+	}
+	if errors.Is(err, ErrLeaseLost) {
+		disp.fenced.Store(true)
+		b.leaseLost(r, err)
 		return
 	}
 	if err != nil { // only the collector's context ends a first request's wait
 		b.crawlEnded(r)
 		return
 	}
-	p.markDispatched(*r.Headers)
+	if disp != nil {
+		disp.departed.Store(true)
+		f.disp = disp
+	}
 	f.parent = ctx
 	b.flights.store(r.ID, f)
 	p.rt.announce(r.URL, f)
+}
+
+// leaseLost drops a Queue's request that was not sent because its lease no longer held: the frontier
+// hands it to the host's next holder. OnError sees err (ErrLeaseLost) with Deferred true (it is kept),
+// and a Retry of it is dropped.
+func (b *binding) leaseLost(r *colly.Request, err error) {
+	now := b.p.now()
+	b.p.deferred.mark(r, now)
+	b.p.tries.settle(r, tryDeferred, now)
+	b.p.rt.failWith(r.URL, err) // its first hop fails without leaving
 }
 
 // crawlEnded lets a request whose wait the collector's context ended go on to http.Client.Do, which
@@ -165,24 +188,34 @@ func (b *binding) retryRefused(f *flight, resp *colly.Response, err error) {
 		b.deferRequest(resp.Request, b.p.host(b.p.cfg.hostKey(resp.Request.URL)), err)
 		return
 	}
-	v := b.verdict(f, resp, err)
+	if errors.Is(err, ErrLeaseLost) { // not sent (the transport found its lease over): the frontier's
+		now := b.p.now()
+		b.p.deferred.mark(resp.Request, now)
+		b.p.tries.settle(resp.Request, tryDeferred, now)
+		return
+	}
+	v, at := b.verdict(f, resp, err)
 	if ctx := b.c.Context; ctx != nil && ctx.Err() != nil {
 		b.crawlEnded(resp.Request) // the crawl is ending: no retries
 		return
 	}
 	if v.Retry {
-		b.retry(resp, v)
+		b.retry(resp, v, at)
 	}
 }
 
-// verdict is the verdict of the response the callbacks see: the one the flight's outcome received
-// when it is that response (the transport observed it, or settle did for a bypassed transport), else
-// resp classified here: a redirect hop's outcome, or a request that never left.
-func (b *binding) verdict(f *flight, resp *colly.Response, err error) Verdict {
+// verdict is the verdict of the response the callbacks see, and when the pacer read it: the one the
+// flight's outcome received when it is that response (the transport observed it, or settle did for a
+// bypassed transport), else resp classified here, now: a redirect hop's outcome, or a request that
+// never left.
+func (b *binding) verdict(f *flight, resp *colly.Response, err error) (Verdict, time.Time) {
 	if fv := f.verdict.Load(); fv != nil && fv.status == resp.StatusCode && resp.Request.URL == f.res.url {
-		return fv.v
+		if fv.at.IsZero() { // cleanOK: no instant kept
+			return fv.v, b.p.now()
+		}
+		return fv.v, fv.at
 	}
-	return classify(Outcome{Status: resp.StatusCode, Header: responseHeader(resp), Err: transportErr(resp, err)})
+	return classify(Outcome{Status: resp.StatusCode, Header: responseHeader(resp), Err: transportErr(resp, err)}), b.p.now()
 }
 
 // responseHeader is resp's header; nil when it has none.
@@ -239,7 +272,7 @@ func (b *binding) settle(resp *colly.Response) *flight {
 func (b *binding) bypassed(f *flight, resp *colly.Response, now time.Time) {
 	p := b.p
 	o := Outcome{Status: resp.StatusCode, Header: responseHeader(resp), Latency: now.Sub(f.res.At)}
-	f.verdict.Store(&flightVerdict{v: p.ObserveAt(f.res, o, now), status: o.Status})
+	f.verdict.Store(&flightVerdict{v: p.ObserveAt(f.res, o, now), status: o.Status, at: now})
 	if p.warn.first("bypass") {
 		detail := "the collector's transport was replaced after AdaptivePacing (SetProxy, SetProxyFunc, SetClient or WithTransport): " +
 			"redirect hops and robots.txt are no longer paced; pass your transport with ext.WithTransport instead"

@@ -464,7 +464,10 @@ func (p *Pacer) waitInLine(ctx context.Context, h *host, start time.Time, traced
 			}
 		} else if !at.After(now) {
 			res.fleet = p.fleetActive()
-			wait, ok, pending, facts := p.fleetAdmit(ctx, h, res.Interval+res.Jitter, now)
+			wait, ok, pending, facts, lost := p.fleetAdmit(ctx, h, res.Interval+res.Jitter, now)
+			if lost != nil { // its lease no longer holds: it is not sent
+				return fail(lost)
+			}
 			res.facts = facts
 			if pending && wireWaitSince.IsZero() {
 				wireWaitSince = now
@@ -548,6 +551,7 @@ type flight struct {
 	wirePending atomic.Bool     // carried by the transport: its wire instant is not known yet
 	finished    atomic.Bool
 	verdict     atomic.Pointer[flightVerdict] // the classified outcome, once observed
+	disp        *dispatch                     // a Queue's request: its lease is checked once more before it leaves
 
 	// Carried by the pacer's transport (one hop, one response body): the body wrapper lives in the
 	// flight, so that a request allocates them together. Every byte here is allocated and cleared for
@@ -560,6 +564,7 @@ type flight struct {
 type flightVerdict struct {
 	v      Verdict
 	status int
+	at     time.Time // when the outcome was observed: the instant its hold is measured from (zero for cleanOK)
 }
 
 // wire records when the flight's request headers were written (sent), or that they never will be:

@@ -117,16 +117,22 @@ func (p *Pacer) readSignals(o Outcome, v Verdict, now time.Time) outcomeSignals 
 			// Never wait less for a longer value: parked (no probe, no departure) until the time
 			// announced, with the buffer; with IgnoreCaps, held as long as the cap allows.
 			s.retryAfterTooLong = true
-			ev := auditEvent{event: audit.EventRetryAfterTooLong, trigger: audit.TriggerRetryAfter, computed: wait, windowStart: now}
+			ev := auditEvent{event: audit.EventRetryAfterTooLong, trigger: audit.TriggerRetryAfter, windowStart: now}
 			if p.cfg.breaker.IgnoreCaps {
+				// Held to the maximum; the window is still the one the server announced, which the
+				// departures after the hold do not honour (compliance_flag false).
 				s.capHold = holdEnd(now, p.cfg.maxRetryAfter, p.cfg.retryAfterBuffer)
+				ev.windowEnd = holdEnd(now, wait, 0)
 				ev.detail = err.Error() + "; held to the maximum only (IgnoreCaps)"
 			} else {
 				s.capHold = holdEnd(now, wait, p.cfg.retryAfterBuffer)
+				ev.windowEnd = s.capHold
 				ev.compliant = true
 				ev.detail = err.Error() + "; host parked until then, its requests deferred"
 			}
-			ev.windowEnd = s.capHold
+			// The hold applied, not the value announced (an overflowing one saturates): the number every
+			// event about this response carries (retry_scheduled too).
+			ev.computed = s.capHold.Sub(now)
 			s.events = append(s.events, ev)
 		case present:
 			s.events = append(s.events, auditEvent{event: audit.EventHeaderInvalid, trigger: audit.TriggerRetryAfter, compliant: true, detail: err.Error()})
@@ -398,12 +404,15 @@ func (p *Pacer) auditDeparture(f *flight, at time.Time) {
 
 // auditAbandoned records a wait for u (nil: unknown) that ended without a departure.
 func (p *Pacer) auditAbandoned(h *host, u *url.URL, err error) {
-	event := audit.EventDepartureAbandoned
-	if errors.Is(err, errWaitBeyondDeadline) {
+	event, trigger := audit.EventDepartureAbandoned, audit.TriggerCancel
+	switch {
+	case errors.Is(err, errWaitBeyondDeadline):
 		event = audit.EventRedirectHopTimedOut
+	case errors.Is(err, ErrLeaseLost):
+		trigger = audit.TriggerFleet
 	}
 	p.audit.emit(zerolog.InfoLevel, auditEvent{
-		at: p.now(), host: h.key, event: event, trigger: audit.TriggerCancel, url: u,
+		at: p.now(), host: h.key, event: event, trigger: trigger, url: u,
 		base: h.policy.BaseDelay, compliant: true, detail: fmt.Sprint(err),
 	})
 }

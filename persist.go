@@ -2,6 +2,8 @@ package ext
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"sync"
@@ -32,10 +34,17 @@ type persistence struct {
 	once     sync.Once
 	closeErr error // the final flush's, written before stopped is closed
 
+	// The pacer's session on a sessionStore (nil session: none). restartAt is when it began, when the
+	// session before it ended without Close: every host counts a departure then (restartDeparture).
+	session   sessionStore
+	sessionID string
+	restartAt time.Time
+
 	health storeHealth
 }
 
-// startPersistence starts the write-behind loop when a durable store is configured.
+// startPersistence starts the write-behind loop when a durable store is configured, after beginning
+// the pacer's session on a store that keeps them.
 func (p *Pacer) startPersistence() {
 	if p.cfg.store == nil {
 		return
@@ -43,8 +52,48 @@ func (p *Pacer) startPersistence() {
 	p.persist = &persistence{store: p.cfg.store, stop: make(chan struct{}), stopped: make(chan struct{})}
 	if s, ok := p.cfg.store.(SharedStore); ok {
 		p.persist.shared = s
+	} else if s, ok := p.cfg.store.(sessionStore); ok {
+		p.beginSession(s)
 	}
 	go p.flushLoop()
+}
+
+// beginSession records the pacer's session on s. When the session before it ended without Close (its
+// process was killed, or crashed), the departures it made in its last flush interval were never
+// written: this pacer's start counts as a departure to every host (restartDeparture), so that none is
+// sent to within its interval of one the dead process may have sent. A store that cannot say is
+// taken to say so.
+func (p *Pacer) beginSession(s sessionStore) {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	id, now := hex.EncodeToString(b[:]), p.now()
+	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+	unclean, err := s.BeginSession(ctx, id, now)
+	cancel()
+	p.persist.session, p.persist.sessionID = s, id
+	detail := "the pacer before this one on the store ended without Close (killed or crashed): the departures of its last " +
+		p.cfg.flushInterval.String() + " may not be stored, so every host is held its interval from this start"
+	if err != nil {
+		p.storeFailed("", "write", err, now)
+		unclean, detail = true, "the store's record of the pacers before this one could not be read ("+err.Error()+"): every host is held its interval from this start"
+	}
+	if !unclean {
+		return
+	}
+	p.persist.restartAt = now
+	p.audit.emit(zerolog.WarnLevel, auditEvent{at: now, event: audit.EventRestartHeld, trigger: audit.TriggerStore, compliant: true, detail: detail})
+}
+
+// restartDeparture counts the pacer's start as a departure to h, restored from the store (or new to
+// it), when the session before this one ended without Close: h departs no sooner than its interval
+// after the start, unless the store holds a later departure. One interval a host, once, after a crash.
+func (p *Pacer) restartDeparture(h *host) {
+	if p.persist.restartAt.IsZero() {
+		return
+	}
+	h.mu.Lock()
+	h.lastDeparture = later(h.lastDeparture, p.persist.restartAt)
+	h.mu.Unlock()
 }
 
 func (p *Pacer) flushLoop() {
@@ -63,8 +112,12 @@ func (p *Pacer) flushLoop() {
 			p.checkLost()
 		case <-t.C:
 			p.flush()
+			p.touchSession()
 		case <-p.persist.stop:
 			p.persist.closeErr = p.flush()
+			if p.persist.closeErr == nil {
+				p.endSession() // every state written: the next pacer need not hold anything
+			}
 			return
 		}
 	}
@@ -85,6 +138,28 @@ func (p *Pacer) Close() error {
 		return errors.Join(fmt.Errorf("ext: close: writing the pending state: %w", err), auditErr)
 	}
 	return auditErr
+}
+
+// touchSession records, on a sessionStore, that the pacer's session still runs.
+func (p *Pacer) touchSession() {
+	if p.persist.session == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+	defer cancel()
+	_ = p.persist.session.TouchSession(ctx, p.persist.sessionID, p.now()) // a failing store is audited by the flush
+}
+
+// endSession removes the pacer's session from a sessionStore, once its last state is written.
+func (p *Pacer) endSession() {
+	if p.persist.session == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+	defer cancel()
+	if err := p.persist.session.EndSession(ctx, p.persist.sessionID); err != nil {
+		p.persist.closeErr = fmt.Errorf("ending its session (the next pacer holds every host its interval): %w", err)
+	}
 }
 
 // markDirty queues h for the next write-behind flush.
@@ -210,6 +285,7 @@ func (p *Pacer) restore(h *host) {
 		return
 	}
 	defer close(h.ready)
+	defer p.restartDeparture(h) // whatever the store says of h, before anyone uses it
 	now := p.now()
 	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
 	defer cancel()
@@ -242,7 +318,7 @@ func (p *Pacer) restore(h *host) {
 		noiseEv = h.adoptedNoiseEventLocked(st.Noise, "restored from the store", now)
 	}
 	iv, _ := h.intervalLocked(now)
-	if !st.NextDeparture.IsZero() {
+	if st.NextDeparture.After(st.HoldUntil) { // else it is the hold's end (snapshot): the first departure is at it
 		h.lastDeparture = st.NextDeparture.Add(-iv)
 	}
 	h.brk.state, h.brk.changed, h.brk.failures = st.Breaker, st.BreakerChanged, st.Failures
@@ -328,24 +404,55 @@ func (p *Pacer) fleetRefused(h *host, res Reservation) {
 // and alerted once it lasts storeStallBound, and its end audited (store_recovered). An error about one
 // host's record (ErrCorruptState: a key of another type, a field that does not parse) concerns that
 // host only: the record is overwritten with this process's state, and the host asked again.
-func (p *Pacer) fleetAdmit(ctx context.Context, h *host, gap time.Duration, now time.Time) (wait time.Duration, ok, pending bool, facts fleetFacts) {
+//
+// A Queue's request taken from a fleet's frontier carries its lease in ctx (leaseFrom): the store
+// admits it only while the lease holds (FrontierAdmit), and a lease found over, by the store or by
+// this process's clock (before the ask, or once the answer is in: a pause meanwhile), refuses it with
+// an error wrapping ErrLeaseLost (lost). Nothing departs under a lease that has passed to another
+// member or run out.
+func (p *Pacer) fleetAdmit(ctx context.Context, h *host, gap time.Duration, now time.Time) (wait time.Duration, ok, pending bool, facts fleetFacts, lost error) {
 	if !p.fleetActive() {
-		return 0, true, false, facts
+		return 0, true, false, facts, nil
+	}
+	l := leaseFrom(ctx)
+	frontier, fenced := p.persist.shared.(Frontier)
+	if !fenced {
+		l = nil // a lease from a frontier that does not admit: nothing to present it to
+	}
+	if l != nil {
+		if holds, why := l.holds(now); !holds {
+			return 0, false, false, facts, errLeaseLostFor(l, why)
+		}
 	}
 	sctx, cancel := context.WithTimeout(ctx, storeTimeout)
 	defer cancel()
 	start := p.now()
-	a, err := p.persist.shared.Admit(sctx, h.key, gap)
+	var a Admission
+	var err error
+	if l != nil {
+		a, err = frontier.FrontierAdmit(sctx, l.lease(), gap)
+	} else {
+		a, err = p.persist.shared.Admit(sctx, h.key, gap)
+	}
 	end := p.now()
 	switch {
 	case err == nil:
 	case ctx.Err() != nil:
-		return 0, false, false, facts // the wait ends on ctx: the caller sees it
+		return 0, false, false, facts, nil // the wait ends on ctx: the caller sees it
 	case errors.Is(err, ErrCorruptState):
 		p.repairShared(h, err, end)
-		return storeRetryFirst, false, false, facts
+		return storeRetryFirst, false, false, facts, nil
 	default:
-		return p.storeStalled(h.key, "admit", err, start, end), false, false, facts
+		return p.storeStalled(h.key, "admit", err, start, end), false, false, facts, nil
+	}
+	if a.LeaseLost {
+		why := fmt.Sprintf("the store refused a departure under it: it ran out unrenewed (the host's fence %d)", a.Fence)
+		if a.Fence > l.token {
+			why = fmt.Sprintf("the store refused a departure under it: the host was leased to another member since (the host's fence %d)", a.Fence)
+		}
+		l.markLost(why)
+		_, why = l.holds(end)
+		return 0, false, false, facts, errLeaseLostFor(l, why)
 	}
 	if end.Sub(start) > storeSlow {
 		p.storeStalled(h.key, "admit", nil, start, end)
@@ -378,10 +485,16 @@ func (p *Pacer) fleetAdmit(ctx context.Context, h *host, gap time.Duration, now 
 	if noiseAdopted {
 		p.audit.emit(zerolog.InfoLevel, noiseEv)
 	}
-	if a.OK {
-		return 0, true, false, fleetFacts{seq: a.Seq, since: a.Since, afterRefusal: a.Seq > 1 && a.RefusedSeq+1 == a.Seq}
+	if a.OK && l != nil {
+		if holds, why := l.holds(p.now()); !holds { // over while the answer was on its way (a pause)
+			p.fleetWired(h, now, now) // not a departure: the store must not hold the fleet for it
+			return 0, false, false, facts, errLeaseLostFor(l, why)
+		}
 	}
-	return a.Wait + time.Duration(p.cfg.random()*float64(fleetReaskJitter)), false, a.Pending, facts
+	if a.OK {
+		return 0, true, false, fleetFacts{seq: a.Seq, since: a.Since, afterRefusal: a.Seq > 1 && a.RefusedSeq+1 == a.Seq}, nil
+	}
+	return a.Wait + time.Duration(p.cfg.random()*float64(fleetReaskJitter)), false, a.Pending, facts, nil
 }
 
 // auditWireWait names, in the audit trail, a departure that waited for another process's departure

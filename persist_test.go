@@ -92,12 +92,16 @@ func TestDeferredRequestsSurviveRestart(t *testing.T) {
 	})
 }
 
-// Stored state that cannot be trusted is repaired or ignored, with an audit event.
+// Stored state that cannot be trusted is repaired or ignored, with an audit event, and the repair is
+// written back: the next restart finds nothing to repair (issue 33: a park until 2061 was "repaired" at
+// every restart while the row kept it). A park's own row is no repair at all.
 func TestCorruptAndStaleStateRepaired(t *testing.T) {
+	park := t0.Add(60 * 365 * 24 * time.Hour) // Retry-After: 999999999 s + 10%: past 2061
 	for _, tc := range []struct {
-		name  string
-		state StoredHost
-		check func(HostSnapshot) string
+		name   string
+		state  StoredHost
+		check  func(HostSnapshot) string
+		intact bool // nothing to repair
 	}{
 		{"future schema", StoredHost{Version: 99, AdaptiveDelay: time.Hour, HoldUntil: t0.Add(time.Hour)},
 			func(s HostSnapshot) string {
@@ -105,35 +109,50 @@ func TestCorruptAndStaleStateRepaired(t *testing.T) {
 					return fmt.Sprintf("delay %v hold %v, want a fresh host", s.AdaptiveDelay, s.RetryAfterUntil)
 				}
 				return ""
-			}},
+			}, false},
 		{"negative delay", StoredHost{Version: StateVersion, AdaptiveDelay: -5 * time.Second},
 			func(s HostSnapshot) string {
 				if s.AdaptiveDelay != time.Second {
 					return fmt.Sprintf("delay %v, want the 1s floor", s.AdaptiveDelay)
 				}
 				return ""
-			}},
+			}, false},
 		{"enormous delay", StoredHost{Version: StateVersion, AdaptiveDelay: 1 << 62},
 			func(s HostSnapshot) string {
 				if s.AdaptiveDelay != DefaultMaxDelay {
 					return fmt.Sprintf("delay %v, want the 30s ceiling", s.AdaptiveDelay)
 				}
 				return ""
-			}},
+			}, false},
 		{"absurd hold", StoredHost{Version: StateVersion, AdaptiveDelay: time.Second, HoldUntil: t0.Add(1000 * time.Hour)},
 			func(s HostSnapshot) string {
 				if s.RetryAfterUntil.After(t0.Add(maxRateLimitReset)) {
 					return fmt.Sprintf("hold until +%v, want at most the 1 h a rate-limit reset could set", s.RetryAfterUntil.Sub(t0))
 				}
 				return ""
-			}},
+			}, false},
 		{"unknown breaker", StoredHost{Version: StateVersion, AdaptiveDelay: time.Second, Breaker: 7},
 			func(s HostSnapshot) string {
 				if s.Breaker != audit.BreakerClosed {
 					return fmt.Sprintf("breaker %v, want closed", s.Breaker)
 				}
 				return ""
-			}},
+			}, false},
+		{"next departure beyond any interval and hold", StoredHost{Version: StateVersion, AdaptiveDelay: time.Second, NextDeparture: t0.Add(time.Hour)},
+			func(s HostSnapshot) string {
+				if s.NextDeparture.After(t0.Add(time.Minute)) {
+					return fmt.Sprintf("next departure +%v, want reset", s.NextDeparture.Sub(t0))
+				}
+				return ""
+			}, false},
+		{"parked until 2061", StoredHost{Version: StateVersion, AdaptiveDelay: time.Second, Breaker: audit.BreakerOpen, BreakerChanged: t0.Add(-time.Minute),
+			ParkUntil: park, HoldUntil: park, HoldTrigger: audit.TriggerRetryAfter, NextDeparture: park},
+			func(s HostSnapshot) string {
+				if s.Breaker != audit.BreakerOpen || !s.RetryAfterUntil.Equal(park) || !s.NextDeparture.Equal(park) {
+					return fmt.Sprintf("breaker %v, hold until %v, next departure %v; want parked until %v", s.Breaker, s.RetryAfterUntil, s.NextDeparture, park)
+				}
+				return ""
+			}, true},
 	} {
 		store := newMemoryStore()
 		tc.state.Host = "h"
@@ -146,13 +165,29 @@ func TestCorruptAndStaleStateRepaired(t *testing.T) {
 		if msg := tc.check(st); msg != "" {
 			t.Errorf("%s: %s", tc.name, msg)
 		}
-		if findEvent(t, &buf, audit.EventStateRepaired) == nil {
-			t.Errorf("%s: no state_repaired event", tc.name)
+		if repaired := findEvent(t, &buf, audit.EventStateRepaired); (repaired == nil) != tc.intact {
+			t.Errorf("%s: state_repaired %v, want one: %v", tc.name, repaired, !tc.intact)
 		}
-		if stored, _, _ := store.LoadHost(context.Background(), "h"); stored.HoldUntil.After(t0.Add(maxRateLimitReset)) || stored.Version != StateVersion {
+		if stored, _, _ := store.LoadHost(context.Background(), "h"); !tc.intact && (stored.HoldUntil.After(t0.Add(maxRateLimitReset)) || stored.Version != StateVersion) {
 			t.Errorf("%s: the store still holds the untrusted row (version %d, hold %v)", tc.name, stored.Version, stored.HoldUntil)
 		}
 		_ = p.Close()
+		for restart := 1; restart <= 2; restart++ { // the repaired row is trusted as it was written
+			var again auditBuf
+			at := t0.Add(time.Duration(restart) * time.Minute)
+			p := NewPacer(WithStore(store), WithLogger(zerolog.New(&again)))
+			p.now = func() time.Time { return at }
+			p.host("h")
+			if e := findEvent(t, &again, audit.EventStateRepaired); e != nil {
+				t.Errorf("%s: restart %d repaired the row written back: %v", tc.name, restart, e[audit.FieldDetail])
+			}
+			if st, _ := p.HostAt("h", at); tc.intact {
+				if msg := tc.check(st); msg != "" {
+					t.Errorf("%s: restart %d: %s", tc.name, restart, msg)
+				}
+			}
+			_ = p.Close()
+		}
 	}
 }
 

@@ -354,19 +354,24 @@ func (q *Queue) Run(c *colly.Collector) error {
 				if !ok {
 					return
 				}
-				booked := true
+				booked, fenced := true, false
 				start := time.Now()
 				if t.robots {
 					q.fetchRobots(c, t.d)
 				} else {
-					booked = q.send(c, t.d)
+					booked, fenced = q.send(c, t.d, t.lease)
 				}
-				keep := !booked && ctx.Err() != nil // not sent because the crawl is ending: keep it
-				if !t.robots && !keep && t.d.Reason == queueFrontierReason {
+				keep := !booked && !fenced && ctx.Err() != nil // not sent because the crawl is ending: keep it
+				if !t.robots && !keep && !fenced && t.d.Reason == queueFrontierReason {
 					q.fleetSent(t.d, time.Since(start))
 				}
 				q.mu.Lock()
 				q.active--
+				if qh := q.hosts[t.d.Host]; qh != nil && fenced && t.lease != nil {
+					// Its lease no longer holds: neither sent nor done, it goes back to the frontier
+					// with the others this member had taken, for the host's next holder.
+					q.leaseLostLocked(qh, t.lease, q.p.now())
+				}
 				if qh := q.hosts[t.d.Host]; qh != nil {
 					qh.busy = qh.busy && !t.robots
 					if !t.robots {
@@ -405,6 +410,7 @@ var errQueueUnpaced = errors.New("ext: Queue.Run needs a collector paced by the 
 type task struct {
 	d      DeferredRequest
 	robots bool
+	lease  *fleetLease // the lease a request taken from the fleet's frontier departs under (nil: none)
 }
 
 // next blocks until a host is ready and returns its oldest request;
@@ -413,9 +419,9 @@ type task struct {
 func (q *Queue) next(ctx context.Context) (task, bool) {
 	q.mu.Lock()
 	t, ok := q.nextLocked(ctx)
-	errs, infos := q.takeNotesLocked()
+	notes := q.takeNotesLocked()
 	q.mu.Unlock()
-	q.emitNotes(errs, infos)
+	q.emitNotes(notes)
 	return t, ok
 }
 
@@ -468,6 +474,10 @@ func (q *Queue) nextLocked(ctx context.Context) (task, bool) {
 		qh.fifo[0] = DeferredRequest{}
 		qh.fifo = qh.fifo[1:]
 		q.inMem--
+		var lease *fleetLease
+		if d.Reason == queueFrontierReason {
+			lease = q.fleet.leased[qh.key] // in the FIFO, so held: dropping the lease takes them out
+		}
 		// Its departure is admitted when it leaves (OnRequestHeaders); the host's next request cannot
 		// go before an interval after it, so the host waits that long before it is read again.
 		_, _, iv := q.p.readyAt(h, now)
@@ -475,7 +485,7 @@ func (q *Queue) nextLocked(ctx context.Context) (task, bool) {
 		q.placeLocked(qh)
 		q.active++
 		qh.sending++
-		return task{d: d}, true
+		return task{d: d, lease: lease}, true
 	}
 }
 
@@ -544,10 +554,19 @@ func (q *Queue) waitLocked(ctx context.Context, at time.Time) {
 	}
 }
 
-// send builds the Colly request for d and runs it on the worker's goroutine. It reports whether the
-// request departed: false when Colly refused it before it reached the pacer (visited, robots) or its
-// wait ended without a departure (the crawl is ending).
-func (q *Queue) send(c *colly.Collector, d DeferredRequest) bool {
+// dispatch is a Queue's request on its way through Colly and the pacer, found by its header map's
+// identity (Pacer.dispatched): the lease it departs under, and what became of it.
+type dispatch struct {
+	lease    *fleetLease // nil: not taken from a fleet's frontier
+	departed atomic.Bool // the pacer let it go (it may still be refused on its way: fenced)
+	fenced   atomic.Bool // not sent: its lease no longer held (ErrLeaseLost)
+}
+
+// send builds the Colly request for d and runs it on the worker's goroutine, under lease (nil: none).
+// It reports whether the request departed: false when Colly refused it before it reached the pacer
+// (visited, robots) or its wait ended without a departure (the crawl is ending); and whether it was
+// not sent because its lease no longer held (fenced: it goes back to the frontier).
+func (q *Queue) send(c *colly.Collector, d DeferredRequest, lease *fleetLease) (departed, fenced bool) {
 	retry := d.Ctx[queueRetryKey] != ""
 	if retry { // the mark is not passed on to the request's context (nor to its children)
 		d.Ctx = maps.Clone(d.Ctx)
@@ -557,13 +576,13 @@ func (q *Queue) send(c *colly.Collector, d DeferredRequest) bool {
 	if err != nil {
 		q.p.audit.emit(zerolog.ErrorLevel, auditEvent{at: q.p.now(), host: d.Host, event: audit.EventRetriesExhausted, trigger: audit.TriggerDeparture,
 			compliant: true, detail: fmt.Sprintf("queued request %s could not be built: %v", q.p.auditRawURL(d.URL), err)})
-		return false
+		return false, false
 	}
 	r.Ctx.Put(queueCtxKey, q)
 	id := headerID(*r.Headers)
-	departed := new(atomic.Bool)
+	disp := &dispatch{lease: lease}
 	q.p.dispatching.Add(1)
-	q.p.dispatched.Store(id, departed)
+	q.p.dispatched.Store(id, disp)
 	// Errors reach the collector's OnError, or are Colly's filters (visited, robots). A retry
 	// bypasses the revisit check: its URL was marked visited when it was first sent.
 	if retry {
@@ -573,17 +592,20 @@ func (q *Queue) send(c *colly.Collector, d DeferredRequest) bool {
 	}
 	q.p.dispatched.Delete(id)
 	q.p.dispatching.Add(-1)
-	return departed.Load()
+	fenced = disp.fenced.Load()
+	return disp.departed.Load() && !fenced, fenced
 }
 
-// markDispatched notes that the Queue's request with this header map departed.
-func (p *Pacer) markDispatched(header http.Header) {
+// dispatchOf returns the Queue's dispatch of the request with this header map, nil when it is not a
+// Queue's.
+func (p *Pacer) dispatchOf(header http.Header) *dispatch {
 	if p.dispatching.Load() == 0 { // no Queue is sending: most crawls
-		return
+		return nil
 	}
 	if v, ok := p.dispatched.Load(headerID(header)); ok {
-		v.(*atomic.Bool).Store(true)
+		return v.(*dispatch)
 	}
+	return nil
 }
 
 // residentHost returns key's host when it is in memory with its stored state restored, so that

@@ -6,11 +6,13 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"maps"
 	"net/http"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/collypace/ext/audit"
@@ -22,7 +24,10 @@ import (
 // leases, one owner per host at a time. Each leased host's requests are taken in batches into its
 // local FIFO and dispatched by the pacer's schedule as any other; each is marked done once sent; the
 // leases are renewed while the Queue runs and given back when Run returns. A lease lost (not renewed
-// in time) drops the host's local requests: the next owner is handed them.
+// in time) drops the host's local requests: the next owner is handed them. Each lease is fenced: every
+// departure taken under it presents its token and its end to the store's admission (FrontierAdmit),
+// which refuses it once the lease has passed to another member or run out, so that a member paused
+// past its lease (a process cannot see its own pause) sends nothing more to the host.
 
 // fleetTakeBatch is how many requests a Queue takes from a leased host's queue at a time.
 const fleetTakeBatch = 16
@@ -45,19 +50,83 @@ const frontierRedelivered = "redelivered"
 
 // queueFleet is a Queue's part of a fleet's frontier. Its fields are protected by the Queue's lock.
 type queueFleet struct {
-	f      Frontier
-	owner  string                   // names this Queue's leases and heartbeat
-	ttl    time.Duration            // a lease's length
-	leased map[string]time.Time     // hosts held → when the lease runs out unrenewed, by this clock
-	acks   map[string][]int64       // done requests whose FrontierDone failed: sent again
-	asking bool                     // a worker asks the frontier for hosts
-	askAt  time.Time                // no ask before
-	left   int                      // the fleet's requests left, at the last ask
-	looked bool                     // the last ask started after the last local change
-	cost   map[string]time.Duration // hosts held → a request's time, smoothed
-	share  int                      // this member's share of the hosts, at the last heartbeat (0: none yet)
-	stats  audit.FleetStats         // what this member leased, gave up, took over and was handed again
-	notes  []auditEvent             // fleet events to emit at info level once the lock is released
+	f        Frontier
+	owner    string                   // names this Queue's leases and heartbeat
+	ttl      time.Duration            // a lease's length
+	leased   map[string]*fleetLease   // hosts held → their lease
+	acks     map[string][]int64       // done requests whose FrontierDone failed: sent again
+	asking   bool                     // a worker asks the frontier for hosts
+	askAt    time.Time                // no ask before
+	left     int                      // the fleet's requests left, at the last ask
+	looked   bool                     // the last ask started after the last local change
+	cost     map[string]time.Duration // hosts held → a request's time, smoothed
+	share    int                      // this member's share of the hosts, at the last heartbeat (0: none yet)
+	stats    audit.FleetStats         // what this member leased, gave up, lost, took over and was handed again
+	notes    []auditEvent             // fleet events to emit at info level once the lock is released
+	warnings []auditEvent             // fleet events to emit at warn level (a lease lost)
+}
+
+// fleetLease is a Queue's lease of one host of the fleet's frontier. Every request taken under it
+// carries it to its admission, which presents it to the store (FrontierAdmit) and refuses the request
+// once the lease no longer holds, by the store's word or by this process's clock. Its fields are
+// atomics: the pacer reads them without the Queue's lock; a renewal moves its ends.
+type fleetLease struct {
+	host  string
+	token int64
+	until atomic.Int64           // when it runs out unrenewed by the frontier's clock (unix ns), as last granted or renewed
+	end   atomic.Int64           // the same by this process's clock, never later: the grant's or renewal's start + the lease length
+	lost  atomic.Pointer[string] // why it no longer holds here (nil: it holds): nothing more departs under it
+}
+
+// newFleetLease is l, granted or renewed by a call that started at start (this process's clock).
+func newFleetLease(l Lease, start time.Time, ttl time.Duration) *fleetLease {
+	fl := &fleetLease{host: l.Host, token: l.Token}
+	fl.renewed(l.Until, start, ttl)
+	return fl
+}
+
+// renewed moves the lease's ends: until by the frontier's clock, start + ttl by this one.
+func (l *fleetLease) renewed(until, start time.Time, ttl time.Duration) {
+	l.until.Store(until.UnixNano())
+	l.end.Store(start.Add(ttl).UnixNano())
+}
+
+// lease is what FrontierAdmit is given.
+func (l *fleetLease) lease() Lease {
+	return Lease{Host: l.host, Token: l.token, Until: time.Unix(0, l.until.Load())}
+}
+
+// holds reports whether a departure may still be taken under the lease at now (this process's clock):
+// it was not dropped, and has not run out. When it does not, it returns why.
+func (l *fleetLease) holds(now time.Time) (bool, string) {
+	if why := l.lost.Load(); why != nil {
+		return false, *why
+	}
+	if now.UnixNano() >= l.end.Load() {
+		l.markLost("it ran out unrenewed, by this process's clock (a pause past it, or a store that did not answer)")
+		return false, *l.lost.Load()
+	}
+	return true, ""
+}
+
+// markLost records that the lease no longer holds, and why (the first reason given stays).
+func (l *fleetLease) markLost(why string) {
+	l.lost.CompareAndSwap(nil, &why)
+}
+
+// errLeaseLostFor is the error of a departure refused because l no longer holds, why.
+func errLeaseLostFor(l *fleetLease, why string) error {
+	return fmt.Errorf("%w: %s (token %d): %s", ErrLeaseLost, l.host, l.token, why)
+}
+
+// leaseCtxKey carries, in the context given to the pacer's admission, the lease a Queue's request
+// was taken under (*fleetLease).
+type leaseCtxKey struct{}
+
+// leaseFrom returns the lease ctx carries, nil when none.
+func leaseFrom(ctx context.Context) *fleetLease {
+	l, _ := ctx.Value(leaseCtxKey{}).(*fleetLease)
+	return l
 }
 
 // fleetFigures is a member's figures, as the audit trail writes them.
@@ -100,7 +169,7 @@ func newQueueFleet(f Frontier) *queueFleet {
 	if ttl <= 0 {
 		ttl = fleetFallbackTTL
 	}
-	return &queueFleet{f: f, owner: hex.EncodeToString(b[:]), ttl: ttl, leased: map[string]time.Time{},
+	return &queueFleet{f: f, owner: hex.EncodeToString(b[:]), ttl: ttl, leased: map[string]*fleetLease{},
 		acks: map[string][]int64{}, cost: map[string]time.Duration{}}
 }
 
@@ -168,7 +237,7 @@ func (q *Queue) fleetAskLocked(now time.Time) {
 	}
 	q.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
-	hosts, takenOver, left, next, err := f.f.FrontierLease(ctx, f.owner, want, held)
+	leases, takenOver, left, next, err := f.f.FrontierLease(ctx, f.owner, want, held)
 	cancel()
 	q.mu.Lock()
 	f.asking = false
@@ -180,17 +249,20 @@ func (q *Queue) fleetAskLocked(now time.Time) {
 		return
 	}
 	f.left = left
-	if len(hosts) == 0 {
+	if len(leases) == 0 {
 		f.askAt = now.Add(min(max(next, time.Millisecond), fleetAskPoll))
 	}
-	for _, key := range hosts {
-		f.leased[key] = now.Add(f.ttl)
-		qh := q.hostLocked(key)
+	for _, l := range leases {
+		if old := f.leased[l.Host]; old != nil { // granted anew: the old token no longer holds
+			old.markLost("the host was leased to this member again")
+		}
+		f.leased[l.Host] = newFleetLease(l, now, f.ttl)
+		qh := q.hostLocked(l.Host)
 		qh.leased, qh.drained = true, false
 		qh.readyAt = time.Time{}
 		q.placeLocked(qh)
 	}
-	f.stats.Leased += int64(len(hosts))
+	f.stats.Leased += int64(len(leases))
 	f.stats.TakenOver += int64(len(takenOver))
 	for _, key := range takenOver {
 		f.notes = append(f.notes, auditEvent{at: now, host: key, event: audit.EventFleetHostTakenOver, trigger: audit.TriggerFleet, compliant: true,
@@ -213,6 +285,13 @@ func (q *Queue) fleetTakeLocked(qh *queueHost, now time.Time) {
 		got, held, err = f.f.FrontierTake(ctx, f.owner, qh.key, want)
 		cancel()
 	})
+	if errors.Is(err, ErrLeaseLost) { // the lease passed to another member, or ran out
+		if l := f.leased[qh.key]; l != nil {
+			l.markLost("the frontier says this member no longer holds it (a take)")
+			q.leaseLostLocked(qh, l, now)
+		}
+		return
+	}
 	if err != nil && len(got) == 0 && !held {
 		if _, still := f.leased[qh.key]; still { // the store failed: ask again later, not at once
 			q.notes = append(q.notes, auditEvent{at: now, host: qh.key, event: audit.EventStoreUnavailable, trigger: audit.TriggerStore,
@@ -260,9 +339,13 @@ func (q *Queue) fleetTakeLocked(qh *queueHost, now time.Time) {
 	q.placeLocked(qh)
 }
 
-// dropLeaseLocked forgets qh's lease here: its requests taken from the frontier leave its FIFO (the
-// frontier hands them to the next owner, or holds them for this one's release).
-func (q *Queue) dropLeaseLocked(qh *queueHost) {
+// dropLeaseLocked forgets qh's lease here (nothing more departs under it): its requests taken from the
+// frontier leave its FIFO (the frontier hands them to the next owner, or holds them for this one's
+// release). It returns how many left.
+func (q *Queue) dropLeaseLocked(qh *queueHost) int {
+	if l := q.fleet.leased[qh.key]; l != nil {
+		l.markLost("given up by this member")
+	}
 	delete(q.fleet.leased, qh.key)
 	delete(q.fleet.cost, qh.key)
 	qh.leased, qh.drained = false, false
@@ -275,11 +358,34 @@ func (q *Queue) dropLeaseLocked(qh *queueHost) {
 		kept = append(kept, d)
 	}
 	clear(qh.fifo[len(kept):])
+	back := len(qh.fifo) - len(kept)
 	qh.fifo = kept
 	q.fleet.looked = false
 	if len(qh.fifo)+qh.spilled == 0 && qh.heap != nil {
 		qh.heap.remove(qh)
 	}
+	return back
+}
+
+// leaseLostLocked drops qh's lease l, which no longer holds (l says why), when it is still the one
+// held here, and notes fleet_lease_lost: the host, the token, why, and what went back to the frontier
+// for the host's next holder (the requests taken and not sent; those on their way go out only if
+// their admission came before the loss, and are refused there otherwise).
+func (q *Queue) leaseLostLocked(qh *queueHost, l *fleetLease, now time.Time) {
+	f := q.fleet
+	if f.leased[qh.key] != l {
+		return // dropped already, and said so
+	}
+	why := "lost"
+	if w := l.lost.Load(); w != nil {
+		why = *w
+	}
+	sending := qh.sending
+	back := q.dropLeaseLocked(qh)
+	f.stats.Lost++
+	f.warnings = append(f.warnings, auditEvent{at: now, host: qh.key, event: audit.EventFleetLeaseLost, trigger: audit.TriggerFleet, compliant: true,
+		givenBack: back, detail: fmt.Sprintf("queue: member %s lost its lease of the host (token %d): %s; it sends nothing more there: %d requests it had taken go back to the frontier for the next holder, %d on their way are sent only if admitted before the loss",
+			f.owner, l.token, why, back, sending)})
 }
 
 // fleetSent marks d, taken from the frontier, done (or keeps it for the next try when the store
@@ -289,7 +395,7 @@ func (q *Queue) fleetSent(d DeferredRequest, took time.Duration) {
 	q.mu.Lock()
 	ids := append(f.acks[d.Host], d.ID)
 	delete(f.acks, d.Host)
-	if _, ok := f.leased[d.Host]; ok {
+	if f.leased[d.Host] != nil {
 		if c := f.cost[d.Host]; c > 0 {
 			f.cost[d.Host] = (3*c + took) / 4
 		} else {
@@ -335,9 +441,10 @@ func (q *Queue) renewLeases(done <-chan struct{}) {
 		// Bounded by a third of the lease, so that a hung store cannot keep this loop from dropping
 		// the leases before they run out.
 		ctx, cancel := context.WithTimeout(context.Background(), min(storeTimeout, max(f.ttl/3, time.Millisecond)))
-		lost, share, err := f.f.FrontierRenew(ctx, f.owner, hosts)
+		lost, until, share, err := f.f.FrontierRenew(ctx, f.owner, hosts)
 		cancel()
 		q.mu.Lock()
+		now := q.p.now()
 		if err == nil {
 			f.share = share
 			renewed := map[string]bool{}
@@ -346,17 +453,17 @@ func (q *Queue) renewLeases(done <-chan struct{}) {
 			}
 			for _, key := range lost {
 				delete(renewed, key)
-				if qh := q.hosts[key]; qh != nil && qh.leased {
-					q.dropLeaseLocked(qh)
+				if l, qh := f.leased[key], q.hosts[key]; l != nil && qh != nil {
+					l.markLost("the frontier says this member no longer holds it (a renewal): it ran out, and may be another's")
+					q.leaseLostLocked(qh, l, now)
 				}
 			}
 			for key := range renewed {
-				if _, ok := f.leased[key]; ok {
-					f.leased[key] = start.Add(f.ttl)
+				if l := f.leased[key]; l != nil {
+					l.renewed(until, start, f.ttl)
 				}
 			}
 		}
-		now := q.p.now()
 		q.dropUnrenewedLocked(now)
 		var shed []*queueHost
 		var acks map[string][]int64
@@ -364,8 +471,8 @@ func (q *Queue) renewLeases(done <-chan struct{}) {
 			shed, acks = q.shedLocked(now)
 		}
 		wait := beat
-		for _, end := range f.leased { // wake up in time to drop a lease not renewed
-			wait = min(wait, max(end.Add(-f.ttl*5/12).Sub(now), 0)+time.Millisecond)
+		for _, l := range f.leased { // wake up in time to drop a lease not renewed
+			wait = min(wait, max(time.Unix(0, l.end.Load()).Add(-f.ttl*5/12).Sub(now), 0)+time.Millisecond)
 		}
 		q.signalLocked()
 		q.mu.Unlock()
@@ -387,10 +494,11 @@ func (q *Queue) renewLeases(done <-chan struct{}) {
 // the store: their next owner may send.
 func (q *Queue) dropUnrenewedLocked(now time.Time) {
 	f := q.fleet
-	for key, end := range f.leased {
-		if now.After(end.Add(-f.ttl * 5 / 12)) {
+	for key, l := range f.leased {
+		if now.After(time.Unix(0, l.end.Load()).Add(-f.ttl * 5 / 12)) {
 			if qh := q.hosts[key]; qh != nil {
-				q.dropLeaseLocked(qh)
+				l.markLost("not renewed for 7/12 of its length: dropped before it runs out on the store")
+				q.leaseLostLocked(qh, l, now)
 			}
 		}
 	}
@@ -446,9 +554,9 @@ func fleetExcess(held, share int) int {
 func (q *Queue) giveBack(hosts []*queueHost, acks map[string][]int64, now time.Time) {
 	f := q.fleet
 	q.mu.Lock()
-	errs, infos := q.takeNotesLocked()
+	notes := q.takeNotesLocked()
 	q.mu.Unlock()
-	q.emitNotes(errs, infos)
+	q.emitNotes(notes)
 	if len(hosts) == 0 {
 		return
 	}
@@ -521,21 +629,29 @@ func (q *Queue) fleetSize() int {
 	return n + local
 }
 
+// queueNotes are the audit events a Queue noted under its lock, by level, for emitNotes.
+type queueNotes struct{ errs, warns, infos []auditEvent }
+
 // takeNotesLocked takes the audit events noted under the lock: failures, and the fleet's events.
-func (q *Queue) takeNotesLocked() (errs, infos []auditEvent) {
-	errs, q.notes = q.notes, nil
+func (q *Queue) takeNotesLocked() queueNotes {
+	var n queueNotes
+	n.errs, q.notes = q.notes, nil
 	if q.fleet != nil {
-		infos, q.fleet.notes = q.fleet.notes, nil
+		n.warns, q.fleet.warnings = q.fleet.warnings, nil
+		n.infos, q.fleet.notes = q.fleet.notes, nil
 	}
-	return errs, infos
+	return n
 }
 
 // emitNotes writes what takeNotesLocked took, with the lock released.
-func (q *Queue) emitNotes(errs, infos []auditEvent) {
-	for _, e := range errs {
+func (q *Queue) emitNotes(n queueNotes) {
+	for _, e := range n.errs {
 		q.p.audit.emit(zerolog.ErrorLevel, e)
 	}
-	for _, e := range infos {
+	for _, e := range n.warns {
+		q.p.audit.emit(zerolog.WarnLevel, e)
+	}
+	for _, e := range n.infos {
 		q.p.audit.emit(zerolog.InfoLevel, e)
 	}
 }

@@ -31,6 +31,8 @@ type memFrontier struct {
 	dueAt      map[string]time.Time // a released host is due at its next departure
 }
 
+var _ Frontier = (*memFrontier)(nil)
+
 func newMemFrontier(ttl time.Duration) *memFrontier {
 	return &memFrontier{memoryStore: newMemoryStore(), ttl: ttl, seen: map[string]bool{}, queued: map[string][]DeferredRequest{},
 		taken: map[string]map[int64]DeferredRequest{}, lease: map[string]string{}}
@@ -61,27 +63,28 @@ func (f *memFrontier) leftLocked() int {
 	return n
 }
 
-func (f *memFrontier) FrontierLease(_ context.Context, owner string, n int, held []string) ([]string, []string, int, time.Duration, error) {
+func (f *memFrontier) FrontierLease(_ context.Context, owner string, n int, held []string) ([]Lease, []string, int, time.Duration, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.share > 0 {
 		n = min(n, f.share-len(held))
 	}
-	var out []string
+	var out []Lease
 	for h, q := range f.queued {
 		if len(out) < n && len(q) > 0 && f.lease[h] == "" && !time.Now().Before(f.dueAt[h]) {
 			f.lease[h] = owner
-			out = append(out, h)
+			f.seq++
+			out = append(out, Lease{Host: h, Token: f.seq, Until: time.Now().Add(f.ttl)})
 		}
 	}
 	return out, nil, f.leftLocked(), 0, nil
 }
 
-func (f *memFrontier) FrontierRenew(_ context.Context, owner string, hosts []string) ([]string, int, error) {
+func (f *memFrontier) FrontierRenew(_ context.Context, owner string, hosts []string) ([]string, time.Time, int, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.renewFails {
-		return nil, 0, errors.New("renewal: connection refused")
+		return nil, time.Time{}, 0, errors.New("renewal: connection refused")
 	}
 	var lost []string
 	for _, h := range hosts {
@@ -89,7 +92,12 @@ func (f *memFrontier) FrontierRenew(_ context.Context, owner string, hosts []str
 			lost = append(lost, h)
 		}
 	}
-	return lost, f.share, nil
+	return lost, time.Now().Add(f.ttl), f.share, nil
+}
+
+// FrontierAdmit is never called: memFrontier is not a SharedStore.
+func (f *memFrontier) FrontierAdmit(context.Context, Lease, time.Duration) (Admission, error) {
+	return Admission{}, errors.New("memFrontier admits nothing")
 }
 
 func (f *memFrontier) FrontierLeave(context.Context, string) error { return nil }
@@ -98,7 +106,7 @@ func (f *memFrontier) FrontierTake(_ context.Context, owner, host string, n int)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.lease[host] != owner {
-		return nil, false, nil
+		return nil, false, fmt.Errorf("%w: %s", ErrLeaseLost, host)
 	}
 	q := f.queued[host]
 	got := slices.Clone(q[:min(n, len(q))])

@@ -245,8 +245,10 @@ func (b *binding) onRequest(r *colly.Request) {
 }
 
 // retry sends a refused request again, tracked by c.Wait, unless its retries are spent; it departs
-// once the host's window ends.
-func (b *binding) retry(resp *colly.Response, v Verdict) {
+// once the host's window ends. observed is when the pacer read the refusal: retry_scheduled gives the
+// hold from that instant, the number every event about the response carries (retry_after_honoured,
+// retry_after_too_long).
+func (b *binding) retry(resp *colly.Response, v Verdict, observed time.Time) {
 	p := b.p
 	r := resp.Request
 	now := p.now()
@@ -265,7 +267,7 @@ func (b *binding) retry(resp *colly.Response, v Verdict) {
 	}
 	h.mu.Lock()
 	h.retries++
-	ev.computed = max(h.holdUntil.Sub(now), 0)
+	ev.computed = max(h.holdUntil.Sub(observed), 0)
 	h.mu.Unlock()
 	ev.event, ev.detail = audit.EventRetryScheduled, fmt.Sprintf("retry %d of %d", attempt, p.cfg.maxRetries)
 	p.audit.emit(zerolog.InfoLevel, ev)

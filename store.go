@@ -74,6 +74,11 @@ type DeferredRequest struct {
 // outlive the process. Deferred and spilled requests are two kinds, kept apart: listing or draining
 // deferred requests never meets a spilled one, and taking spilled requests never meets a deferred one.
 // Implementations must be safe for concurrent use.
+//
+// A Store may also keep a record of the pacers using it, with the methods BeginSession, TouchSession
+// and EndSession as sqlitestore.Store has them: a pacer started after one that ended without Close
+// (killed, crashed) then holds every host its interval from its start, since the departures written
+// behind in the dead one's last flush interval may be lost.
 type Store interface {
 	// LoadHost returns the stored state of host; ok is false when there is none. A row that cannot
 	// be decoded returns an error wrapping ErrCorruptState.
@@ -109,6 +114,25 @@ type Store interface {
 	SpilledHosts(ctx context.Context) (map[string]int, error)
 	// Close releases the store.
 	Close() error
+}
+
+// sessionStore is a Store that keeps a record of the pacers using it (sqlitestore.Store does), so that
+// a pacer knows when the one before it ended without Close: killed (SIGKILL, an OOM kill), crashed, or
+// never closed. Its last departures were written behind and may be lost; the new pacer then counts its
+// own start as a departure to every host (see the README's "What survives a SIGKILL"). A pacer on a
+// SharedStore does not use sessions: the shared store records each departure as it is admitted. The
+// interface is unexported, as fleetObserver is: a store implements its methods, no user calls them.
+type sessionStore interface {
+	Store
+	// BeginSession records the session id as using the store since at, and reports whether another
+	// session began and did not end (killed, or still running beside it): unclean. It forgets those
+	// other sessions: a session still running records itself again at its next TouchSession.
+	BeginSession(ctx context.Context, id string, at time.Time) (unclean bool, err error)
+	// TouchSession records that session id still uses the store at at (the pacer's write-behind does,
+	// at every flush interval).
+	TouchSession(ctx context.Context, id string, at time.Time) error
+	// EndSession removes session id's record: its pacer closed, every state written.
+	EndSession(ctx context.Context, id string) error
 }
 
 // SharedStore is a Store that several crawler processes share (Redis): it admits each departure
@@ -154,6 +178,12 @@ type Admission struct {
 	Lost bool
 	// Pending is true when the wait is for another process's departure still on its way to the wire.
 	Pending bool
+	// LeaseLost is true, from FrontierAdmit, when the lease presented no longer holds: the departure is
+	// refused (not OK, no Wait), and its holder sends nothing more to the host. Fence is the host's
+	// fencing token at the store: greater than the lease's when another member was granted the host
+	// since; not greater when the lease ran out unrenewed.
+	LeaseLost bool
+	Fence     int64
 	// What the store knows of the fleet's departures to the host, for the capacity model (an admitted
 	// departure only): Seq numbers this departure (one more than the fleet's previous; 0: not
 	// numbered), Since is the gap since the fleet's previous departure by the store's clock (0: none
@@ -219,8 +249,10 @@ func (s StoredHost) repair(l repairLimits, now time.Time) (StoredHost, []string)
 	if _, ok := restoredHoldEvents[s.HoldTrigger]; !ok { // a cause we do not know: the hold is kept as a window
 		s.HoldTrigger = audit.TriggerRetryAfter
 	}
-	if limit := now.Add(satAdd(l.ceiling, l.maxCrawlDelay)); s.NextDeparture.After(limit) {
-		fix("next departure %v is beyond any interval: reset", s.NextDeparture.UTC())
+	// The next departure is stored as the later of the last departure + the interval and the hold (see
+	// snapshot): beyond both, it cannot be trusted.
+	if limit := later(now.Add(satAdd(satAdd(l.ceiling, l.maxCrawlDelay), s.RateInterval)), s.HoldUntil); s.NextDeparture.After(limit) {
+		fix("next departure %v is beyond any interval and hold: reset", s.NextDeparture.UTC())
 		s.NextDeparture = time.Time{}
 	}
 	if !validBreakerState(s.Breaker) {

@@ -100,6 +100,16 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			clock.arm() // the hop departed: its network time counts from here
 		}
 	}
+	if d := f.disp; d != nil && d.lease != nil {
+		// A Queue's request under a lease: admitted while the lease held, it is sent only if it still
+		// does, by this process's clock (a pause between the admission and here would send it after
+		// the host passed to another member).
+		if holds, why := d.lease.holds(p.now()); !holds {
+			d.fenced.Store(true)
+			f.finish(p, p.now()) // never on the wire: the store's pending departure ends with it
+			return nil, errLeaseLostFor(d.lease, why)
+		}
+	}
 	start := f.res.At // untraced, its admission stands for its wire instant, and its latency counts from it
 	if f.res.traced { // the next departure counts from the wire: trace it
 		start = p.now()
@@ -157,7 +167,7 @@ func (t *transport) observe(f *flight, o Outcome, now time.Time) {
 func (t *transport) record(f *flight, o Outcome, v Verdict, now time.Time, landing bool) {
 	fv := &cleanOK
 	if v != cleanOK.v || o.Status != cleanOK.status {
-		fv = &flightVerdict{v: v, status: o.Status}
+		fv = &flightVerdict{v: v, status: o.Status, at: now}
 	}
 	f.verdict.Store(fv)
 	t.p.observe(f.res, o, v, now, landing, true)

@@ -62,6 +62,15 @@ const (
 	EventFleetHostTakenOver Event = "fleet_host_taken_over" // a Queue leased a host whose previous lease ran out unrenewed (its member died)
 	EventFleetHostStolen    Event = "fleet_host_stolen"     // a Queue gave a host up at its heartbeat, holding more than its share, for a member under its share
 	EventFleetMember        Event = "fleet_member"          // a Queue's Run on a fleet's frontier ended: its figures (the fleet_* fields)
+	// EventFleetLeaseLost: a Queue lost its lease of a host (the frontier says another member holds
+	// it, a renewal came too late, or the store refused a departure under it: a pause past the lease),
+	// and sends nothing more there; the requests it had taken go back to the frontier for the next
+	// holder (fleet_given_back).
+	EventFleetLeaseLost Event = "fleet_lease_lost"
+	// EventRestartHeld: the pacer before this one on a durable store ended without Close (killed,
+	// crashed): the departures it wrote behind in its last flush interval may be lost, so this start
+	// counts as a departure to every host, each held its interval from it. No target_domain.
+	EventRestartHeld Event = "restart_held"
 )
 
 // Trigger is the value of an event's "trigger" field: what set a host's interval (or held it), or
@@ -155,6 +164,10 @@ const (
 	FieldFleetStolen    = "fleet_stolen"     // hosts it gave up, holding more than its share
 	FieldFleetTakenOver = "fleet_taken_over" // hosts it took over from a member whose lease ran out
 	FieldFleetResent    = "fleet_resent"     // requests handed to it again after a lease ran out
+	FieldFleetLost      = "fleet_lost"       // leases it lost (fleet_lease_lost)
+	// FieldFleetGivenBack: fleet_lease_lost: the requests the member had taken from the frontier and not
+	// sent, which went back to it for the host's next holder.
+	FieldFleetGivenBack = "fleet_given_back"
 )
 
 // FleetStats are a fleet member's figures (an ext.Queue on a fleet's frontier), as the fleet_member
@@ -168,6 +181,7 @@ type FleetStats struct {
 	Stolen    int64  // hosts it gave up at a heartbeat because it held more than its share: fleet_stolen
 	TakenOver int64  // hosts it leased whose previous lease ran out unrenewed (a member died): fleet_taken_over
 	Resent    int64  // requests handed to it again after a lease ran out (perhaps sent by the dead member): fleet_resent
+	Lost      int64  // leases it lost, not given up (fleet_lease_lost): fleet_lost
 }
 
 // BreakerState is the state of a host's circuit breaker (ext's HostSnapshot.Breaker, its Observer's

@@ -31,9 +31,11 @@ var (
 		"Hosts the member leased whose previous lease ran out unrenewed (their member died).", labelMember)
 	descFleetResent = newDesc("fleet_requests_resent_total",
 		"Requests handed to the member again after a lease ran out (perhaps sent by the dead member).", labelMember)
+	descFleetLost = newDesc("fleet_leases_lost_total",
+		"Host leases the member lost (passed to another member or ran out: a pause, a store that did not answer), not given up.", labelMember)
 )
 
-var fleetDescs = []*prometheus.Desc{descFleetHeld, descFleetShare, descFleetLeased, descFleetStolen, descFleetTakenOver, descFleetResent}
+var fleetDescs = []*prometheus.Desc{descFleetHeld, descFleetShare, descFleetLeased, descFleetStolen, descFleetTakenOver, descFleetResent, descFleetLost}
 
 // fleetFigures are the latest figures of each member the Collector was told of.
 type fleetFigures struct {
@@ -76,7 +78,7 @@ func (f *fleetFigures) metrics() []prometheus.Metric {
 		}
 		out = append(out, gauge(descFleetHeld, float64(st.Held)), gauge(descFleetShare, float64(st.Share)),
 			counter(descFleetLeased, st.Leased), counter(descFleetStolen, st.Stolen),
-			counter(descFleetTakenOver, st.TakenOver), counter(descFleetResent, st.Resent))
+			counter(descFleetTakenOver, st.TakenOver), counter(descFleetResent, st.Resent), counter(descFleetLost, st.Lost))
 	}
 	return out
 }

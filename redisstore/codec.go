@@ -47,13 +47,15 @@ const (
 
 // Fields of a host hash that only the scripts write, on the server's clock: the fleet's last departure
 // and its pending departure (admitScript, departedScript), the hold and the rate-limit interval's end
-// (saveScript). They are not part of ext.StoredHost.
+// (saveScript), and the host's fence, the greatest lease token presented to admitScript. They are not
+// part of ext.StoredHost.
 const (
 	fieldLastDeparture = "last_departure"
 	fieldHoldServer    = "hold_srv"
 	fieldPending       = "pending"
 	fieldPendingBy     = "pending_by"
 	fieldRateServer    = "rate_srv"
+	fieldFence         = "fence"
 	// The fleet's departures, numbered (admitScript), and the latest reported refused (refusedScript).
 	fieldSeq        = "seq"
 	fieldRefusedSeq = "refused_seq"
@@ -135,7 +137,7 @@ func encodeHostHash(st ext.StoredHost) map[string]string {
 
 // decodeHostHash decodes the fields of host's hash. ok is false when the hash holds no saved state:
 // it is empty, or holds only what the admission scripts recorded before any SaveHosts (the last
-// departure, a pending one, the departures' numbers). A
+// departure, a pending one, the departures' numbers, a lease's fence). A
 // state of another version than ext.StateVersion is returned with only Host and Version set. A
 // missing field, a number that does not parse or does not fit, or a boolean other than "0" or "1"
 // returns an error wrapping ext.ErrCorruptState. Values that parse but are out of range (negative
@@ -146,13 +148,13 @@ func decodeHostHash(host string, m map[string]string) (st ext.StoredHost, ok boo
 	if !saved {
 		ld, admitted := m[fieldLastDeparture]
 		scriptOnly := 0 // fields only the admission scripts write
-		for _, f := range [...]string{fieldLastDeparture, fieldPending, fieldPendingBy, fieldSeq, fieldRefusedSeq} {
+		for _, f := range [...]string{fieldLastDeparture, fieldPending, fieldPendingBy, fieldSeq, fieldRefusedSeq, fieldFence} {
 			if _, ok := m[f]; ok {
 				scriptOnly++
 			}
 		}
-		if len(m) == 0 || admitted && scriptOnly == len(m) {
-			if _, err := decodeTime(ld); err != nil {
+		if scriptOnly == len(m) { // a lease's fence may come with or before the first admission
+			if _, err := decodeTime(ld); admitted && err != nil {
 				return ext.StoredHost{}, false, corrupt(host, "field %s %q: %v", fieldLastDeparture, ld, err)
 			}
 			return ext.StoredHost{}, false, nil

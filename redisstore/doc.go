@@ -61,6 +61,7 @@
 //	<prefix>frontier{N}:redo:<host>   set: IDs handed out again after a lease ran out
 //	<prefix>frontier{N}:lease:<host>  string: the lease holder, expiring (PX) unless renewed
 //	<prefix>frontier{N}:holder:<host> string: the lease holder, kept until the lease ends or is taken over
+//	<prefix>frontier{N}:fence:<host>  string: the host's last lease token (never expires)
 //	<prefix>frontier{N}:members       sorted set: the live members (Queues), by when each heartbeat runs out
 //
 // The frontier needs Redis 6.2 or later (LPOP with a count). A host's shard is FNV-1a of its name
@@ -68,7 +69,12 @@
 // gone puts its handed-out requests back at the head of its queue (marked redo); a host with nothing
 // queued leaves the schedule. Every lease and renewal is its member's heartbeat on the shard, and
 // leases no more than the member's share of the shard's hosts in the schedule (over its live members,
-// rounded up). CollyStorage keeps Colly's visited set in <prefix>colly:visited and
+// rounded up). Each grant takes the host's next token: the server's now in microseconds, or one more
+// than the last token when that is not less (a clock set back), so tokens grow at every grant, even
+// after the shard lost the fence key. A departure under a lease (FrontierAdmit) presents the token and
+// the lease's end to the admission script on the host's hash: it is refused once a greater token has
+// been presented there (the hash's fence field) or the end has passed on the server's clock; a greater
+// token becomes the fence. CollyStorage keeps Colly's visited set in <prefix>colly:visited and
 // each host's cookies in <prefix>colly:cookies:<host>.
 //
 // The fields of a host hash are v (the StateVersion of the writer), adaptive_delay, known_limit,
@@ -78,7 +84,8 @@
 // refused_interval (nanoseconds), model_ver (its version) and noise (its verdict on the host's
 // refusals, audit.NoiseVerdict), absent from records written before them (SaveHosts keeps the stored
 // model when its model_ver is newer, and the greater noise); and, written only by the scripts on the server's clock, last_departure, pending, hold_srv and
-// rate_srv (unix nanoseconds) and pending_by (the admitting Store's token). Host keys never expire unless WithTTL is set: then every admitted
+// rate_srv (unix nanoseconds), pending_by (the admitting Store's token) and fence (the greatest lease
+// token presented, FrontierAdmit). Host keys never expire unless WithTTL is set: then every admitted
 // departure and every save refreshes the key's TTL. Deferred and spilled requests never expire.
 //
 // A request is stored as a JSON object: v (its layout version, 1), host, method, url, depth, header,

@@ -1,12 +1,20 @@
 package redisstore
 
-import "github.com/redis/go-redis/v9"
+import (
+	"context"
+	"time"
+
+	"github.com/collypace/ext"
+	"github.com/redis/go-redis/v9"
+)
 
 // Exported for the tests of package redisstore_test.
 var (
 	DecodeHostHash = decodeHostHash
 	EncodeHostHash = encodeHostHash
-	AdmitNow       = (*Store).admit
+	AdmitNow       = func(s *Store, ctx context.Context, host string, gap time.Duration) (ext.Admission, time.Time, error) {
+		return s.admit(ctx, host, gap, nil)
+	}
 )
 
 // Client returns the store's client.

@@ -35,11 +35,12 @@ func TestFrontierLeasesAShareOfTheHosts(t *testing.T) {
 	st := redisstore.New(srv.Client(), redisstore.WithPrefix(prefix), redisstore.WithLeaseTTL(500*time.Millisecond))
 	seedFrontier(t, st, 12)
 	for _, m := range []string{"a", "b", "c"} {
-		if _, share, err := st.FrontierRenew(ctx, m, nil); err != nil || share == 0 {
+		if _, _, share, err := st.FrontierRenew(ctx, m, nil); err != nil || share == 0 {
 			t.Fatalf("heartbeat of %s = share %d, %v", m, share, err)
 		}
 	}
-	got, _, _, _, err := st.FrontierLease(ctx, "a", 100, nil)
+	leases, _, _, _, err := st.FrontierLease(ctx, "a", 100, nil)
+	got := hostsOf(leases)
 	if err != nil || len(got) != 4 {
 		t.Fatalf("the first member asked for 100 hosts and leased %v, %v: want its share, 4", got, err)
 	}
@@ -50,18 +51,18 @@ func TestFrontierLeasesAShareOfTheHosts(t *testing.T) {
 	if err != nil || len(b) != 4 || len(over) != 0 {
 		t.Errorf("the second member leased %v (taken over %v), %v: want 4, none taken over", b, over, err)
 	}
-	if lost, share, err := st.FrontierRenew(ctx, "a", got); err != nil || len(lost) != 0 || share != 4 {
+	if lost, _, share, err := st.FrontierRenew(ctx, "a", got); err != nil || len(lost) != 0 || share != 4 {
 		t.Errorf("a's heartbeat = lost %v, share %d, %v; want nothing lost, share 4", lost, share, err)
 	}
 	if err := st.FrontierLeave(ctx, "c"); err != nil {
 		t.Fatal(err)
 	}
-	if _, share, err := st.FrontierRenew(ctx, "a", got); err != nil || share != 6 {
+	if _, _, share, err := st.FrontierRenew(ctx, "a", got); err != nil || share != 6 {
 		t.Errorf("a's share once c left = %d, %v; want 6 (12 hosts over 2)", share, err)
 	}
 	// b stops beating: once its heartbeat runs out (500 ms), a is alone, and its share is every host.
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		_, share, err := st.FrontierRenew(ctx, "a", got)
+		_, _, share, err := st.FrontierRenew(ctx, "a", got)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -118,7 +118,7 @@ func (s *Store) FrontierAdd(ctx context.Context, host string, reqs []ext.Deferre
 // FrontierLease implements ext.Frontier: one script run a shard, all in one pipeline (one round trip
 // on a single server), each also the owner's heartbeat on its shard. With several shards, each is
 // asked for its share of n, at least one, and told how many of its hosts the owner holds.
-func (s *Store) FrontierLease(ctx context.Context, owner string, n int, held []string) (hosts, takenOver []string, left int, next time.Duration, err error) {
+func (s *Store) FrontierLease(ctx context.Context, owner string, n int, held []string) (leases []ext.Lease, takenOver []string, left int, next time.Duration, err error) {
 	if n <= 0 {
 		n = 1
 	}
@@ -139,10 +139,16 @@ func (s *Store) FrontierLease(ctx context.Context, owner string, n int, held []s
 	next = -1
 	for _, c := range cmds {
 		res, err := c.Slice()
-		if err != nil || len(res) != 4 {
+		if err != nil || len(res) != 5 {
 			return nil, nil, 0, 0, fmt.Errorf("redisstore: frontier lease: script returned %v (%v): %w", res, err, ext.ErrCorruptState)
 		}
-		hosts = append(hosts, stringsOf(res[0])...)
+		granted, _ := res[0].([]any)
+		untilMS, _ := res[4].(int64)
+		for i := 0; i+1 < len(granted); i += 2 {
+			host, _ := granted[i].(string)
+			token, _ := granted[i+1].(int64)
+			leases = append(leases, ext.Lease{Host: host, Token: token, Until: time.UnixMilli(untilMS)})
+		}
 		takenOver = append(takenOver, stringsOf(res[3])...)
 		n, _ := res[1].(int64)
 		left += int(n)
@@ -150,7 +156,7 @@ func (s *Store) FrontierLease(ctx context.Context, owner string, n int, held []s
 			next = time.Duration(ms) * time.Millisecond
 		}
 	}
-	return hosts, takenOver, max(left, 0), max(next, 0), nil
+	return leases, takenOver, max(left, 0), max(next, 0), nil
 }
 
 // stringsOf is the strings of a script's array reply.
@@ -170,8 +176,8 @@ func (s *Store) membersKey(shard int) string { return s.frontierBase(shard) + "m
 
 // FrontierRenew implements ext.Frontier: one script run a shard, in one pipeline, each the owner's
 // heartbeat on its shard and the renewal of the leases it holds there. The share is the sum of the
-// shards' shares.
-func (s *Store) FrontierRenew(ctx context.Context, owner string, hosts []string) ([]string, int, error) {
+// shards' shares; until is the earliest of the shards' new ends.
+func (s *Store) FrontierRenew(ctx context.Context, owner string, hosts []string) ([]string, time.Time, int, error) {
 	shards := s.shardCount()
 	byShard := make([][]string, shards)
 	for _, h := range hosts {
@@ -187,20 +193,24 @@ func (s *Store) FrontierRenew(ctx context.Context, owner string, hosts []string)
 		return []string{sched, s.membersKey(i)}, args
 	})
 	if err != nil {
-		return nil, 0, wrapErr(err, "frontier renew %d leases", len(hosts))
+		return nil, time.Time{}, 0, wrapErr(err, "frontier renew %d leases", len(hosts))
 	}
 	var lost []string
+	var until time.Time
 	share := 0
 	for _, c := range cmds {
 		res, err := c.Slice()
-		if err != nil || len(res) != 3 {
-			return nil, 0, fmt.Errorf("redisstore: frontier renew: script returned %v (%v): %w", res, err, ext.ErrCorruptState)
+		if err != nil || len(res) != 4 {
+			return nil, time.Time{}, 0, fmt.Errorf("redisstore: frontier renew: script returned %v (%v): %w", res, err, ext.ErrCorruptState)
 		}
 		lost = append(lost, stringsOf(res[0])...)
 		n, _ := res[2].(int64)
 		share += int(n)
+		if ms, _ := res[3].(int64); until.IsZero() || time.UnixMilli(ms).Before(until) {
+			until = time.UnixMilli(ms)
+		}
 	}
-	return lost, share, nil
+	return lost, until, share, nil
 }
 
 // FrontierLeave implements ext.Frontier: a ZREM from every shard's members, in one pipeline.
@@ -221,6 +231,9 @@ func (s *Store) FrontierTake(ctx context.Context, owner, host string, n int) ([]
 	res, err := frontierTakeScript.Run(ctx, s.c, []string{sched}, owner, s.frontierBase(shard), host, max(n, 1)).Slice()
 	if err != nil {
 		return nil, false, wrapErr(err, "frontier take for host %q", host)
+	}
+	if len(res) > 0 && res[0] == int64(2) {
+		return nil, false, fmt.Errorf("redisstore: frontier take for host %q: owner %s no longer holds its lease: %w", host, owner, ext.ErrLeaseLost)
 	}
 	if len(res) == 0 || res[0] != int64(1) {
 		return nil, false, nil

@@ -168,7 +168,7 @@ func TestFrontierLeaseExpiryAndTakeover(t *testing.T) {
 	if _, held, _ := next.FrontierTake(ctx, "next", "a.test", 5); held {
 		t.Fatal("a take by a process that does not hold the lease succeeded")
 	}
-	if lost, _, err := dead.FrontierRenew(ctx, "dead", []string{"a.test"}); err != nil || len(lost) != 0 {
+	if lost, _, _, err := dead.FrontierRenew(ctx, "dead", []string{"a.test"}); err != nil || len(lost) != 0 {
 		t.Fatalf("renewal by the owner = lost %v, %v", lost, err)
 	}
 	// The owner dies: no more renewals. The lease runs out on the server's clock.
@@ -181,7 +181,7 @@ func TestFrontierLeaseExpiryAndTakeover(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if lost, _, err := dead.FrontierRenew(ctx, "dead", []string{"a.test"}); err != nil || !slices.Equal(lost, []string{"a.test"}) {
+	if lost, _, _, err := dead.FrontierRenew(ctx, "dead", []string{"a.test"}); err != nil || !slices.Equal(lost, []string{"a.test"}) {
 		t.Errorf("renewal by the dead owner after the takeover = lost %v, %v; want a.test lost", lost, err)
 	}
 	rest, held, err := next.FrontierTake(ctx, "next", "a.test", 10)
@@ -274,8 +274,104 @@ func TestFrontierKeysShareTheirShardsSlot(t *testing.T) {
 	}
 }
 
-// leaseOf is st.FrontierLease for owner holding nothing, as its four results.
+// leaseOf is st.FrontierLease for owner holding nothing, as four results: the hosts leased, the
+// count, the time until the next is due, the error.
 func leaseOf(st *redisstore.Store, owner string, n int) ([]string, int, time.Duration, error) {
 	got, _, left, next, err := st.FrontierLease(ctx, owner, n, nil)
-	return got, left, next, err
+	return hostsOf(got), left, next, err
+}
+
+// hostsOf is the hosts of leases.
+func hostsOf(leases []ext.Lease) []string {
+	out := make([]string, 0, len(leases))
+	for _, l := range leases {
+		out = append(out, l.Host)
+	}
+	return out
+}
+
+// Issue 33, item 1: a departure under a lease is admitted only while the lease holds. Once it has run
+// out unrenewed it is refused, though nobody leased the host yet; once another member's lease of the
+// host has been presented, the old one is refused whatever end it claims (a member paused with a
+// renewal on its way). Tokens grow at every grant, even after the shard lost the host's keys. The
+// fence leaves the host's hash without saved state.
+func TestFrontierAdmitFencesAStaleLease(t *testing.T) {
+	srv := redistest.Start(t)
+	prefix := newPrefix()
+	a := redisstore.New(srv.Client(), redisstore.WithPrefix(prefix), redisstore.WithLeaseTTL(300*time.Millisecond))
+	b := redisstore.New(srv.Client(), redisstore.WithPrefix(prefix), redisstore.WithLeaseTTL(300*time.Millisecond))
+	tb := checkFencing(t, a, b, "f.test")
+	// The shard loses the host's fence key (a node restarted empty): the next token is still greater.
+	if err := srv.Client().Del(ctx, prefix+"frontier{0}:fence:f.test").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.FrontierRelease(ctx, "b", "f.test", 0); err != nil {
+		t.Fatal(err)
+	}
+	again := leaseUntilGranted(t, a, "a", "f.test")
+	if again.Token <= tb {
+		t.Errorf("a grant after the fence key was lost has token %d, want more than %d", again.Token, tb)
+	}
+}
+
+// checkFencing runs the fencing checks on host, leased by a ("a") then by b ("b"), and returns b's
+// token.
+func checkFencing(t *testing.T, a, b *redisstore.Store, host string) int64 {
+	t.Helper()
+	reqs, keys := frontierReqs(host, "/0", "/1")
+	if _, err := a.FrontierAdd(ctx, host, reqs, keys, false); err != nil {
+		t.Fatal(err)
+	}
+	la := leaseUntilGranted(t, a, "a", host)
+	if adm, err := a.FrontierAdmit(ctx, la, 0); err != nil || !adm.OK || adm.LeaseLost {
+		t.Fatalf("a departure under a lease that holds = %+v, %v; want admitted", adm, err)
+	}
+	if err := a.Departed(ctx, host, 0); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Until(la.Until) + 20*time.Millisecond) // a is paused: its lease runs out
+	if adm, err := a.FrontierAdmit(ctx, la, 0); err != nil || adm.OK || !adm.LeaseLost || adm.Fence != la.Token {
+		t.Errorf("a departure under a lease that ran out = %+v, %v; want refused, the fence still its token %d", adm, err, la.Token)
+	}
+	lb := leaseUntilGranted(t, b, "b", host)
+	if lb.Token <= la.Token {
+		t.Errorf("the next grant's token %d is not above the first's %d", lb.Token, la.Token)
+	}
+	if adm, err := b.FrontierAdmit(ctx, lb, 0); err != nil || !adm.OK {
+		t.Fatalf("the new holder's departure = %+v, %v; want admitted", adm, err)
+	}
+	if err := b.Departed(ctx, host, 0); err != nil {
+		t.Fatal(err)
+	}
+	stale := la
+	stale.Until = time.Now().Add(time.Hour) // as if a renewal had come back after the pause
+	if adm, err := a.FrontierAdmit(ctx, stale, 0); err != nil || adm.OK || !adm.LeaseLost || adm.Fence != lb.Token {
+		t.Errorf("a departure under a lease that passed to b = %+v, %v; want refused, the fence b's token %d", adm, err, lb.Token)
+	}
+	if _, ok, err := a.LoadHost(ctx, host); ok || err != nil {
+		t.Errorf("LoadHost of a host only admitted and fenced = ok %v, %v; want no saved state", ok, err)
+	}
+	return lb.Token
+}
+
+// leaseUntilGranted asks st to lease host to owner until it does (a lease held by another runs out).
+func leaseUntilGranted(t *testing.T, st *redisstore.Store, owner, host string) ext.Lease {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		got, _, _, _, err := st.FrontierLease(ctx, owner, 1, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range got {
+			if l.Host == host {
+				if l.Token <= 0 || !l.Until.After(time.Now()) {
+					t.Fatalf("lease %+v: want a token and an end ahead", l)
+				}
+				return l
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s never leased %s", owner, host)
+		}
+	}
 }

@@ -13,7 +13,8 @@ import (
 
 // On a local Redis Cluster of three masters, with the frontier in six shards: every script runs (a
 // key outside the script's slot would be refused by the cluster), the shards spread over the nodes,
-// and two crawler processes crawl every page once, each host at its interval.
+// and two crawler processes crawl every page once, each host at its interval; a departure under a
+// lease that ran out, or passed to another member, is refused.
 func TestFrontierOnARedisCluster(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a three-node Redis Cluster")
@@ -55,4 +56,9 @@ func TestFrontierOnARedisCluster(t *testing.T) {
 	if len(nodes) < 2 {
 		t.Errorf("the frontier's shards lie on %d node(s) of 3: want them spread", len(nodes))
 	}
+	// Fencing, where the lease (its shard's slot) and the host's hash (its own slot) may lie on two nodes.
+	fencePrefix := newPrefix()
+	a := redisstore.New(cl.Client(t), redisstore.WithPrefix(fencePrefix), redisstore.WithFrontierShards(6), redisstore.WithLeaseTTL(300*time.Millisecond))
+	b := redisstore.New(cl.Client(t), redisstore.WithPrefix(fencePrefix), redisstore.WithFrontierShards(6), redisstore.WithLeaseTTL(300*time.Millisecond))
+	checkFencing(t, a, b, "fenced.test")
 }

@@ -83,17 +83,21 @@ end
 // host is scored at its lease's end, so that it is due again when the lease runs out unrenewed. A due
 // host still leased (a renewal the score missed) is scored at its lease's end and skipped. The host's
 // holder key (no expiry) names its owner from lease to release: a lease whose holder key outlived its
-// lease key was taken over. It returns the hosts leased, the shard's count of entries queued or handed
-// out, how long (ms) until the earliest host is due (-1: none), and the hosts taken over.
+// lease key was taken over. Each grant takes the host's next fencing token from its fence key (no
+// expiry): the server's now in microseconds, or one more than the last token when that is not less (a
+// clock set back), so that tokens grow at every grant even after the shard lost its keys. It returns
+// the hosts leased with their tokens ({host, token, host, token…}), the shard's count of entries
+// queued or handed out, how long (ms) until the earliest host is due (-1: none), the hosts taken over,
+// and when the leases granted run out unrenewed (the server's unix ms).
 var frontierLeaseScript = redis.NewScript(frontierNowLua + frontierRequeueLua + frontierMembersLua + `
 local owner, ttl, base = ARGV[1], tonumber(ARGV[2]), ARGV[4]
 local live = heartbeat(owner, ttl)
 local want = math.min(tonumber(ARGV[3]), share(live) - tonumber(ARGV[5]))
-local out, over = {}, {}
+local out, over, granted = {}, {}, 0
 if want > 0 then
   local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, want + 32)
   for _, host in ipairs(due) do
-    if #out >= want then break end
+    if granted >= want then break end
     local lk, qk, tk, rk, hk = base .. 'lease:' .. host, base .. 'q:' .. host, base .. 'taken:' .. host, base .. 'redo:' .. host, base .. 'holder:' .. host
     local left = redis.call('PTTL', lk)
     if left > 0 then
@@ -108,7 +112,12 @@ if want > 0 then
         redis.call('SET', lk, owner, 'PX', ttl)
         redis.call('SET', hk, owner)
         redis.call('ZADD', KEYS[1], now + ttl, host)
+        local fk = base .. 'fence:' .. host
+        local token = math.max(tonumber(redis.call('GET', fk) or '0') + 1, tonumber(T[1]) * 1000000 + tonumber(T[2]))
+        redis.call('SET', fk, string.format('%d', token))
         table.insert(out, host)
+        table.insert(out, token)
+        granted = granted + 1
         if was and was ~= owner then table.insert(over, host) end
       end
     end
@@ -117,13 +126,13 @@ end
 local nextDue = -1
 local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
 if #first == 2 then nextDue = math.max(tonumber(first[2]) - now, 0) end
-return {out, tonumber(redis.call('GET', KEYS[3]) or '0'), nextDue, over}
+return {out, tonumber(redis.call('GET', KEYS[3]) or '0'), nextDue, over, now + ttl}
 `)
 
 // frontierRenewScript is owner ARGV[1]'s heartbeat on one shard (KEYS: the schedule and the members),
 // and extends its leases of the hosts ARGV[4…] by ARGV[2] ms (ARGV[3] is the key base). It returns
-// the hosts whose lease owner no longer holds, the live members and the owner's share of the shard's
-// hosts (frontierMembersLua).
+// the hosts whose lease owner no longer holds, the live members, the owner's share of the shard's
+// hosts (frontierMembersLua), and when the leases renewed now run out (the server's unix ms).
 var frontierRenewScript = redis.NewScript(frontierNowLua + frontierMembersLua + `
 local owner, ttl, base = ARGV[1], tonumber(ARGV[2]), ARGV[3]
 local live = heartbeat(owner, ttl)
@@ -137,7 +146,7 @@ for i = 4, #ARGV, 1 do
     table.insert(lost, ARGV[i])
   end
 end
-return {lost, live, share(live)}
+return {lost, live, share(live), now + ttl}
 `)
 
 // frontierLeaveScript removes owner ARGV[1] from the shard's members (KEYS[1]): it leases no more, and
@@ -145,14 +154,14 @@ return {lost, live, share(live)}
 var frontierLeaveScript = redis.NewScript(`return redis.call('ZREM', KEYS[1], ARGV[1])`)
 
 // frontierTakeScript hands owner ARGV[1] up to ARGV[4] entries of host ARGV[3]'s queue (ARGV[2] is the
-// key base), moving each to the host's taken hash. KEYS[1] is the schedule. It returns {0} when owner
-// does not hold the host's lease; otherwise {1, id, request, redo, id, request, redo…}, redo 1 for an
-// entry handed out before under a lease that ran out (marked until done). With nothing queued and nothing taken, the lease
-// ends and the host leaves the schedule: {0}.
+// key base), moving each to the host's taken hash. KEYS[1] is the schedule. It returns {2} when owner
+// does not hold the host's lease (lost); otherwise {1, id, request, redo, id, request, redo…}, redo 1
+// for an entry handed out before under a lease that ran out (marked until done). With nothing queued
+// and nothing taken, the lease ends and the host leaves the schedule: {0}.
 var frontierTakeScript = redis.NewScript(`
 local owner, base, host, want = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
 local lk, qk, tk, rk = base .. 'lease:' .. host, base .. 'q:' .. host, base .. 'taken:' .. host, base .. 'redo:' .. host
-if redis.call('GET', lk) ~= owner then return {0} end
+if redis.call('GET', lk) ~= owner then return {2} end
 local out = {1}
 local es = redis.call('LPOP', qk, want)
 if es then

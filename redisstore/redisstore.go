@@ -293,7 +293,18 @@ func noScript(cmds []redis.Cmder) bool {
 // it knew is gone (the server restarted empty), the Admission says Lost and nothing is admitted for
 // lostGrace (see CheckLost).
 func (s *Store) Admit(ctx context.Context, host string, gap time.Duration) (ext.Admission, error) {
-	a, _, err := s.admit(ctx, host, gap)
+	a, _, err := s.admit(ctx, host, gap, nil)
+	return a, err
+}
+
+// FrontierAdmit implements ext.Frontier: Admit, with the lease checked in the same script run on the
+// host's hash (admitScript), so on a Redis Cluster too. The host's fence, the greatest token presented,
+// lives in the hash: a member paused past its lease is refused once the next holder has asked (its
+// token is greater), and before that once the lease's end has passed by the server's clock (the
+// frontier's shard and the host's hash may be on two nodes of a cluster: their clocks' skew, which NTP
+// keeps to milliseconds, is the margin of that second check).
+func (s *Store) FrontierAdmit(ctx context.Context, lease ext.Lease, gap time.Duration) (ext.Admission, error) {
+	a, _, err := s.admit(ctx, lease.Host, gap, &lease)
 	return a, err
 }
 
@@ -307,24 +318,28 @@ const lostGrace = time.Second
 
 // admit is Admit, also returning the server's now at the decision. A wait for a pending departure of
 // a Store that died is ended (endDeadPending), and the departure asked again once.
-func (s *Store) admit(ctx context.Context, host string, gap time.Duration) (ext.Admission, time.Time, error) {
-	a, now, by, err := s.admitOnce(ctx, host, gap)
+func (s *Store) admit(ctx context.Context, host string, gap time.Duration, lease *ext.Lease) (ext.Admission, time.Time, error) {
+	a, now, by, err := s.admitOnce(ctx, host, gap, lease)
 	if err == nil && !a.OK && a.Pending && by != "" && by != s.token && s.endDeadPending(ctx, host, by) {
-		a, now, _, err = s.admitOnce(ctx, host, gap)
+		a, now, _, err = s.admitOnce(ctx, host, gap, lease)
 	}
 	return a, now, err
 }
 
 // admitOnce is one admission: the Admission, the server's now and, for a wait on a pending departure,
 // the token of the Store whose departure it is.
-func (s *Store) admitOnce(ctx context.Context, host string, gap time.Duration) (ext.Admission, time.Time, string, error) {
+func (s *Store) admitOnce(ctx context.Context, host string, gap time.Duration, lease *ext.Lease) (ext.Admission, time.Time, string, error) {
 	gap = max(gap, 0)
 	notBefore := ""
 	if nb := s.notBefore.Load(); nb != nil {
 		notBefore = *nb
 	}
+	token, until := "", ""
+	if lease != nil {
+		token, until = strconv.FormatInt(lease.Token, 10), strconv.FormatInt(lease.Until.UnixMilli(), 10)
+	}
 	keys := []string{s.hostKey(host)}
-	args := []any{int64(gap / time.Second), int64(gap % time.Second), s.ttlMS(), int64(pendingBound), notBefore, s.token}
+	args := []any{int64(gap / time.Second), int64(gap % time.Second), s.ttlMS(), int64(pendingBound), notBefore, s.token, token, until}
 	var epoch *redis.StringCmd
 	var res *redis.Cmd
 	alive := s.aliveDue()
@@ -395,18 +410,20 @@ func decodeAdmission(host string, cmd *redis.Cmd) (ext.Admission, time.Time, str
 	bad := func() (ext.Admission, time.Time, string, error) {
 		return ext.Admission{}, time.Time{}, "", fmt.Errorf("redisstore: admit a departure to host %q: script returned %v: %w", host, res, ext.ErrCorruptState)
 	}
-	if len(res) != 13 {
+	if len(res) != 15 {
 		return bad()
 	}
-	seq, _ := res[10].(int64)
-	sinceText, _ := res[11].(string)
-	refusedSeq, _ := res[12].(int64)
+	seq, _ := res[12].(int64)
+	sinceText, _ := res[13].(string)
+	refusedSeq, _ := res[14].(int64)
 	since, serr := optionalDuration(sinceText)
 	if serr != nil || seq < 0 || refusedSeq < 0 {
 		return bad()
 	}
 	by, _ := res[8].(string)
 	noise, _ := res[9].(int64)
+	leaseState, _ := res[10].(int64)
+	fence, _ := res[11].(int64)
 	text := make([]string, 6) // wait, now, adaptive_delay, known_limit, refused_interval, model_ver
 	for i := range text {
 		j := i + 1
@@ -430,7 +447,7 @@ func decodeAdmission(host string, cmd *redis.Cmd) (ext.Admission, time.Time, str
 		noise = 0
 	}
 	return ext.Admission{OK: ok == 1, Wait: time.Duration(wait), AdaptiveDelay: ad, KnownLimit: kl, Pending: pending == 1,
-		RefusedInterval: ri, ModelVersion: int64(mv), Noise: audit.NoiseVerdict(noise),
+		RefusedInterval: ri, ModelVersion: int64(mv), Noise: audit.NoiseVerdict(noise), LeaseLost: leaseState != 0, Fence: fence,
 		Seq: uint64(seq), Since: since, RefusedSeq: uint64(refusedSeq)}, now, by, nil
 }
 

@@ -92,19 +92,28 @@ end
 // adaptive_delay, known_limit, 0, refused_interval, model_ver, "", noise, seq, since, refused_seq}, since the
 // nanoseconds from the previous last_departure ("" when none) and refused_seq the latest departure
 // reported refused (refusedScript; 0 when none). Otherwise it changes nothing and returns
-// {0, wait, now, adaptive_delay, known_limit, pending, refused_interval, model_ver, pending_by, noise, 0, "", refused_seq}, noise the
+// {0, wait, now, adaptive_delay, known_limit, pending, refused_interval, model_ver, pending_by, noise, 0, fence, 0, "", refused_seq}, noise the
 // verdict as an integer (0 when none or unreadable), pending 1 when the wait is for a pending departure (at most
 // pendingPoll: its wire instant may come any time); wait, now and the delays in decimal (unix) nanoseconds, a delay "" when
 // none is stored. A field it cannot read is a CORRUPT error (and Redis answers WRONGTYPE for a key
 // that is not a hash).
+//
+// A departure under a frontier's lease (FrontierAdmit) gives ARGV[7], the lease's fencing token, and
+// ARGV[8], when it runs out (the frontier's unix ms); "" and "" otherwise. It is refused, changing
+// nothing, when the token is below the host's fence (the greatest token presented here: the host was
+// leased to another member since) or the server's now has reached ARGV[8] (the lease ran out
+// unrenewed): {0, "0", now, adaptive_delay, known_limit, 0, refused_interval, model_ver, "", noise,
+// 1 or 2, fence, 0, "", refused_seq}. Otherwise a greater token becomes the fence, and the departure is
+// decided as above. Every answer holds those two after noise: 0 and the fence when the lease holds or
+// none was given; then seq, since and refused_seq (seq 0 and since "" unless admitted).
 var admitScript = redis.NewScript(timeLua + nowLua + ttlLua + `
 local f = redis.call('HMGET', KEYS[1], 'last_departure', 'hold_srv', 'adaptive_delay', 'known_limit',
-  'crawl_delay', 'rate_interval', 'rate_srv', 'pending', 'pending_by', 'refused_interval', 'model_ver', 'noise',
+  'crawl_delay', 'rate_interval', 'rate_srv', 'pending', 'pending_by', 'refused_interval', 'model_ver', 'noise', 'fence',
   'seq', 'refused_seq')
 local ad, kl, ri, mv = f[3] or '', f[4] or '', f[10] or '', f[11] or ''
 local nv = math.floor(tonumber(f[12] or '') or 0)
-local sq = math.floor(tonumber(f[13] or '') or 0)
-local rq = math.floor(tonumber(f[14] or '') or 0)
+local sq = math.floor(tonumber(f[14] or '') or 0)
+local rq = math.floor(tonumber(f[15] or '') or 0)
 if not parse(kl) then kl = '' end
 if not parse(ri) then ri = '' end
 if not parse(mv) then mv = '' end
@@ -114,6 +123,21 @@ local hu_s, hu_n = parse(f[2])
 if hu_s == false then return redis.error_reply('CORRUPT field hold_srv is not a decimal int64') end
 local ad_s, ad_n = parse(f[3])
 if ad_s == false or f[3] == '' then return redis.error_reply('CORRUPT field adaptive_delay is not a decimal int64') end
+local fence = tonumber(f[13] or '') or 0
+if ARGV[7] ~= '' then
+  local token, lease = tonumber(ARGV[7]), 0
+  if token < fence then
+    lease = 1
+  elseif now_s * 1000 + math.floor(now_n / 1000000) >= tonumber(ARGV[8]) then
+    lease = 2
+  end
+  if lease > 0 then return {0, '0', format(now_s, now_n), ad, kl, 0, ri, mv, '', nv, lease, fence, 0, '', rq} end
+  if token > fence then
+    fence = token
+    redis.call('HSET', KEYS[1], 'fence', ARGV[7])
+    refresh(ARGV[3])
+  end
+end
 local gp_s, gp_n = tonumber(ARGV[1]), tonumber(ARGV[2])
 if ad_s and less(gp_s, gp_n, ad_s, ad_n) then gp_s, gp_n = ad_s, ad_n end
 local cd_s, cd_n = parse(f[5])
@@ -141,7 +165,7 @@ if less(now_s, now_n, al_s, al_n) then
   if w_n < 0 then w_s, w_n = w_s - 1, w_n + E9 end
   local by = ''
   if pending == 1 then by = f[9] or '' end
-  return {0, format(w_s, w_n), format(now_s, now_n), ad, kl, pending, ri, mv, by, nv, 0, '', rq}
+  return {0, format(w_s, w_n), format(now_s, now_n), ad, kl, pending, ri, mv, by, nv, 0, fence, 0, '', rq}
 end
 local since = ''
 if ld_s and not less(now_s, now_n, ld_s, ld_n) then
@@ -158,7 +182,7 @@ else
   redis.call('HDEL', KEYS[1], 'pending', 'pending_by')
 end
 refresh(ARGV[3])
-return {1, '0', format(now_s, now_n), ad, kl, 0, ri, mv, '', nv, sq, since, rq}
+return {1, '0', format(now_s, now_n), ad, kl, 0, ri, mv, '', nv, 0, fence, sq, since, rq}
 `)
 
 // refusedScript records that the fleet's departure numbered ARGV[1] to the host was refused, when

@@ -21,7 +21,7 @@
 //
 // The table meta holds the schema version (key 'schema_version'); Open creates the tables of a new
 // file, migrates an older file in one transaction, and refuses a file whose version is newer than
-// this build (ErrNewerSchema). Schema version 5:
+// this build (ErrNewerSchema). Schema version 6:
 //
 //	hosts    (host TEXT PRIMARY KEY, version, adaptive_delay, known_limit, next_departure,
 //	          hold_until, hold_trigger TEXT, crawl_delay, crawl_clamped, breaker, breaker_changed,
@@ -31,7 +31,12 @@
 //	          body_lost, ctx, deferred_at, reason)      STRICT, index (host, id)
 //	spilled  (id INTEGER PRIMARY KEY AUTOINCREMENT, host, method, url, depth, header, body BLOB,
 //	          body_lost, ctx, spilled_at)               STRICT, index (host, id)
+//	sessions (id TEXT PRIMARY KEY, began_at, seen_at)  STRICT, WITHOUT ROWID
 //
+// sessions records the pacers using the file (Store.BeginSession): a pacer's row is written when it
+// starts and at each flush, and deleted by its Close once its last state is written. A pacer that
+// starts and finds another's row knows that one ended without Close (killed, crashed) and that its
+// last departures, written behind, may be lost: it holds every host its interval from its start.
 // spilled holds the requests a Queue spilled; TakeSpilled reads a host's oldest rows through its index
 // and deletes them in the same write transaction. Version 1 had no spilled table: a Queue's spills were
 // deferred rows with the reason 'queue_spill'. Migrating a version-1 file creates the table and moves

@@ -17,7 +17,7 @@ import (
 
 // SchemaVersion is the version of the database schema this build writes; Open migrates older files
 // to it.
-const SchemaVersion = 5
+const SchemaVersion = 6
 
 // ErrNewerSchema is matched (errors.Is) by the error Open returns for a database whose schema version
 // is newer than SchemaVersion: a newer build wrote it, and this one cannot know what it means.
@@ -159,6 +159,18 @@ var migrations = []func(ctx context.Context, tx *sql.Tx) error{
 	2: hostLimitsV3,
 	3: capacityModelV4,
 	4: noiseVerdictV5,
+	5: sessionsV6,
+}
+
+// sessionsV6 adds sessions: the pacers using the file (Store.BeginSession), so that one started after a
+// pacer that ended without Close knows it. A file migrated from version 5 has none on record.
+func sessionsV6(ctx context.Context, tx *sql.Tx) error {
+	_, err := tx.ExecContext(ctx, `CREATE TABLE sessions (
+		id       TEXT PRIMARY KEY NOT NULL,
+		began_at INTEGER NOT NULL, -- unix ns
+		seen_at  INTEGER NOT NULL  -- unix ns
+	) STRICT, WITHOUT ROWID`)
+	return err
 }
 
 // noiseVerdictV5 adds the capacity model's verdict on the host's refusals (audit.NoiseVerdict) to hosts.

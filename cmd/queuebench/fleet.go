@@ -9,6 +9,7 @@ import (
 	"math"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -27,7 +28,9 @@ import (
 // pages × its interval, the mean jitter included), each process's share of the departures, URLs
 // fetched more than once or never, gaps under a host's interval, and the Redis round trips per URL.
 // The kill crawl SIGKILLs one process mid-crawl: its hosts pass to the others when their leases run
-// out, and the takeover time is how long after the kill the last of its hosts was sent to again.
+// out, and the takeover time is how long after the kill the last of its hosts was sent to again. The
+// freeze crawl (fleetfreeze.go) pauses one process instead (SIGSTOP, then SIGCONT), as a long GC, a
+// VM migrated or a throttled container would.
 
 // fleetConfig is the fleet crawl's shape.
 type fleetConfig struct {
@@ -36,6 +39,7 @@ type fleetConfig struct {
 	leaseTTL       time.Duration
 	jitter         float64       // the pacers' jitter (0: every interval exact)
 	killAt         time.Duration // the kill crawl kills process 0 this long after the start
+	freezes        []freezeSpan  // the freeze crawl pauses process 0 (fleetfreeze.go)
 	bound          time.Duration
 	gapLog         io.Writer // when set, each gap under the floor is described there
 }
@@ -114,6 +118,8 @@ type fleetRun struct {
 	victimHosts          int                // hosts the killed process was crawling, with pages left at the kill
 	takeover             time.Duration      // from the kill to the first page of the last of those hosts sent by another process
 	members              []audit.FleetStats // the figures of the processes that reported
+	freeze               freezeFigures      // the freeze crawl's (fleetfreeze.go)
+	victimBeyond         int                // duplicates not explained by the killed process's requests in flight at the kill
 }
 
 // runFleetBench runs the fleet crawl, then the kill crawl, and prints the table.
@@ -124,8 +130,8 @@ func runFleetBench(ctx context.Context, cfg fleetConfig, out io.Writer) error {
 	}
 	_, _ = fmt.Fprintf(out, "; leases of %v; jitter %g; ideal %v\n\n", cfg.leaseTTL, cfg.jitter, cfg.ideal())
 	var runs []fleetRun
-	for _, kill := range []bool{false, true} {
-		r, err := measureFleet(ctx, cfg, kill)
+	for _, f := range []fleetFault{faultNone, faultKill} {
+		r, err := measureFleet(ctx, cfg, f)
 		if err != nil {
 			return err
 		}
@@ -135,8 +141,18 @@ func runFleetBench(ctx context.Context, cfg fleetConfig, out io.Writer) error {
 	return nil
 }
 
-// measureFleet runs one fleet crawl on a fresh redis-server and site.
-func measureFleet(ctx context.Context, cfg fleetConfig, kill bool) (fleetRun, error) {
+// fleetFault is what happens to process 1 during a fleet crawl.
+type fleetFault int
+
+const (
+	faultNone   fleetFault = iota
+	faultKill              // SIGKILL at cfg.killAt
+	faultFreeze            // SIGSTOP and SIGCONT by cfg.freezes
+)
+
+// measureFleet runs one fleet crawl on a fresh redis-server and site, with the fault.
+func measureFleet(ctx context.Context, cfg fleetConfig, fault fleetFault) (fleetRun, error) {
+	kill := fault == faultKill
 	srv, err := redisproc.Start(ctx, "queuebench")
 	if err != nil {
 		return fleetRun{}, err
@@ -177,6 +193,11 @@ func measureFleet(ctx context.Context, cfg fleetConfig, kill bool) (fleetRun, er
 	if err != nil {
 		return fleetRun{}, err
 	}
+	trails, err := os.MkdirTemp("", "queuebench-trails")
+	if err != nil {
+		return fleetRun{}, err
+	}
+	defer os.RemoveAll(trails)
 	start := time.Now()
 	results := make([]*fleetResult, cfg.procs)
 	errs := make([]error, cfg.procs)
@@ -184,7 +205,8 @@ func measureFleet(ctx context.Context, cfg fleetConfig, kill bool) (fleetRun, er
 	var wg sync.WaitGroup
 	for i := range cfg.procs {
 		spec := fleetSpec{Index: i + 1, Redis: srv.Addr(), Prefix: prefix, Site: site.srv.Listener.Addr().String(),
-			Workers: cfg.workers, LeaseTTL: cfg.leaseTTL, Jitter: cfg.jitter, Classes: cfg.classes, Bound: cfg.bound}
+			Workers: cfg.workers, LeaseTTL: cfg.leaseTTL, Jitter: cfg.jitter, Classes: cfg.classes, Bound: cfg.bound,
+			Audit: filepath.Join(trails, fmt.Sprintf("audit%d.jsonl", i+1))}
 		in, _ := json.Marshal(spec)
 		cmd := exec.CommandContext(ctx, exe, fleetWorkerFlag)
 		var stdout, stderr bytes.Buffer
@@ -210,13 +232,17 @@ func measureFleet(ctx context.Context, cfg fleetConfig, kill bool) (fleetRun, er
 		})
 	}
 	var killedAt time.Time
-	if kill {
+	var frozen []freezeWindow
+	switch fault {
+	case faultKill:
 		select {
 		case <-time.After(cfg.killAt):
 		case <-ctx.Done():
 		}
 		killedAt = time.Now()
 		_ = cmds[0].Process.Kill() // SIGKILL
+	case faultFreeze:
+		frozen = freeze(ctx, cmds[0].Process, start, cfg.freezes)
 	}
 	wg.Wait()
 	for _, err := range errs {
@@ -237,6 +263,9 @@ func measureFleet(ctx context.Context, cfg fleetConfig, kill bool) (fleetRun, er
 		}
 	}
 	r := analyzeFleet(cfg, site.log(), wire, start, killedAt)
+	if fault == faultFreeze {
+		r.freeze = analyzeFreeze(site.log(), frozen, filepath.Join(trails, "audit1.jsonl"))
+	}
 	for _, res := range results {
 		if res != nil {
 			r.members = append(r.members, res.Fleet)
@@ -306,6 +335,11 @@ func analyzeFleet(cfg fleetConfig, log []fleetArrival, wire map[string]time.Time
 		r.duplicates += n - 1
 		if f := first[u]; n > 1 && !killedAt.IsZero() && f.worker == 1 && f.at.Before(killedAt) {
 			r.victimDuplicates += n - 1
+		}
+		// A duplicate the kill explains: its first arrival was the killed process's request in flight
+		// at the kill (served across it, or written before it and read after).
+		if f := first[u]; n > 1 && !(f.worker == 1 && !killedAt.IsZero() && (f.done.IsZero() || f.done.After(killedAt))) {
+			r.victimBeyond += n - 1
 		}
 	}
 	for c, hc := range cfg.classes {

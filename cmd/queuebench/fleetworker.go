@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptrace"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,6 +20,7 @@ import (
 	"github.com/collypace/ext/redisstore"
 	"github.com/gocolly/colly/v2"
 	"github.com/redis/go-redis/v9"
+	"github.com/rs/zerolog"
 )
 
 // fleetWorkerFlag, as the first argument, makes this program (or its test binary) one process of the
@@ -37,6 +39,7 @@ type fleetSpec struct {
 	Jitter   float64
 	Classes  []hostClass
 	Bound    time.Duration
+	Audit    string // the process's audit trail, a file
 }
 
 // fleetResult is what one process reports: its Redis round trips and commands, and when each of its
@@ -185,6 +188,14 @@ func crawlFrontier(spec fleetSpec) (fleetResult, error) {
 	figures := &memberFigures{}
 	opts := append([]ext.Option{ext.WithStore(st), ext.WithTransport(wire), ext.WithJitter(spec.Jitter), ext.WithoutRobots(), ext.WithObserver(figures)},
 		fleetPolicies(spec.Classes)...)
+	if spec.Audit != "" {
+		trail, err := os.Create(spec.Audit)
+		if err != nil {
+			return fleetResult{}, err
+		}
+		defer trail.Close()
+		opts = append(opts, ext.WithLogger(zerolog.New(zerolog.SyncWriter(trail))))
+	}
 	p := ext.AdaptivePacing(c, opts...)
 	q := ext.NewQueue(p, spec.Workers)
 	runErr := q.Run(c)

@@ -6,6 +6,8 @@
 //	go run ./cmd/queuebench            # 1 000 hosts, 20 slow (Crawl-delay 5 s), 10 refusing, 8 workers, 10 000 URLs
 //	go run ./cmd/queuebench -short     # a quick version
 //	go run ./cmd/queuebench -fleet 3   # the fleet's frontier: 3 processes × 8 workers on a private redis-server, 60 hosts × 20 pages, then one killed 4 s in
+//	go run ./cmd/queuebench -fleet 3 -freeze-for 2.2s -freezes 8 -runs 20   # one process paused 8 times for 2.2 s (20 hosts × 60 pages), then killed instead; 20 runs
+//	go run ./cmd/queuebench -crashloop both    # a crawler SIGKILLed 50 times at random instants (5 ms – 4 s after each start) on SQLite, then on Redis
 //
 // Every host is served by one loopback server (127.0.0.1), told apart by the Host header.
 package main
@@ -24,6 +26,9 @@ import (
 func main() {
 	if isFleetWorker(os.Args) {
 		os.Exit(fleetWorkerMain(os.Stdin, os.Stdout, os.Stderr))
+	}
+	if isCrashWorker(os.Args) {
+		os.Exit(crashWorkerMain(os.Stdin, os.Stderr))
 	}
 	flag.Usage = func() { // names the command, not go run's temporary build path (os.Args[0])
 		fmt.Fprintf(flag.CommandLine.Output(), "usage: queuebench [flags]  (in a clone: go run ./cmd/queuebench [flags])\n")
@@ -46,7 +51,67 @@ func main() {
 	mixed := flag.Bool("fleet-mixed", false, "fleet: the earlier shape, 200 hosts of three kinds (1 s, 400 ms, 200 ms), 10 pages each, instead of issue 27's 60 hosts × 20 pages at 500 ms")
 	jitter := flag.Float64("fleet-jitter", ext.DefaultJitter, "fleet: the pacers' jitter, the library's default (0: intervals exact, where a burst of fast hosts read by one server can show gaps a few ms short at the server, never at the wire)")
 	gaps := flag.Bool("gaps", false, "fleet: describe on stderr each gap under a host's interval")
+	freezeFor := flag.Duration("freeze-for", 0, "fleet: pause process 1 (SIGSTOP, then SIGCONT) this long, instead of the plain and kill crawls; 20 hosts × 60 pages at 500 ms")
+	freezeAt := flag.Duration("freeze-at", 3*time.Second, "fleet: the first pause's start")
+	freezes := flag.Int("freezes", 1, "fleet: how many pauses")
+	freezeEvery := flag.Duration("freeze-every", 1500*time.Millisecond, "fleet: how long process 1 runs between two pauses")
+	runs := flag.Int("runs", 1, "fleet, with -freeze-for: how many freeze crawls, each followed by a kill crawl")
+	crash := flag.String("crashloop", "", "instead: a crawler SIGKILLed at a random instant after each start and started again at once, on a store: sqlite, redis or both")
+	kills := flag.Int("kills", 50, "crash loop: how many processes, each killed")
+	killMax := flag.Duration("kill-max", 4*time.Second, "crash loop: the latest instant a process is killed, after its start (the earliest: 5 ms)")
+	floor := flag.Duration("floor", 300*time.Millisecond, "crash loop: the base delay")
+	crashHosts := flag.Int("crash-hosts", 6, "crash loop: hosts crawled, one of them holding a Retry-After of 5 minutes")
+	seed := flag.Uint64("seed", 0, "crash loop: the kill instants' seed (0: from the clock)")
 	flag.Parse()
+	if *crash != "" {
+		stores := []string{*crash}
+		if *crash == "both" {
+			stores = []string{"sqlite", "redis"}
+		}
+		var rs []crashRun
+		failed := false
+		for _, store := range stores {
+			cc := defaultCrashConfig(store)
+			cc.kills, cc.killMax, cc.floor, cc.hosts = *kills, *killMax, *floor, *crashHosts
+			if *seed != 0 {
+				cc.seed = *seed
+			}
+			r, err := measureCrashLoop(context.Background(), cc)
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "queuebench:", err)
+				os.Exit(1)
+			}
+			rs = append(rs, r)
+			if err := r.check(); err != nil {
+				fmt.Fprintln(os.Stderr, "queuebench: crash loop on", store+":", err)
+				failed = true
+			}
+		}
+		writeCrashTable(os.Stdout, rs)
+		if failed {
+			os.Exit(1)
+		}
+		return
+	}
+	if *fleet > 0 && *freezeFor > 0 {
+		fc := freezeFleetConfig(*fleet)
+		fc.workers, fc.jitter = *fleetWorkers, *jitter
+		if *lease > 0 {
+			fc.leaseTTL = *lease
+		}
+		if *killAt > 0 {
+			fc.killAt = *killAt
+		}
+		fc.freezes = freezeSpans(*freezes, *freezeFor, *freezeAt, *freezeEvery)
+		if *gaps {
+			fc.gapLog = os.Stderr
+		}
+		if err := runFreezeBench(context.Background(), fc, *runs, os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, "queuebench:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if *fleet > 0 {
 		fc := defaultFleetConfig(*fleet)
 		if *mixed {

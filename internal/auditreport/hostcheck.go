@@ -216,9 +216,10 @@ func (c *hostCheck) finish() []Violation {
 // window reads a hold, from when the process that read it applied it or, in a fleet, from when it was in
 // the shared store (shared). A retry_after_honoured without window fields (schema 1) lasts computed_delay_ms
 // from its timestamp; a rate_limit_applied or robots_unavailable without them is not a hold (an
-// interval, or robots.txt rules still cached) and is not a window. A retry_after_too_long lasts at
-// least the Retry-After the server sent (computed_delay_ms), even when the pacer held only to its
-// maximum (IgnoreCaps).
+// interval, or robots.txt rules still cached) and is not a window. A retry_after_too_long lasts until
+// the time the server announced, even when the pacer held only to its maximum (IgnoreCaps): its
+// window_end, and at least computed_delay_ms (the hold applied; in trails before issue 33, the
+// Retry-After the server sent, with a window_end at the maximum under IgnoreCaps).
 func window(e Event) (Window, bool) {
 	w := Window{Kind: string(e.Name), Start: e.WindowStart, End: e.WindowEnd, Status: e.Status, Detail: e.Detail, Source: e.Source}
 	if e.Shared.After(w.Start) && e.Shared.Before(w.End) {
