@@ -325,6 +325,9 @@ func writeCrashTable(out io.Writer, runs []crashRun) {
 		for _, f := range r.failed {
 			_, _ = fmt.Fprintln(out, "-", r.cfg.store+":", f)
 		}
+		for _, d := range r.underDetails {
+			_, _ = fmt.Fprintln(out, "-", r.cfg.store+":", d)
+		}
 	}
 }
 
