@@ -95,7 +95,7 @@ func analyzeFreeze(log []fleetArrival, frozen []freezeWindow, trail string) free
 			continue
 		}
 		for _, w := range frozen {
-			if a.at.Before(w.stopped) && (a.done.IsZero() || a.done.After(w.stopped)) {
+			if inFlightAt(a, w.stopped) {
 				r.inFlight++
 			}
 		}
@@ -107,7 +107,7 @@ func analyzeFreeze(log []fleetArrival, frozen []freezeWindow, trail string) free
 		f := first[u]
 		explained := false
 		for _, w := range frozen {
-			if f.worker == 1 && f.at.Before(w.stopped) && (f.done.IsZero() || f.done.After(w.stopped)) {
+			if f.worker == 1 && inFlightAt(f, w.stopped) {
 				explained = true
 			}
 		}
@@ -117,6 +117,19 @@ func analyzeFreeze(log []fleetArrival, frozen []freezeWindow, trail string) free
 	}
 	r.leasesLost, r.givenBack = leaseLossesIn(trail)
 	return r
+}
+
+// ackSlack is how long before a pause a response the server finished may still be unread by the
+// paused process: the server logs a response when it writes it, and the process reads it, runs its
+// callbacks and marks the request done in the frontier some milliseconds later (more on a loaded
+// machine). A pause in between leaves the request taken and unacknowledged: at least once, the
+// host's next holder is handed it again.
+const ackSlack = 250 * time.Millisecond
+
+// inFlightAt reports whether arrival a was in flight for its process at stopped: it reached the server
+// before, and its response was not finished (or finished within ackSlack of it, unread).
+func inFlightAt(a fleetArrival, stopped time.Time) bool {
+	return a.at.Before(stopped) && (a.done.IsZero() || a.done.After(stopped.Add(-ackSlack)))
 }
 
 // leaseLossesIn counts the fleet_lease_lost events of an audit trail, and the requests they gave back.
