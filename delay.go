@@ -356,17 +356,18 @@ func (a *adaptive) learnRefusal(s sample, floor time.Duration, bursty bool) (nex
 }
 
 // learnFromBelow is the delay after a rate refusal at gap (the longer reading) with nothing good known:
-// the refused gap is the lower bound, and the shortest gap accepted since (upper) the upper one. With an
-// upper bound, the next departures test the midpoint (the geometric one when they are more than four
-// times apart). Without one, they space by three refused gaps:
-// the first after the refusal is then four refused gaps after the last accepted request (a limiter
-// counts from it), so a floor 100 times shorter than the host's interval is crossed in four refusals,
-// where steps of rateBackoff from the floor took a dozen. A refusal with a Retry-After (paced) backs
-// off by rateBackoff, or to the refused gap when longer, up to the outage probe (a limiter slower than
-// its Retry-After refuses the first departure after the hold; noise after a hold would jump to it): the
-// hold spaces the next departure, so the gaps grow by the hold
-// anyway. One whose gap since the last accepted request is unknown backs off by rateBackoff (credited false: a fleet member's),
-// for without upper bounds a host that refuses at any pace would be slowed fourfold a refusal.
+// the refused gap is the lower bound, and the shortest gap accepted since (upper) the upper one.
+//   - With an upper bound, the next departures test the midpoint (the geometric one when the bounds are
+//     more than four times apart).
+//   - A refusal with a Retry-After (paced) backs off by rateBackoff, or to the refused gap when longer,
+//     up to the outage probe: the hold spaces the next departure anyway, and a limiter slower than its
+//     Retry-After refuses the first departure after the hold (noise after a hold would jump there too).
+//   - A refusal whose gap since the last accepted request is unknown (credited false: a fleet member
+//     without the fleet's facts) backs off by rateBackoff: without upper bounds, a host that refuses at
+//     any pace would be slowed fourfold a refusal.
+//   - Otherwise the next departures space by three refused gaps: the first after the refusal is then
+//     four refused gaps after the last accepted request (a limiter counts from it), so a floor 100 times
+//     shorter than the host's interval is crossed in four refusals, where steps of rateBackoff took a dozen.
 //
 // A refusal at a gap the host accepted since (upper ≤ gap) is not explained by speed: the delay backs
 // off by rateBackoff only, as before anything was learnt, and the noise test judges it.
@@ -914,10 +915,9 @@ func jitter(d time.Duration, fraction, r float64) time.Duration {
 // a third of first attempts at any pace (about a quarter of all requests) reaches it by chance in about
 // one window in forty.
 type governor struct {
-	min     time.Duration // the delay's minimum (0: none)
-	window  uint32        // the last outcomes, a bit each (1: refused), newest lowest
-	n       uint8         // outcomes in the window, up to governWindow
-	tripped uint8         // times the governor slowed the host (saturating)
+	min    time.Duration // the delay's minimum (0: none)
+	window uint32        // the last outcomes, a bit each (1: refused), newest lowest
+	n      uint8         // outcomes in the window, up to governWindow
 }
 
 const (
@@ -943,7 +943,7 @@ func (g *governor) observe(refused bool, interval time.Duration) bool {
 	switch {
 	case share >= governShare:
 		g.min = max(g.min, satMul(interval, governSlow))
-		g.window, g.n, g.tripped = 0, 0, satInc(g.tripped)
+		g.window, g.n = 0, 0
 		return true
 	case share < governShare/2 && g.n == governWindow && g.min > 0:
 		g.min /= 2 // calm again: give the slowdown back, a half a window
