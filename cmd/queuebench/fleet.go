@@ -103,7 +103,7 @@ type fleetRun struct {
 	makespan             time.Duration // from the start to the last page answered
 	gapsUnder            int           // consecutive pages of a host closer than its interval (less gapTolerance)
 	gaps                 int
-	tightest             float64 // the smallest gap ÷ its interval
+	tightest             float64 // the smallest gap at the servers ÷ its interval (pages delivered in the other order than written, spaced at the wire, left out)
 	wireUnder            int     // the same gaps between the instants the requests reached the wire, under the interval (less wireTolerance)
 	wireTightest         float64
 	roundTrips, commands int64 // of the processes that reported (not a killed one)
@@ -254,17 +254,19 @@ func measureFleet(ctx context.Context, cfg fleetConfig, fault fleetFault) (fleet
 	if err != nil {
 		return fleetRun{}, err
 	}
-	wire := map[string]time.Time{}
-	for _, res := range results {
+	wire := map[int]map[string]time.Time{} // process → URL → when it wrote it
+	for i, res := range results {
 		if res != nil {
-			for u, at := range res.Wire {
-				wire[u] = at
-			}
+			wire[i+1] = res.Wire
 		}
 	}
 	r := analyzeFleet(cfg, site.log(), wire, start, killedAt)
 	if fault == faultFreeze {
-		r.freeze = analyzeFreeze(site.log(), frozen, filepath.Join(trails, "audit1.jsonl"))
+		var started1 map[string]time.Time // when the paused process handed its requests to the network
+		if results[0] != nil {
+			started1 = results[0].Started
+		}
+		r.freeze = analyzeFreeze(site.log(), frozen, started1, filepath.Join(trails, "audit1.jsonl"))
 	}
 	for _, res := range results {
 		if res != nil {
@@ -301,7 +303,16 @@ func serverCommands(ctx context.Context, c *redis.Client) (int64, error) {
 }
 
 // analyzeFleet measures a crawl from the servers' log.
-func analyzeFleet(cfg fleetConfig, log []fleetArrival, wire map[string]time.Time, start, killedAt time.Time) fleetRun {
+func analyzeFleet(cfg fleetConfig, log []fleetArrival, wireBy map[int]map[string]time.Time, start, killedAt time.Time) fleetRun {
+	wire := map[string]time.Time{} // URL → when it was written (by the process that wrote it last)
+	for _, m := range wireBy {
+		for u, at := range m {
+			if at.After(wire[u]) {
+				wire[u] = at
+			}
+		}
+	}
+	wireOf := func(a fleetArrival) time.Time { return wireBy[a.worker][a.url] }
 	r := fleetRun{tightest: -1, wireTightest: -1, perProcess: make([]int, cfg.procs)}
 	count := map[string]int{}
 	first := map[string]fleetArrival{}
@@ -353,14 +364,20 @@ func analyzeFleet(cfg fleetConfig, log []fleetArrival, wire map[string]time.Time
 					if cfg.gapLog != nil {
 						w := byHostW[fleetHost(c, i)]
 						atWire := "not reported: a killed process sent one"
-						if t0, t1 := wire[w[j-1].url], wire[w[j].url]; !t0.IsZero() && !t1.IsZero() {
+						if t0, t1 := wireOf(w[j-1]), wireOf(w[j]); !t0.IsZero() && !t1.IsZero() {
 							atWire = t1.Sub(t0).String() + " at the wire"
 						}
 						_, _ = fmt.Fprintf(cfg.gapLog, "%s: pages %v apart (interval %v; %s), sent by processes %d then %d, the second %v after the start\n",
 							fleetHost(c, i), gap, hc.Interval, atWire, w[j-1].worker, w[j].worker, w[j].at.Sub(start).Round(time.Millisecond))
 					}
 				}
-				if ratio := float64(gap) / float64(hc.Interval); r.tightest < 0 || ratio < r.tightest {
+				// Two pages spaced by an interval at the wire and delivered in the other order (the first
+				// written was held up on its way: its sender paused, or a loaded machine) say nothing
+				// about the pacing at the server: not counted in the tightest.
+				w := byHostW[fleetHost(c, i)]
+				t0, t1 := wireOf(w[j-1]), wireOf(w[j])
+				reordered := !t0.IsZero() && !t1.IsZero() && t0.Sub(t1) >= hc.Interval-wireTolerance
+				if ratio := float64(gap) / float64(hc.Interval); !reordered && (r.tightest < 0 || ratio < r.tightest) {
 					r.tightest = ratio
 				}
 			}

@@ -136,7 +136,7 @@ func TestFleetMemberPausedSendsNothingStale(t *testing.T) {
 				t.Errorf("%d of %d URLs fetched (stopped at the bound: %v)", r.fetched, r.urls, r.boundedStop)
 			}
 			if f.staleSends != 0 || f.beyond != 0 {
-				t.Errorf("the resumed process sent %d URLs another had sent; %d duplicates beyond its requests in flight at a pause: want none", f.staleSends, f.beyond)
+				t.Errorf("the resumed process sent %d URLs another had sent; %d duplicates beyond its requests in flight at a pause: want none\n%s", f.staleSends, f.beyond, strings.Join(f.unexplained, "\n"))
 			}
 			if r.wireUnder != 0 {
 				t.Errorf("%d gaps under a host's interval at the wire (tightest %.3f of it)", r.wireUnder, r.wireTightest)

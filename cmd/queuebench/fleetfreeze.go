@@ -2,12 +2,15 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"slices"
+	"sort"
 	"strings"
 	"syscall"
 	"time"
@@ -55,7 +58,7 @@ func freeze(ctx context.Context, proc *os.Process, start time.Time, spans []free
 		if proc.Signal(syscall.SIGSTOP) != nil {
 			return out // it ended
 		}
-		w := freezeWindow{stopped: time.Now()}
+		w := freezeWindow{stopped: whenStopped(proc.Pid)}
 		select {
 		case <-time.After(f.span):
 		case <-ctx.Done():
@@ -69,54 +72,81 @@ func freeze(ctx context.Context, proc *os.Process, start time.Time, spans []free
 
 // freezeFigures is what a freeze crawl measures beyond fleetRun's figures.
 type freezeFigures struct {
-	pauses     int // SIGSTOPs sent
-	staleSends int // requests process 1 sent of a URL another process had sent before
-	inFlight   int // process 1's requests the servers were serving when a pause began
-	beyond     int // duplicates not explained by process 1's requests in flight at a pause
-	leasesLost int // fleet_lease_lost events in process 1's trail
-	givenBack  int // the requests those events gave back to the frontier
+	pauses      int      // SIGSTOPs sent
+	staleSends  int      // requests process 1 sent of a URL another process had sent before, not in flight at a pause
+	inFlight    int      // process 1's requests the servers were serving when a pause began
+	beyond      int      // duplicates not explained by process 1's requests in flight at a pause
+	unexplained []string // each of those duplicates: its URL, and every arrival of it relative to the pauses
+	leasesLost  int      // fleet_lease_lost events in process 1's trail
+	givenBack   int      // the requests those events gave back to the frontier
 }
 
-// analyzeFreeze measures process 1's behaviour around its pauses from the servers' log (by arrival)
-// and its audit trail.
-func analyzeFreeze(log []fleetArrival, frozen []freezeWindow, trail string) freezeFigures {
+// analyzeFreeze measures process 1's behaviour around its pauses from the servers' log (by arrival),
+// the instants it handed its requests to the network past their lease check (started1, by URL, by its
+// own account), and its audit trail.
+func analyzeFreeze(log []fleetArrival, frozen []freezeWindow, started1 map[string]time.Time, trail string) freezeFigures {
 	r := freezeFigures{pauses: len(frozen)}
 	first := map[string]fleetArrival{}
 	count := map[string]int{}
+	inFlight := map[string]int{} // URL → process 1's arrivals of it in flight at a pause
 	for _, a := range log {
-		if f, seen := first[a.url]; seen && a.worker == 1 && f.worker != 1 {
+		paused := false
+		if a.worker == 1 {
+			for _, w := range frozen {
+				if inFlightAt(a, started1[a.url], w.stopped) {
+					paused = true
+				}
+			}
+		}
+		if paused {
+			r.inFlight++
+			inFlight[a.url]++
+		}
+		if f, seen := first[a.url]; seen && a.worker == 1 && f.worker != 1 && !paused {
 			r.staleSends++
 		}
 		if _, seen := first[a.url]; !seen {
 			first[a.url] = a
 		}
 		count[a.url]++
-		if a.worker != 1 {
-			continue
-		}
-		for _, w := range frozen {
-			if inFlightAt(a, w.stopped) {
-				r.inFlight++
-			}
-		}
 	}
 	for u, n := range count {
-		if n < 2 {
-			continue
-		}
-		f := first[u]
-		explained := false
-		for _, w := range frozen {
-			if f.worker == 1 && inFlightAt(f, w.stopped) {
-				explained = true
-			}
-		}
-		if !explained {
-			r.beyond += n - 1
+		if extra := n - 1 - inFlight[u]; extra > 0 { // each request in flight at a pause explains one copy
+			r.beyond += extra
+			r.unexplained = append(r.unexplained, describeArrivals(u, log, frozen, started1[u]))
 		}
 	}
+	sort.Strings(r.unexplained)
 	r.leasesLost, r.givenBack = leaseLossesIn(trail)
 	return r
+}
+
+// describeArrivals lists url's arrivals (sender, arrival, answer), when the paused process last handed
+// it to the network (started1) and the pauses, relative to the first pause, for a duplicate the
+// figures cannot explain.
+func describeArrivals(url string, log []fleetArrival, frozen []freezeWindow, started1 time.Time) string {
+	if len(frozen) == 0 {
+		return url
+	}
+	t0 := frozen[0].stopped
+	ms := func(t time.Time) string {
+		if t.IsZero() {
+			return "-"
+		}
+		return fmt.Sprintf("%+dms", t.Sub(t0).Milliseconds())
+	}
+	var b strings.Builder
+	b.WriteString(url + ":")
+	for _, a := range log {
+		if a.url == url {
+			fmt.Fprintf(&b, " [process %d at %s answered %s]", a.worker, ms(a.at), ms(a.done))
+		}
+	}
+	fmt.Fprintf(&b, " process 1 handed it over at %s; pauses:", ms(started1))
+	for _, w := range frozen {
+		fmt.Fprintf(&b, " %s..%s", ms(w.stopped), ms(w.resumed))
+	}
+	return b.String()
 }
 
 // ackSlack is how long before a pause a response the server finished may still be unread by the
@@ -126,10 +156,40 @@ func analyzeFreeze(log []fleetArrival, frozen []freezeWindow, trail string) free
 // host's next holder is handed it again.
 const ackSlack = 250 * time.Millisecond
 
+// whenStopped waits until every thread of process pid is stopped (state T in /proc: a SIGSTOP stops
+// a thread running on the other core at its next interrupt, milliseconds after kill returns on a
+// loaded machine, during which the process may still send) and returns the instant it saw them so,
+// or after a second, or at once without /proc.
+func whenStopped(pid int) time.Time {
+	deadline := time.Now().Add(time.Second)
+	for {
+		tasks, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/stat", pid))
+		if err != nil || len(tasks) == 0 {
+			return time.Now()
+		}
+		stopped := true
+		for _, t := range tasks {
+			b, err := os.ReadFile(t)
+			// The state follows the command's closing parenthesis: "pid (comm) S ...".
+			if i := bytes.LastIndexByte(b, ')'); err == nil && i >= 0 && i+2 < len(b) && b[i+2] != 'T' && b[i+2] != 't' {
+				stopped = false
+				break
+			}
+		}
+		if now := time.Now(); stopped || now.After(deadline) {
+			return now
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+}
+
 // inFlightAt reports whether arrival a was in flight for its process at stopped: it reached the server
-// before, and its response was not finished (or finished within ackSlack of it, unread).
-func inFlightAt(a fleetArrival, stopped time.Time) bool {
-	return a.at.Before(stopped) && (a.done.IsZero() || a.done.After(stopped.Add(-ackSlack)))
+// before, or its process handed it to the network before (started: its lease checked, nothing stops
+// it; a pause before it is written or read by the server delivers it after the pause), and its
+// response was not finished (or finished within ackSlack of it, unread).
+func inFlightAt(a fleetArrival, started, stopped time.Time) bool {
+	left := a.at.Before(stopped) || !started.IsZero() && started.Before(stopped)
+	return left && (a.done.IsZero() || a.done.After(stopped.Add(-ackSlack)))
 }
 
 // leaseLossesIn counts the fleet_lease_lost events of an audit trail, and the requests they gave back.

@@ -49,6 +49,7 @@ type fleetResult struct {
 	Commands   int64
 	Sent       int64                // requests its collector sent
 	Wire       map[string]time.Time // URL → when its headers were written (the last time, if sent twice)
+	Started    map[string]time.Time // URL → when the pacer handed it to the network, its lease checked (the last time)
 	Fleet      audit.FleetStats     // its figures as a member of the fleet
 }
 
@@ -79,15 +80,20 @@ func (m *memberFigures) get() audit.FleetStats {
 
 // wireLog is the innermost RoundTripper of a fleet process: it notes when each request's headers
 // reach the wire (httptrace WroteHeaders, as the pacer's own instant), to tell the pacer's spacing
-// from the delivery's when a gap at the servers is short.
+// from the delivery's when a gap at the servers is short; and when the pacer handed it over, past
+// its last lease check, to tell a request sent before a pause from one sent after.
 type wireLog struct {
-	inner http.RoundTripper
-	mu    sync.Mutex // protects at
-	at    map[string]time.Time
+	inner   http.RoundTripper
+	mu      sync.Mutex // protects at and started
+	at      map[string]time.Time
+	started map[string]time.Time
 }
 
 func (w *wireLog) RoundTrip(req *http.Request) (*http.Response, error) {
 	u := req.URL.String()
+	w.mu.Lock()
+	w.started[u] = time.Now()
+	w.mu.Unlock()
 	trace := &httptrace.ClientTrace{WroteHeaders: func() {
 		now := time.Now()
 		w.mu.Lock()
@@ -176,7 +182,7 @@ func crawlFrontier(spec fleetSpec) (fleetResult, error) {
 		return d.DialContext(ctx, network, spec.Site)
 	}, MaxIdleConnsPerHost: 2, IdleConnTimeout: 30 * time.Second}
 	defer tr.CloseIdleConnections()
-	wire := &wireLog{inner: tr, at: map[string]time.Time{}}
+	wire := &wireLog{inner: tr, at: map[string]time.Time{}, started: map[string]time.Time{}}
 	ctx, cancel := context.WithTimeout(context.Background(), spec.Bound)
 	defer cancel()
 	c := colly.NewCollector(colly.StdlibContext(ctx))
@@ -204,5 +210,5 @@ func crawlFrontier(spec fleetSpec) (fleetResult, error) {
 	}
 	wire.mu.Lock()
 	defer wire.mu.Unlock()
-	return fleetResult{RoundTrips: rt.trips.Load(), Commands: rt.commands.Load(), Sent: sent.Load(), Wire: wire.at, Fleet: figures.get()}, runErr
+	return fleetResult{RoundTrips: rt.trips.Load(), Commands: rt.commands.Load(), Sent: sent.Load(), Wire: wire.at, Started: wire.started, Fleet: figures.get()}, runErr
 }
