@@ -173,11 +173,11 @@ func (b *breaker) admitLocked(now time.Time, cooldown time.Duration, stillTrippe
 // refusalDelay is what the sustained-delay rule watches: the host's adaptive delay when it is above
 // the base delay floor, 0 otherwise. The base delay is the user's; a Crawl-delay or rate-limit
 // interval is the host's own request, obeyed and not held against it.
-func refusalDelay(a *adaptive, floor time.Duration) time.Duration {
-	if a.delay <= floor {
+func refusalDelay(delay, floor time.Duration) time.Duration {
+	if delay <= floor {
 		return 0
 	}
-	return a.delay
+	return delay
 }
 
 // observeLocked updates the breaker with an outcome at now, given the host's refusal-driven delay

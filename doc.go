@@ -48,15 +48,16 @@
 // The pacing RoundTripper sees every hop, redirects and robots.txt fetches included, and takes the
 // departure instant from the wire (httptrace WroteHeaders): the next departure counts from there
 // (transport.go). The outcome of each hop goes to [Pacer.ObserveAt] (outcome.go), which classifies
-// it, moves the adaptive delay (delay.go), sets holds from Retry-After (retryafter.go) and exhausted
+// it, moves the adaptive delay (package internal/capacity), sets holds from Retry-After (retryafter.go) and exhausted
 // rate limits (ratelimit.go) and feeds the breaker (breaker.go). A refused request is retried after its host's
 // window; one whose host is parked is deferred (defer.go) and [Pacer.Drain] sends it later.
 //
 // # Where each rule lives
 //
 //   - limiter.go: admission (interval, jitter, holds, the FIFO, in-flight slots, redirect deadlines);
-//   - delay.go: the capacity model's rate signal (bisecting between good and refused intervals) and the slow rule;
-//   - queuemodel.go: its queueing signal (the in-flight cap at the bandwidth-delay product);
+//   - internal/capacity: the capacity model, a pure package: its rate signal (bisecting between good
+//     and refused intervals, the noise test, the refusal governor), its queueing signal (the in-flight
+//     cap at the bandwidth-delay product) and the slow rule; outcome.go turns an outcome into its Sample;
 //   - outcome.go: what an outcome means (refusal, server error, clean, neutral) and what it changes;
 //   - retryafter.go: Retry-After, HTTP-dates and the server's clock;
 //   - ratelimit.go: the rate-limit header families (X-RateLimit-*, RateLimit-*, structured RateLimit);

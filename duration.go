@@ -40,8 +40,3 @@ func satMul(d time.Duration, f float64) time.Duration {
 	}
 	return time.Duration(x)
 }
-
-// clampDuration returns d within [lo, hi]; lo wins when hi < lo.
-func clampDuration(d, lo, hi time.Duration) time.Duration {
-	return max(min(d, hi), lo)
-}

@@ -170,7 +170,7 @@ func (fc *faultCrawl) adaptive() (delay, target time.Duration) {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.delay.delay, max(h.policy.BaseDelay, h.delay.good)
+	return h.delay.Delay(), max(h.policy.BaseDelay, h.delay.Good())
 }
 
 // recovers sends clean requests one at a time until the adaptive delay is back at its recovery target,

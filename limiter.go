@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/collypace/ext/audit"
+	"github.com/collypace/ext/internal/capacity"
 )
 
 // This file is the departure path, top to bottom: a request takes an in-flight slot, joins its host's
@@ -50,7 +51,7 @@ type host struct {
 	lastUse      atomic.Int64  // unix nanos of the last lookup, for idle eviction
 
 	mu            sync.Mutex // protects the fields below
-	delay         adaptive
+	delay         capacity.Model
 	lastDeparture time.Time // when the latest departure reached the wire (its admission until then)
 	lastAccepted  time.Time // when the latest departure the host accepted (any response but a refusal) was admitted
 	pendingSince  time.Time // when the oldest departure admitted but not on the wire yet was admitted
@@ -71,7 +72,7 @@ func newHost(key string, p HostPolicy) *host {
 	return &host{
 		key:    key,
 		policy: p,
-		delay:  newAdaptive(p.BaseDelay),
+		delay:  capacity.New(p.BaseDelay),
 		ready:  alreadyReady,
 	}
 }
@@ -111,7 +112,7 @@ func (h *host) intervalLocked(now time.Time) (time.Duration, audit.Trigger) {
 	if now.Before(h.rate.Until) {
 		rate = h.rate.Interval
 	}
-	return interval(h.policy.BaseDelay, h.crawlDelay, rate, h.delay.delay)
+	return capacity.Interval(h.policy.BaseDelay, h.crawlDelay, rate, h.delay.Delay())
 }
 
 // earliestLocked is the admission rule: a request whose jitter draw is r may depart at
@@ -120,10 +121,10 @@ func (h *host) intervalLocked(now time.Time) (time.Duration, audit.Trigger) {
 // on its way to the wire (bounded by maxWireWait). It returns that instant and the departure it would be.
 func (h *host) earliestLocked(now time.Time, jitterFraction, r float64) (time.Time, Reservation) {
 	iv, why := h.intervalLocked(now)
-	if why == audit.TriggerAdaptive && h.delay.probingFaster() {
+	if why == audit.TriggerAdaptive && h.delay.ProbingFaster() {
 		jitterFraction = 0 // a probe's gaps are its interval: accepted, they prove that interval
 	}
-	jit := jitter(iv, jitterFraction, r)
+	jit := capacity.Jitter(iv, jitterFraction, r)
 	at := h.lastDeparture.Add(iv).Add(jit)
 	if h.pendingWire > 0 {
 		at = later(at, h.pendingSince.Add(maxWireWait))
@@ -133,7 +134,7 @@ func (h *host) earliestLocked(now time.Time, jitterFraction, r float64) (time.Ti
 	}
 	afterHold := h.lastDeparture.Before(h.holdUntil) // the first departure since a hold: it leaves at its end or later
 	at = later(at, h.holdUntil)
-	res := Reservation{Host: h.key, Interval: iv, Jitter: jit, Trigger: why, gen: h.delay.gen, compliant: !h.crawlClamped, h: h, afterHold: afterHold,
+	res := Reservation{Host: h.key, Interval: iv, Jitter: jit, Trigger: why, gen: h.delay.Gen(), compliant: !h.crawlClamped, h: h, afterHold: afterHold,
 		crawlDelay: h.crawlDelay}
 	if now.Before(h.rate.Until) {
 		res.rateInterval = h.rate.Interval
@@ -148,10 +149,10 @@ func (h *host) earliestLocked(now time.Time, jitterFraction, r float64) (time.Ti
 // longer holds the host back, and the next one may go.
 func (h *host) capLocked(now time.Time) (limit int32, until time.Time) {
 	ceiling := h.policy.MaxInFlight
-	c := h.delay.queue.capFor(ceiling)
-	iv := max(h.policy.BaseDelay, h.crawlDelay, h.delay.delay)
+	c := h.delay.InFlightCap(ceiling)
+	iv := max(h.policy.BaseDelay, h.crawlDelay, h.delay.Delay())
 	if h.rateRefused && c > 1 { // the p95 only where it is used: this runs at every admission
-		c = min(c, outcomeFirst(h.delay.typicalLatency(), iv))
+		c = min(c, outcomeFirst(h.delay.TypicalLatency(), iv))
 	}
 	if c >= ceiling {
 		return int32(ceiling), time.Time{}
@@ -214,7 +215,7 @@ func (h *host) landLocked(departed, now time.Time) {
 // hangAfterLocked is how long a flight must have been in flight to be presumed hung: hangGrace, and
 // at least 8 of the host's base round trips, so that a slow or queued response is not taken for one.
 func (h *host) hangAfterLocked() time.Duration {
-	return max(hangGrace, 8*h.delay.queue.base())
+	return max(hangGrace, 8*h.delay.BaseLatency())
 }
 
 // nextLocked is when a request asking at now could depart, jitter aside.

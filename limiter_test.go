@@ -15,7 +15,7 @@ func TestDecreaseShortensWaitersAtOnce(t *testing.T) {
 		start := time.Now()
 		p := NewPacer(WithBaseDelay(time.Second), WithJitter(0))
 		h := p.host("h")
-		h.delay.delay, h.delay.good = 8*time.Second, time.Second
+		h.delay.Restore(8*time.Second, time.Second, 0, 0)
 		res, done, err := p.Wait(t.Context(), "h")
 		if err != nil {
 			t.Fatal(err)
@@ -102,7 +102,7 @@ func TestNoWaitFailsBeforeItsContextEnds(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		p := NewPacer(WithBaseDelay(time.Second), WithJitter(0))
 		h := p.host("h")
-		h.delay.delay, h.delay.good = 20*time.Second, time.Second // an outage inflated it
+		h.delay.Restore(20*time.Second, time.Second, 0, 0) // an outage inflated it
 		res, done, err := p.Wait(t.Context(), "h")
 		if err != nil {
 			t.Fatal(err)
@@ -133,7 +133,7 @@ func TestNoWaitFailsBeforeItsContextEnds(t *testing.T) {
 		}
 
 		// And a wait whose time does not come fails when its context ends, not before.
-		h.delay.delay = time.Minute
+		h.delay.Restore(time.Minute, h.delay.Good(), h.delay.Bad(), h.delay.Version())
 		h.wakeHeadLocked()
 		ctx2, cancel2 := context.WithTimeout(t.Context(), 10*time.Second)
 		defer cancel2()

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/collypace/ext/audit"
+	"github.com/collypace/ext/internal/capacity"
 	"github.com/rs/zerolog"
 )
 
@@ -169,27 +170,27 @@ func (p *Pacer) applySignals(h *host, res Reservation, s outcomeSignals, now tim
 	}
 	before := h.stopMarkLocked(now)
 	events := h.applyLimitsLocked(s, now, p.now)
-	model, noisy := h.delay.model(), h.delay.noisy
+	model, noisy := h.delay.Bounds(), h.delay.Noisy()
 	moved, event, trigger := h.applyVerdictLocked(res, s, now)
 	governed := h.governLocked(res, s.v, now)
-	changed := h.delay.model() != model || h.delay.noisy != noisy // the verdict is shared too
+	changed := h.delay.Bounds() != model || h.delay.Noisy() != noisy // the verdict is shared too
 	if changed {
-		h.delay.stamp(now)
+		h.delay.Stamp(now)
 	}
 	after, _ := h.intervalLocked(now)
 	h.wakeHeadLocked() // the head computes its time again: an interval up or down, a hold, the breaker
 	if moved {
 		events = append(events, auditEvent{event: event, trigger: trigger, computed: after, compliant: true})
 	}
-	if h.delay.noisy != noisy {
-		events = append(events, noiseEvent(h.delay.noisy, s.v.Trigger, after))
+	if h.delay.Noisy() != noisy {
+		events = append(events, noiseEvent(h.delay.Noisy(), s.v.Trigger, after))
 	}
 	if governed {
 		events = append(events, auditEvent{event: audit.EventRefusalShareHigh, trigger: s.v.Trigger, computed: after, compliant: true,
 			detail: fmt.Sprintf("%.0f%% or more of the last %d outcomes refused: the interval is held at least %v, whatever the capacity model reads from them",
-				governShare*100, governJudge, h.delay.govern.min.Round(time.Millisecond))})
+				capacity.GovernShare*100, capacity.GovernJudge, h.delay.GovernMin().Round(time.Millisecond))})
 	}
-	brk := h.brk.observeLocked(s.v, res.probe, refusalDelay(&h.delay, h.policy.BaseDelay), p.cfg.breaker, now)
+	brk := h.brk.observeLocked(s.v, res.probe, refusalDelay(h.delay.Delay(), h.policy.BaseDelay), p.cfg.breaker, now)
 	if s.retryAfterTooLong && !p.cfg.breaker.IgnoreCaps {
 		if ch := h.brk.parkLocked(now, audit.TripRetryAfter, s.capHold); brk == nil {
 			brk = ch
@@ -264,22 +265,22 @@ func (h *host) applyVerdictLocked(res Reservation, s outcomeSignals, now time.Ti
 	switch {
 	case s.v.Refused:
 		h.refusals++
-		h.rateRefused = h.rateRefused || refusalKindOf(s) != refusedOutage
+		h.rateRefused = h.rateRefused || refusalKindOf(s) != capacity.RefusedOutage
 		if !s.hold.IsZero() {
-			h.delay.spaceProbes(s.hold.Sub(now))
+			h.delay.SpaceProbes(s.hold.Sub(now))
 		}
-		return h.delay.refuse(smp, floor, ceiling), audit.EventDelayIncreased, s.v.Trigger
+		return h.delay.Refuse(smp, floor, ceiling), audit.EventDelayIncreased, s.v.Trigger
 	case s.v.Trigger == audit.TriggerClean:
 		if !res.fleet { // a fleet member sees only its share of what the host sustains
-			h.delay.drain.accepted()
+			h.delay.Accepted()
 		}
 		if !res.robots && res.inFlight > 0 {
-			h.delay.queue.observe(s.o.Latency, res.inFlight, res.Interval, h.policy.MaxInFlight, now)
+			h.delay.ObserveQueue(s.o.Latency, res.inFlight, res.Interval, h.policy.MaxInFlight, now)
 		}
-		if !res.robots && h.delay.observeLatency(res.gen, s.o.Latency, res.inFlight, floor, ceiling) {
+		if !res.robots && h.delay.ObserveLatency(res.gen, s.o.Latency, res.inFlight, floor, ceiling) {
 			return true, audit.EventDelayIncreased, audit.TriggerLatency
 		}
-		switch d := h.delay.succeed(smp, floor, ceiling); {
+		switch d := h.delay.Succeed(smp, floor, ceiling); {
 		case d > 0:
 			return true, audit.EventDelayIncreased, s.v.Trigger
 		case d < 0:
@@ -297,24 +298,24 @@ const creditHorizon = 10 * time.Second
 // an accepted departure (any response but a refusal: the limiter counted it). A fleet member reads the
 // fleet's departures from its admission (fleetFacts); without them (a store that does not number its
 // departures) spacing and credited stay unknown, and the rules that need them fail slow.
-func (h *host) sampleLocked(res Reservation, s outcomeSignals, now time.Time) sample {
-	smp := sample{at: now, gen: res.gen, kind: refusalKindOf(s), paced: !s.hold.IsZero(), afterHold: res.afterHold, jitter: res.Jitter, fleet: res.fleet}
+func (h *host) sampleLocked(res Reservation, s outcomeSignals, now time.Time) capacity.Sample {
+	smp := capacity.Sample{At: now, Gen: res.gen, Kind: refusalKindOf(s), Paced: !s.hold.IsZero(), AfterHold: res.afterHold, Jitter: res.Jitter, Fleet: res.fleet}
 	horizon := creditHorizon + 4*res.Interval
 	switch {
 	case res.fleet && res.facts.since > 0 && res.facts.since <= horizon:
 		// The fleet's spacing, by the store's clock. The departure before was accepted or is in flight
 		// (credited as spaced), or was reported refused: then the host counted at least twice the
 		// spacing (a lower bound: the gap since its last accepted request is unknown).
-		smp.spacing, smp.credited = res.facts.since, res.facts.since
+		smp.Spacing, smp.Credited = res.facts.since, res.facts.since
 		if res.facts.afterRefusal {
-			smp.credited = 2 * res.facts.since
+			smp.Credited = 2 * res.facts.since
 		}
 	case !res.fleet && !res.At.IsZero():
 		if res.before != 0 {
-			smp.spacing = res.At.Sub(time.Unix(0, res.before))
+			smp.Spacing = res.At.Sub(time.Unix(0, res.before))
 		}
 		if c := res.At.Sub(h.lastAccepted); !h.lastAccepted.IsZero() && c > 0 && c <= horizon {
-			smp.credited = c
+			smp.Credited = c
 		}
 	}
 	if !s.v.Refused && s.o.Err == nil && !res.robots {
@@ -330,19 +331,19 @@ func (h *host) governLocked(res Reservation, v Verdict, now time.Time) bool {
 		return false // an outage (another 5xx, a broken connection) is the outage probe's and the breaker's
 	}
 	iv, _ := h.intervalLocked(now)
-	return h.delay.governed(v.Refused, iv, h.policy.BaseDelay, h.policy.MaxDelay)
+	return h.delay.Governed(v.Refused, iv, h.policy.BaseDelay, h.policy.MaxDelay)
 }
 
 // refusalKindOf says what a refusal teaches: a 429 or a valid Retry-After is a rate refusal; a 503
 // without one is unclear (nginx's limiter and an outage answer alike); the rest is an outage.
-func refusalKindOf(s outcomeSignals) refusalKind {
+func refusalKindOf(s outcomeSignals) capacity.RefusalKind {
 	switch {
 	case s.o.Status == http.StatusTooManyRequests || s.retryAfterValid:
-		return refusedRate
+		return capacity.RefusedRate
 	case s.o.Status == http.StatusServiceUnavailable:
-		return refusedUnclear
+		return capacity.RefusedUnclear
 	}
-	return refusedOutage
+	return capacity.RefusedOutage
 }
 
 // reportOutcome acts on what applying an outcome changed, with no lock held: state written behind,

@@ -226,7 +226,7 @@ type stopMark struct {
 }
 
 func (h *host) stopMarkLocked(now time.Time) stopMark {
-	m := stopMark{holdUntil: h.holdUntil, parkUntil: h.brk.parkEnd(), delay: h.delay.delay}
+	m := stopMark{holdUntil: h.holdUntil, parkUntil: h.brk.parkEnd(), delay: h.delay.Delay()}
 	if now.Before(h.rate.Until) {
 		m.rate = h.rate.Interval
 	}
@@ -250,8 +250,8 @@ func (h *host) snapshot(now time.Time) StoredHost {
 	}
 	return StoredHost{
 		Host: h.key, Version: StateVersion,
-		AdaptiveDelay: h.delay.delay, KnownLimit: h.delay.good, RefusedInterval: h.delay.bad, ModelVersion: h.delay.version,
-		Noise:         h.delay.verdict(),
+		AdaptiveDelay: h.delay.Delay(), KnownLimit: h.delay.Good(), RefusedInterval: h.delay.Bad(), ModelVersion: h.delay.Version(),
+		Noise:         h.delay.Verdict(),
 		NextDeparture: next, HoldUntil: hold, HoldTrigger: trigger,
 		CrawlDelay: h.crawlDelay, CrawlClamped: h.crawlClamped,
 		Breaker: h.brk.state, BreakerChanged: h.brk.changed, Failures: h.brk.failures,
@@ -309,8 +309,8 @@ func (p *Pacer) restore(h *host) {
 		p.auditState(h, audit.EventStateRepaired, f, now)
 	}
 	h.mu.Lock()
-	h.delay.delay, h.delay.good, h.delay.bad, h.delay.version = st.AdaptiveDelay, st.KnownLimit, st.RefusedInterval, st.ModelVersion
-	noiseAdopted := h.delay.adoptVerdict(st.Noise, h.policy.BaseDelay, h.policy.MaxDelay)
+	h.delay.Restore(st.AdaptiveDelay, st.KnownLimit, st.RefusedInterval, st.ModelVersion)
+	noiseAdopted := h.delay.AdoptVerdict(st.Noise, h.policy.BaseDelay, h.policy.MaxDelay)
 	h.holdUntil, h.holdTrigger = st.HoldUntil, st.HoldTrigger
 	h.crawlDelay, h.crawlClamped = st.CrawlDelay, st.CrawlClamped
 	var noiseEv auditEvent
@@ -463,17 +463,17 @@ func (p *Pacer) fleetAdmit(ctx context.Context, h *host, gap time.Duration, now 
 		p.writeBack(end)
 	}
 	h.mu.Lock()
-	if a.ModelVersion > h.delay.version {
-		h.delay.adopt(a.AdaptiveDelay, a.KnownLimit, a.RefusedInterval, a.ModelVersion, h.policy.BaseDelay, h.policy.MaxDelay)
+	if a.ModelVersion > h.delay.Version() {
+		h.delay.Adopt(a.AdaptiveDelay, a.KnownLimit, a.RefusedInterval, a.ModelVersion, h.policy.BaseDelay, h.policy.MaxDelay)
 	}
 	var noiseEv auditEvent
-	model := h.delay.model()
-	noiseAdopted := h.delay.adoptVerdict(a.Noise, h.policy.BaseDelay, h.policy.MaxDelay)
-	moved := h.delay.model() != model
+	model := h.delay.Bounds()
+	noiseAdopted := h.delay.AdoptVerdict(a.Noise, h.policy.BaseDelay, h.policy.MaxDelay)
+	moved := h.delay.Bounds() != model
 	if moved {
 		// Noise mode brought the delay down: a change of the fleet's model, written through (the
 		// fleet's stored delay spaces every process's departures).
-		h.delay.stamp(end)
+		h.delay.Stamp(end)
 	}
 	if noiseAdopted {
 		noiseEv = h.adoptedNoiseEventLocked(a.Noise, "another process of the fleet", end)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/collypace/ext/audit"
+	"github.com/collypace/ext/internal/capacity"
 	"github.com/rs/zerolog"
 )
 
@@ -322,20 +323,20 @@ func TestFleetModelIsOneModel(t *testing.T) {
 	}
 	release()
 	h := p.host("fleet.test")
-	model := func() (capacityModel, int64) {
+	model := func() (capacity.Bounds, int64) {
 		h.mu.Lock()
 		defer h.mu.Unlock()
-		return h.delay.model(), h.delay.version
+		return h.delay.Bounds(), h.delay.Version()
 	}
-	if m, v := model(); m != (capacityModel{400 * time.Millisecond, 400 * time.Millisecond, 250 * time.Millisecond}) || v != 7 {
+	if m, v := model(); m != (capacity.Bounds{Delay: 400 * time.Millisecond, Good: 400 * time.Millisecond, Bad: 250 * time.Millisecond}) || v != 7 {
 		t.Fatalf("after an admission: model %+v version %d; want the fleet's 400/400/250ms, version 7", m, v)
 	}
 	// This process learns: a refusal of a departure under the fleet's model, at its good interval, is
 	// the edge: good moves one step slower, as in one process. Written through, newer.
-	res.gen = h.delay.gen
+	res.gen = h.delay.Gen()
 	p.ObserveAt(res, Outcome{Status: 429}, time.Now())
 	m, v := model()
-	if m.delay != 408*time.Millisecond || m.good != 408*time.Millisecond || v <= 7 {
+	if m.Delay != 408*time.Millisecond || m.Good != 408*time.Millisecond || v <= 7 {
 		t.Fatalf("after a refusal: model %+v version %d; want one step slower, 408ms, a newer version", m, v)
 	}
 	st, ok, _ := store.LoadHost(t.Context(), "fleet.test")
@@ -358,7 +359,7 @@ func TestFleetModelIsOneModel(t *testing.T) {
 		t.Fatal(err)
 	}
 	release()
-	if m2, v2 := model(); m2.delay != 300*time.Millisecond || v2 != v+1 {
+	if m2, v2 := model(); m2.Delay != 300*time.Millisecond || v2 != v+1 {
 		t.Errorf("a newer stored model was not adopted: %+v version %d, want 300ms version %d", m2, v2, v+1)
 	}
 }
@@ -376,8 +377,8 @@ func TestFleetSharesNoiseVerdict(t *testing.T) {
 	defer p.Close()
 	h := p.host("noisy.test")
 	h.mu.Lock()
-	h.delay.set(900*time.Millisecond, base, h.policy.MaxDelay) // backed off on this process's refusals
-	version := h.delay.version
+	h.delay.Restore(900*time.Millisecond, h.delay.Good(), h.delay.Bad(), h.delay.Version()) // backed off on this process's refusals
+	version := h.delay.Version()
 	h.mu.Unlock()
 	depart := func() Reservation {
 		t.Helper()
@@ -394,7 +395,7 @@ func TestFleetSharesNoiseVerdict(t *testing.T) {
 	verdict := func() (audit.NoiseVerdict, time.Duration, int64) {
 		h.mu.Lock()
 		defer h.mu.Unlock()
-		return h.delay.verdict(), h.delay.delay, h.delay.version
+		return h.delay.Verdict(), h.delay.Delay(), h.delay.Version()
 	}
 
 	store.a.Noise = audit.NoiseSeen
@@ -411,7 +412,7 @@ func TestFleetSharesNoiseVerdict(t *testing.T) {
 		t.Errorf("%s = %v; want one, trigger store, saying another process saw it", audit.EventRefusalsUncorrelated, ev)
 	}
 	// In noise mode a refusal no longer backs off, in this process as in the one that saw it.
-	res.gen = h.delay.gen
+	res.gen = h.delay.Gen()
 	p.ObserveAt(res, Outcome{Status: 429}, time.Now())
 	if _, d, _ := verdict(); d != delay {
 		t.Errorf("a refusal in noise mode moved the delay: %v → %v", delay, d)
@@ -455,7 +456,7 @@ func TestRestoreKeepsNoiseVerdict(t *testing.T) {
 		res := p.ReserveAt("r.test", time.Now())
 		h := p.host("r.test")
 		h.mu.Lock()
-		v, delay := h.delay.verdict(), h.delay.delay
+		v, delay := h.delay.Verdict(), h.delay.Delay()
 		h.mu.Unlock()
 		if v != c.want {
 			t.Errorf("stored verdict %d: restored %d, want %d", c.stored, v, c.want)
@@ -463,10 +464,10 @@ func TestRestoreKeepsNoiseVerdict(t *testing.T) {
 		if findEvent(t, &buf, c.event) == nil {
 			t.Errorf("stored verdict %d: no %s event", c.stored, c.event)
 		}
-		res.gen = h.delay.gen
+		res.gen = h.delay.Gen()
 		p.ObserveAt(res, Outcome{Status: 429}, time.Now())
 		h.mu.Lock()
-		after := h.delay.delay
+		after := h.delay.Delay()
 		h.mu.Unlock()
 		if moved := after != delay; moved != (c.want != audit.NoiseSeen) {
 			t.Errorf("stored verdict %d: a refusal moved the delay %v → %v; want it moved only outside noise mode", c.stored, delay, after)

@@ -1,4 +1,4 @@
-package ext
+package capacity
 
 import (
 	"math"

@@ -1,4 +1,4 @@
-package ext
+package capacity
 
 import (
 	"fmt"
@@ -35,10 +35,10 @@ func (l *limiterHost) refuses(at time.Time) bool {
 
 // modelRun drives one adaptive model against refuses for d from t0.
 type modelRun struct {
-	a              adaptive
+	a              Model
 	floor, ceiling time.Duration
 	retryAfter     time.Duration // announced with each refusal (0: none)
-	kind           refusalKind   // what a refusal is (refusedRate; refusedUnclear for a 503 without Retry-After)
+	kind           RefusalKind   // what a refusal is (refusedRate; refusedUnclear for a 503 without Retry-After)
 	rnd            *rand.Rand
 	accepted       []time.Time
 	refusals       []time.Time
@@ -46,7 +46,7 @@ type modelRun struct {
 }
 
 func newModelRun(floor, retryAfter time.Duration, seed uint64) *modelRun {
-	return &modelRun{a: newAdaptive(floor), floor: floor, ceiling: time.Minute, retryAfter: retryAfter,
+	return &modelRun{a: New(floor), floor: floor, ceiling: time.Minute, retryAfter: retryAfter,
 		rnd: rand.New(rand.NewPCG(seed, 1))}
 }
 
@@ -56,34 +56,34 @@ func (m *modelRun) run(d, warmUp time.Duration, refused func(at time.Time) bool)
 	var lastAccepted time.Time // the last accepted departure: what a limiter counts from
 	for now := t0; now.Sub(t0) < d; {
 		iv := max(m.a.delay, m.floor)
-		fraction := DefaultJitter
-		if m.a.probingFaster() && m.a.delay >= m.floor {
+		fraction := defaultJitter
+		if m.a.ProbingFaster() && m.a.delay >= m.floor {
 			fraction = 0 // as earliestLocked
 		}
-		jit := jitter(iv, fraction, m.rnd.Float64())
+		jit := Jitter(iv, fraction, m.rnd.Float64())
 		dep := later(last.Add(iv+jit), hold)
 		afterHold := last.Before(hold)                                                         // as earliestLocked: the first departure since a hold
-		smp := sample{gen: m.a.gen, afterHold: afterHold, jitter: jit, spacing: dep.Sub(last)} // as sampleLocked
+		smp := Sample{Gen: m.a.gen, AfterHold: afterHold, Jitter: jit, Spacing: dep.Sub(last)} // as sampleLocked
 		if !lastAccepted.IsZero() {
-			smp.credited = dep.Sub(lastAccepted)
+			smp.Credited = dep.Sub(lastAccepted)
 		}
 		last = dep
 		arrival := dep.Add(time.Duration(m.rnd.Int64N(int64(time.Millisecond))))
 		now = dep.Add(time.Millisecond)
-		smp.at = now
+		smp.At = now
 		if refused(arrival) {
 			m.refusals = append(m.refusals, arrival)
-			smp.kind, smp.paced = m.kind, m.retryAfter > 0
+			smp.Kind, smp.Paced = m.kind, m.retryAfter > 0
 			if m.retryAfter > 0 {
 				hold = now.Add(m.retryAfter + m.retryAfter/10)
-				m.a.spaceProbes(hold.Sub(now)) // as applyVerdictLocked
+				m.a.SpaceProbes(hold.Sub(now)) // as applyVerdictLocked
 			}
-			m.a.refuse(smp, m.floor, m.ceiling)
+			m.a.Refuse(smp, m.floor, m.ceiling)
 		} else {
 			lastAccepted = dep
 			m.accepted = append(m.accepted, arrival)
 			m.a.drain.accepted()
-			m.a.succeed(smp, m.floor, m.ceiling)
+			m.a.Succeed(smp, m.floor, m.ceiling)
 		}
 		if now.Sub(t0) > warmUp {
 			m.maxDelay = max(m.maxDelay, m.a.delay)
@@ -183,9 +183,9 @@ func TestModelRecoversWithinSeconds(t *testing.T) {
 	m := newModelRun(100*ms, time.Second, 7)
 	lim := &limiterHost{rate: 4}
 	m.run(time.Minute, 0, lim.refuses)                                                                            // learnt: cruising at about 250 ms
-	m.a.refuse(sample{gen: m.a.gen, kind: refusedRate, paced: true, at: t0.Add(time.Minute)}, m.floor, m.ceiling) // at good: the edge, one step
+	m.a.Refuse(Sample{Gen: m.a.gen, Kind: RefusedRate, Paced: true, At: t0.Add(time.Minute)}, m.floor, m.ceiling) // at good: the edge, one step
 	good := m.a.good
-	m.a.refuse(sample{gen: m.a.gen, kind: refusedRate, paced: true, at: t0.Add(time.Minute + time.Second)}, m.floor, m.ceiling) // again at once: a drop
+	m.a.Refuse(Sample{Gen: m.a.gen, Kind: RefusedRate, Paced: true, At: t0.Add(time.Minute + time.Second)}, m.floor, m.ceiling) // again at once: a drop
 	if m.a.delay < satMul(good, rateBackoff) {
 		t.Fatalf("refused at the good %v within %d responses: delay %v, want a backoff (×%g)", good, dropRun, m.a.delay, rateBackoff)
 	}
@@ -197,11 +197,11 @@ func TestModelRecoversWithinSeconds(t *testing.T) {
 		last = now
 		gen := m.a.gen
 		if lim.refuses(now) {
-			m.a.refuse(sample{gen: gen, kind: refusedRate, paced: true, at: now}, m.floor, m.ceiling)
+			m.a.Refuse(Sample{Gen: gen, Kind: RefusedRate, Paced: true, At: now}, m.floor, m.ceiling)
 			now = now.Add(1100 * time.Millisecond)
 			continue
 		}
-		m.a.succeed(sample{gen: gen, at: now}, m.floor, m.ceiling)
+		m.a.Succeed(Sample{Gen: gen, At: now}, m.floor, m.ceiling)
 		if back == 0 && m.a.delay <= 275*ms {
 			back = now.Sub(start)
 		}
@@ -219,10 +219,10 @@ func TestNoiseDoesNotRatchet(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
 		retryAfter time.Duration
-		kind       refusalKind
+		kind       RefusalKind
 	}{
-		{"429 + Retry-After: 2", 2 * time.Second, refusedRate},
-		{"503 without Retry-After", 0, refusedUnclear},
+		{"429 + Retry-After: 2", 2 * time.Second, RefusedRate},
+		{"503 without Retry-After", 0, RefusedUnclear},
 	} {
 		m := newModelRun(base, tc.retryAfter, 3)
 		m.kind = tc.kind
@@ -273,7 +273,7 @@ func TestNginxIsNotNoise(t *testing.T) {
 	for _, rate := range []float64{2, 4, 10} {
 		for seed := range uint64(3) {
 			m := newModelRun(100*ms, 0, seed)
-			m.kind = refusedUnclear
+			m.kind = RefusedUnclear
 			m.run(5*time.Minute, 0, (&limiterHost{rate: rate}).refuses)
 			if m.a.noisy || m.a.noise.refuted {
 				t.Errorf("%g/s, seed %d: nginx's refusals read as noise (noisy %v, left noise mode %v)", rate, seed, m.a.noisy, m.a.noise.refuted)
@@ -289,19 +289,19 @@ func TestNginxIsNotNoise(t *testing.T) {
 // at the new pace, waits for them: one piece of evidence backs off once. Refusals in a row, and
 // refusals with a Retry-After (whose hold spaces the departures anyway), back off at once.
 func TestBackoffWaitsForItsOutcomes(t *testing.T) {
-	a := newAdaptive(100 * ms)
-	a.refuse(sample{gen: a.gen, kind: refusedRate, at: t0}, 100*ms, time.Minute) // nothing known: 150 ms
-	a.succeed(sample{gen: a.gen, at: t0}, 100*ms, time.Minute)
-	if a.refuse(sample{gen: a.gen, kind: refusedRate, at: t0}, 100*ms, time.Minute) || a.delay != 150*ms {
+	a := New(100 * ms)
+	a.Refuse(Sample{Gen: a.gen, Kind: RefusedRate, At: t0}, 100*ms, time.Minute) // nothing known: 150 ms
+	a.Succeed(Sample{Gen: a.gen, At: t0}, 100*ms, time.Minute)
+	if a.Refuse(Sample{Gen: a.gen, Kind: RefusedRate, At: t0}, 100*ms, time.Minute) || a.delay != 150*ms {
 		t.Fatalf("refused after one clean response at the new pace: delay %v, want 150ms until %d outcomes", a.delay, noiseSamples)
 	}
-	if !a.refuse(sample{gen: a.gen, kind: refusedRate, at: t0}, 100*ms, time.Minute) || a.delay != 225*ms {
+	if !a.Refuse(Sample{Gen: a.gen, Kind: RefusedRate, At: t0}, 100*ms, time.Minute) || a.delay != 225*ms {
 		t.Errorf("refused again in a row: delay %v, want 225ms at once", a.delay)
 	}
-	b := newAdaptive(100 * ms)
-	b.refuse(sample{gen: b.gen, kind: refusedRate, paced: true, at: t0}, 100*ms, time.Minute)
-	b.succeed(sample{gen: b.gen, at: t0}, 100*ms, time.Minute)
-	if !b.refuse(sample{gen: b.gen, kind: refusedRate, paced: true, at: t0}, 100*ms, time.Minute) || b.delay != 225*ms {
+	b := New(100 * ms)
+	b.Refuse(Sample{Gen: b.gen, Kind: RefusedRate, Paced: true, At: t0}, 100*ms, time.Minute)
+	b.Succeed(Sample{Gen: b.gen, At: t0}, 100*ms, time.Minute)
+	if !b.Refuse(Sample{Gen: b.gen, Kind: RefusedRate, Paced: true, At: t0}, 100*ms, time.Minute) || b.delay != 225*ms {
 		t.Errorf("with Retry-After: delay %v, want 225ms at once", b.delay)
 	}
 }
@@ -311,16 +311,16 @@ func TestBackoffWaitsForItsOutcomes(t *testing.T) {
 // comes down to at most twice the floor at once. Seen at one pace only, they are not (a window that
 // counts every request refuses after a hold when the pace before was too fast).
 func TestRefusalsAfterWholeHoldsAreNoise(t *testing.T) {
-	a := newAdaptive(100 * ms)
+	a := New(100 * ms)
 	a.set(2*time.Second, 100*ms, time.Minute)
 	for range noiseSpaced {
-		a.refuse(sample{gen: a.gen, kind: refusedSpaced, paced: true, at: t0}, 100*ms, time.Minute)
+		a.Refuse(Sample{Gen: a.gen, Kind: RefusedSpaced, Paced: true, At: t0}, 100*ms, time.Minute)
 	}
 	if a.noisy {
 		t.Fatal("refusals after holds seen at one pace: read as noise")
 	}
 	seenAtTwoPaces(&a.noise)
-	a.refuse(sample{gen: a.gen, kind: refusedSpaced, paced: true, at: t0}, 100*ms, time.Minute)
+	a.Refuse(Sample{Gen: a.gen, Kind: RefusedSpaced, Paced: true, At: t0}, 100*ms, time.Minute)
 	if !a.noisy || a.delay != 200*ms || a.good != 100*ms {
 		t.Errorf("refusals after holds, at two paces: noisy %v, delay %v, good %v; want noise, 200ms, the floor", a.noisy, a.delay, a.good)
 	}
@@ -335,15 +335,15 @@ func seenAtTwoPaces(n *noise) {
 // the delay comes back to the floor (halving the distance per clean response), not from the probe
 // interval by confirmation and bisection.
 func TestOutageWithNothingLearntComesBackToTheFloor(t *testing.T) {
-	a := newAdaptive(100 * ms)
+	a := New(100 * ms)
 	for range 5 {
-		a.refuse(sample{gen: a.gen, kind: refusedOutage, at: t0}, 100*ms, time.Minute)
+		a.Refuse(Sample{Gen: a.gen, Kind: RefusedOutage, At: t0}, 100*ms, time.Minute)
 	}
 	if a.delay != 2*time.Second || a.good != 100*ms {
 		t.Fatalf("outage: delay %v, good %v; want the 2s probe, the floor as good", a.delay, a.good)
 	}
 	for range 10 {
-		a.succeed(sample{gen: a.gen, at: t0}, 100*ms, time.Minute)
+		a.Succeed(Sample{Gen: a.gen, At: t0}, 100*ms, time.Minute)
 	}
 	if a.delay != 100*ms {
 		t.Errorf("10 clean responses after the outage: delay %v, want back at the 100ms floor", a.delay)
@@ -360,7 +360,7 @@ func TestFleetModelKeepsWhatItLearnt(t *testing.T) {
 		one.run(d, 0, (&limiterHost{rate: rate}).refuses)
 
 		members := []*modelRun{newModelRun(100*ms, time.Second, seed), newModelRun(100*ms, time.Second, seed+10), newModelRun(100*ms, time.Second, seed+20)}
-		var shared capacityModel
+		var shared Bounds
 		var version int64
 		lim := &limiterHost{rate: rate}
 		var accepted, refusals []time.Time
@@ -368,14 +368,14 @@ func TestFleetModelKeepsWhatItLearnt(t *testing.T) {
 		for i := 0; ; i++ {
 			m := members[i%len(members)]
 			if version > m.a.version {
-				m.a.adopt(shared.delay, shared.good, shared.bad, version, m.floor, m.ceiling)
+				m.a.Adopt(shared.Delay, shared.Good, shared.Bad, version, m.floor, m.ceiling)
 			}
-			fraction := DefaultJitter
-			if m.a.probingFaster() {
+			fraction := defaultJitter
+			if m.a.ProbingFaster() {
 				fraction = 0
 			}
 			iv := max(m.a.delay, m.floor)
-			jit := jitter(iv, fraction, m.rnd.Float64())
+			jit := Jitter(iv, fraction, m.rnd.Float64())
 			dep := later(last.Add(iv+jit), hold)
 			if dep.Sub(t0) >= d {
 				break
@@ -384,22 +384,22 @@ func TestFleetModelKeepsWhatItLearnt(t *testing.T) {
 			last = dep
 			arrival := dep.Add(time.Duration(m.rnd.Int64N(int64(time.Millisecond))))
 			now := dep.Add(time.Millisecond)
-			before := m.a.model()
+			before := m.a.Bounds()
 			if lim.refuses(arrival) {
 				refusals = append(refusals, arrival)
-				kind := refusedRate
+				kind := RefusedRate
 				if afterHold {
-					kind = refusedSpaced
+					kind = RefusedSpaced
 				}
-				m.a.refuse(sample{gen: m.a.gen, kind: kind, paced: true, jitter: jit, at: now}, m.floor, m.ceiling)
+				m.a.Refuse(Sample{Gen: m.a.gen, Kind: kind, Paced: true, Jitter: jit, At: now}, m.floor, m.ceiling)
 				hold = now.Add(1100 * time.Millisecond)
 			} else {
 				accepted = append(accepted, arrival)
-				m.a.succeed(sample{gen: m.a.gen, at: now}, m.floor, m.ceiling)
+				m.a.Succeed(Sample{Gen: m.a.gen, At: now}, m.floor, m.ceiling)
 			}
-			if m.a.model() != before {
+			if m.a.Bounds() != before {
 				version = max(version+1, now.UnixNano())
-				m.a.version, shared = version, m.a.model()
+				m.a.version, shared = version, m.a.Bounds()
 			}
 		}
 		fleet := &modelRun{accepted: accepted, refusals: refusals}
@@ -415,21 +415,20 @@ func TestFleetModelKeepsWhatItLearnt(t *testing.T) {
 
 // A refusal of the first departure after a Retry-After hold came a whole hold after the one before:
 // no limiter refuses that for speed, so it moves neither the delay nor the count of refusals in a row
-// (refusedSpaced); the pacer marks such a departure (afterHold).
+// (RefusedSpaced); the pacer marks such a departure (ext's TestFirstDepartureAfterAHoldIsMarked).
 func TestRefusalAfterAHoldTeachesNothingAboutSpeed(t *testing.T) {
-	a := newAdaptive(100 * ms)
+	a := New(100 * ms)
 	a.good, a.bad, a.held = 250*ms, 240*ms, dropRun
 	a.set(250*ms, 100*ms, time.Minute)
-	if a.refuse(sample{gen: a.gen, kind: refusedSpaced, paced: true, at: t0}, 100*ms, time.Minute) || a.delay != 250*ms || a.good != 250*ms || a.failures != 0 {
+	if a.Refuse(Sample{Gen: a.gen, Kind: RefusedSpaced, Paced: true, At: t0}, 100*ms, time.Minute) || a.delay != 250*ms || a.good != 250*ms || a.failures != 0 {
 		t.Errorf("a refusal after a hold moved the model: delay %v, good %v, %d failures", a.delay, a.good, a.failures)
 	}
-	h := newHost("h", HostPolicy{BaseDelay: 100 * ms, MaxDelay: time.Minute, MaxInFlight: 8})
-	h.lastDeparture, h.holdUntil = t0, t0.Add(2*time.Second)
-	if _, res := h.earliestLocked(t0.Add(time.Second), 0, 0); !res.afterHold {
-		t.Error("the first departure after a hold is not marked afterHold")
+}
+
+// later is the later of a and b.
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
 	}
-	h.lastDeparture = t0.Add(3 * time.Second)
-	if _, res := h.earliestLocked(t0.Add(4*time.Second), 0, 0); res.afterHold {
-		t.Error("a departure after another since the hold is marked afterHold")
-	}
+	return b
 }

@@ -1,8 +1,7 @@
-package ext
+package capacity
 
 import (
 	"testing"
-	"testing/synctest"
 	"time"
 )
 
@@ -90,34 +89,6 @@ func TestBaseLatencyIsMeasuredAgain(t *testing.T) {
 	if got := q.base(); got != 120*ms {
 		t.Errorf("base after two windows at 120ms = %v, want 120ms (the old 50ms aged out)", got)
 	}
-}
-
-// The cap holds departures: with the cap at 1, a second request waits for the first to land, even
-// when its interval has come.
-func TestInFlightCapHoldsTheHead(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		p := NewPacer(WithBaseDelay(20*ms), WithJitter(0), WithoutRobots())
-		h := p.host("h")
-		h.delay.queue.limit = 1
-		_, done, err := p.Wait(t.Context(), "h")
-		if err != nil {
-			t.Fatal(err)
-		}
-		start := time.Now()
-		second := make(chan time.Duration)
-		go func() {
-			_, done, err := p.Wait(t.Context(), "h")
-			if err == nil {
-				done()
-			}
-			second <- time.Since(start)
-		}()
-		time.Sleep(100 * ms) // the first request's response takes 100 ms
-		done()
-		if got := <-second; got != 100*ms {
-			t.Errorf("second request departed after %v, want 100ms (when the first landed)", got)
-		}
-	})
 }
 
 // A cap cut below one the host held calm grows back to it after calmBeforeGrow calm responses,

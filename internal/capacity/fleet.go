@@ -1,0 +1,79 @@
+package capacity
+
+import (
+	"time"
+
+	"github.com/collypace/ext/audit"
+)
+
+// What a fleet shares of a host's model: its bounds by version, and its verdict on noise.
+
+// stamp orders a change of the model across a fleet: its version becomes the unix nanoseconds of now,
+// or one more than the last when the clock has not moved on.
+func (a *Model) Stamp(now time.Time) {
+	a.version = max(a.version+1, now.UnixNano())
+}
+
+// capacityModel is what a fleet shares of a host's model, by version (its verdict on noise is
+// shared apart: see adoptVerdict).
+type Bounds struct{ Delay, Good, Bad time.Duration }
+
+func (a *Model) Bounds() Bounds { return Bounds{a.delay, a.good, a.bad} }
+
+// verdict is the model's verdict on the host's refusals, which only moves forward: undecided, noise
+// (noise mode), refuted (noise mode ended for good).
+func (a *Model) Verdict() audit.NoiseVerdict {
+	switch {
+	case a.noise.refuted:
+		return audit.NoiseRefuted
+	case a.noisy:
+		return audit.NoiseSeen
+	}
+	return audit.NoiseUndecided
+}
+
+// adoptVerdict takes a verdict further along than this model's: another process of the fleet reached
+// it, or an earlier run (a store's). Noise enters noise mode as if this model had seen it (the share
+// refused it counted so far is its noise level); refuted leaves noise mode for good. The fleet reads
+// the noise as one crawler: a process that has not seen it yet stops backing off, instead of
+// writing its backoffs into the model the others adopt. It reports whether the verdict changed.
+func (a *Model) AdoptVerdict(v audit.NoiseVerdict, floor, ceiling time.Duration) bool {
+	if v <= a.Verdict() {
+		return false
+	}
+	switch v {
+	case audit.NoiseSeen:
+		a.becomeNoisy(floor, ceiling)
+	case audit.NoiseRefuted:
+		a.noisy, a.noise = false, noise{refuted: true}
+	default:
+		return false // not a verdict this version knows (StoredHost.repair keeps it out)
+	}
+	return true
+}
+
+// adopt takes the fleet's newer model (a shared store's, another process's change): one model for the
+// fleet. The outcomes in flight were sent under the old one: a new generation. A good interval the
+// fleet holds counts as held a while here: a refusal at it is the edge, as in the process that learnt
+// it, not a drop. A model that moved up (a refusal elsewhere) restarts the probe wait from its version
+// (the unix nanoseconds of the change), a cruise probe refused elsewhere counts as refused here, and a
+// cruise probe started elsewhere is one here: the fleet probes as one crawler, not once per member.
+func (a *Model) Adopt(delay, good, bad time.Duration, version int64, floor, ceiling time.Duration) {
+	a.version = version
+	if (Bounds{delay, good, bad}) == a.Bounds() {
+		return
+	}
+	if good != a.good {
+		a.held = dropRun
+	}
+	if delay > a.delay || bad > a.bad { // a refusal elsewhere: the probe wait counts from it
+		a.refused = max(a.refused, version)
+		if a.probing && good == a.good && delay == good {
+			a.misses = min(a.misses+1, 8) // the cruise probe was refused elsewhere
+		}
+	}
+	// A cruise probe (at or below the refused bound it set) started elsewhere is probing here too.
+	a.probing = delay < good && bad > 0 && delay <= bad
+	a.good, a.bad = min(max(good, 0), ceiling), min(max(bad, 0), ceiling)
+	a.increase(delay, floor, ceiling)
+}
