@@ -38,7 +38,7 @@ type fleetConfig struct {
 	classes        []hostClass
 	leaseTTL       time.Duration
 	jitter         float64       // the pacers' jitter (0: every interval exact)
-	killAt         time.Duration // the kill crawl kills process 0 this long after the start
+	killAt         time.Duration // the kill crawl kills process 1 this long after its first page reached the servers
 	freezes        []freezeSpan  // the freeze crawl pauses process 0 (fleetfreeze.go)
 	bound          time.Duration
 	gapLog         io.Writer // when set, each gap under the floor is described there
@@ -146,7 +146,7 @@ type fleetFault int
 
 const (
 	faultNone   fleetFault = iota
-	faultKill              // SIGKILL at cfg.killAt
+	faultKill              // SIGKILL cfg.killAt after process 1's first page
 	faultFreeze            // SIGSTOP and SIGCONT by cfg.freezes
 )
 
@@ -235,6 +235,9 @@ func measureFleet(ctx context.Context, cfg fleetConfig, fault fleetFault) (fleet
 	var frozen []freezeWindow
 	switch fault {
 	case faultKill:
+		// From process 1's first page at the servers: a loaded machine may start it late, and a kill
+		// before it sent anything would test no takeover.
+		site.waitFirst(ctx, 1, start.Add(cfg.bound))
 		select {
 		case <-time.After(cfg.killAt):
 		case <-ctx.Done():
@@ -465,7 +468,7 @@ func writeFleetTable(out io.Writer, cfg fleetConfig, runs []fleetRun) {
 		name := fmt.Sprintf("%d processes", cfg.procs)
 		takeover := "—"
 		if r.kill {
-			name = fmt.Sprintf("%d processes, one SIGKILLed at %v (%d of its requests in flight at the servers; %d of the duplicates its)", cfg.procs, cfg.killAt, r.victimInFlight, r.victimDuplicates)
+			name = fmt.Sprintf("%d processes, one SIGKILLed %v after its first page (%d of its requests in flight at the servers; %d of the duplicates its)", cfg.procs, cfg.killAt, r.victimInFlight, r.victimDuplicates)
 			takeover = fmt.Sprintf("%v (its %d hosts)", r.takeover.Round(10*time.Millisecond), r.victimHosts)
 		}
 		makespan := r.makespan.Round(10 * time.Millisecond).String()

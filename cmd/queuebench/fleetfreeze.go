@@ -233,7 +233,7 @@ func runFreezeBench(ctx context.Context, cfg fleetConfig, runs int, out io.Write
 	for _, hc := range cfg.classes {
 		_, _ = fmt.Fprintf(out, " %d %s (every %v, answering in %v, %d pages)", hc.Hosts, hc.Name, hc.Interval, hc.Latency, hc.Pages)
 	}
-	_, _ = fmt.Fprintf(out, "; leases of %v; process 1 paused %s; then SIGKILLed at %v instead\n\n", cfg.leaseTTL, describeSpans(cfg.freezes), cfg.killAt)
+	_, _ = fmt.Fprintf(out, "; leases of %v; process 1 paused %s; then SIGKILLed %v after its first page instead\n\n", cfg.leaseTTL, describeSpans(cfg.freezes), cfg.killAt)
 	var freezes, kills []fleetRun
 	for i := range runs {
 		for _, fault := range []fleetFault{faultFreeze, faultKill} {
@@ -324,7 +324,7 @@ func writeFreezeTable(out io.Writer, cfg fleetConfig, freezes, kills []fleetRun)
 			under, wireUnder, tightest, wireTightest, time.Duration(tightest*float64(minInterval(cfg))).Round(100*time.Microsecond), lostCol, takeoverCol)
 	}
 	row("process 1 paused "+describeSpans(cfg.freezes), freezes, faultFreeze)
-	row(fmt.Sprintf("process 1 SIGKILLed at %v", cfg.killAt), kills, faultKill)
+	row(fmt.Sprintf("process 1 SIGKILLed %v after its first page", cfg.killAt), kills, faultKill)
 }
 
 // minInterval is the shortest interval of the crawl's hosts.

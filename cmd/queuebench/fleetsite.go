@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -84,6 +85,19 @@ func (s *fleetSite) serve(w http.ResponseWriter, r *http.Request) {
 }
 
 // log returns a copy of the arrivals, by arrival time.
+// waitFirst returns once a page sent by process worker has arrived, or at deadline, or when ctx ends.
+func (s *fleetSite) waitFirst(ctx context.Context, worker int, deadline time.Time) {
+	for ctx.Err() == nil && time.Now().Before(deadline) {
+		s.mu.Lock()
+		arrived := slices.ContainsFunc(s.arrivals, func(a *fleetArrival) bool { return a.worker == worker })
+		s.mu.Unlock()
+		if arrived {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 func (s *fleetSite) log() []fleetArrival {
 	s.mu.Lock()
 	defer s.mu.Unlock()
