@@ -35,7 +35,8 @@ type fleetConfig struct {
 	procs, workers int
 	classes        []hostClass
 	leaseTTL       time.Duration
-	cluster        int           // 0: one redis-server; n: a Redis Cluster of n masters, the frontier in n shards
+	cluster        int           // 0: one redis-server; n: a Redis Cluster of n masters
+	shards         int           // the frontier's shards (0: one, or one a master on a cluster)
 	jitter         float64       // the pacers' jitter (0: every interval exact)
 	killAt         time.Duration // the kill crawl kills process 0 this long after the start
 	freezes        []freezeSpan  // the freeze crawl pauses process 0 (fleetfreeze.go)
@@ -74,6 +75,14 @@ func (c fleetConfig) ideal() time.Duration {
 		out = max(out, time.Duration(float64(time.Duration(hc.Pages)*hc.Interval)*(1+c.jitter/2)))
 	}
 	return out
+}
+
+// shardCount is the frontier's shards: cfg.shards, else one a master of the cluster, else one.
+func (c fleetConfig) shardCount() int {
+	if c.shards > 0 {
+		return c.shards
+	}
+	return max(c.cluster, 1)
 }
 
 func (c fleetConfig) hosts() int {
@@ -168,7 +177,7 @@ func measureFleet(ctx context.Context, cfg fleetConfig, fault fleetFault) (fleet
 	if err != nil {
 		return fleetRun{}, err
 	}
-	st, rt, err := openCounted(rd.addr, rd.cluster, redisstore.WithPrefix(prefix), redisstore.WithLeaseTTL(cfg.leaseTTL))
+	st, rt, err := openCounted(rd.addr, rd.cluster, redisstore.WithFrontierShards(cfg.shardCount()), redisstore.WithPrefix(prefix), redisstore.WithLeaseTTL(cfg.leaseTTL))
 	if err != nil {
 		return fleetRun{}, err
 	}
@@ -206,7 +215,7 @@ func measureFleet(ctx context.Context, cfg fleetConfig, fault fleetFault) (fleet
 	cmds := make([]*exec.Cmd, cfg.procs)
 	var wg sync.WaitGroup
 	for i := range cfg.procs {
-		spec := fleetSpec{Index: i + 1, Redis: rd.addr, Cluster: rd.cluster, Prefix: prefix, Site: site.srv.Listener.Addr().String(),
+		spec := fleetSpec{Index: i + 1, Redis: rd.addr, Cluster: rd.cluster, Shards: cfg.shardCount(), Prefix: prefix, Site: site.srv.Listener.Addr().String(),
 			Workers: cfg.workers, LeaseTTL: cfg.leaseTTL, Jitter: cfg.jitter, Classes: cfg.classes, Bound: cfg.bound,
 			Audit: filepath.Join(trails, fmt.Sprintf("audit%d.jsonl", i+1))}
 		in, _ := json.Marshal(spec)

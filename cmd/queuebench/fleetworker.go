@@ -32,7 +32,8 @@ const fleetWorkerFlag = "-queuebench-fleet-worker"
 type fleetSpec struct {
 	Index    int // names the process in its requests (workerHeader)
 	Redis    string
-	Cluster  []string // instead of Redis: a Redis Cluster's nodes, the frontier in one shard a node
+	Cluster  []string // instead of Redis: a Redis Cluster's nodes
+	Shards   int      // the frontier's shards (redisstore.WithFrontierShards; 0: 1)
 	Prefix   string
 	Site     string // the loopback server's address
 	Workers  int
@@ -146,13 +147,12 @@ func (rt *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.
 
 // openCounted opens a redisstore.Store on a client whose round trips are counted, with the options
 // redisstore.Open would set: a client of the server at addr, or, when cluster names nodes, a cluster
-// client and the frontier in one shard a node.
+// client.
 func openCounted(addr string, cluster []string, opts ...redisstore.Option) (*redisstore.Store, *roundTrips, error) {
 	var c redis.UniversalClient
 	if len(cluster) > 0 {
 		c = redis.NewClusterClient(&redis.ClusterOptions{Addrs: cluster, DialTimeout: 2 * time.Second,
 			MaxRetries: 1, DialerRetries: 1, ContextTimeoutEnabled: true})
-		opts = append(opts, redisstore.WithFrontierShards(len(cluster)))
 	} else {
 		c = redis.NewClient(&redis.Options{Network: "unix", Addr: strings.TrimPrefix(addr, "unix://"), DialTimeout: 2 * time.Second,
 			MaxRetries: 1, DialerRetries: 1, ContextTimeoutEnabled: true})
@@ -180,7 +180,7 @@ func fleetPolicies(classes []hostClass) []ext.Option {
 // crawlFrontier runs one process of the fleet: a pacer on the shared store and an ext.Queue with
 // spec.Workers workers crawling the fleet's frontier until it is empty.
 func crawlFrontier(spec fleetSpec) (fleetResult, error) {
-	st, rt, err := openCounted(spec.Redis, spec.Cluster, redisstore.WithPrefix(spec.Prefix), redisstore.WithLeaseTTL(spec.LeaseTTL))
+	st, rt, err := openCounted(spec.Redis, spec.Cluster, redisstore.WithFrontierShards(max(spec.Shards, 1)), redisstore.WithPrefix(spec.Prefix), redisstore.WithLeaseTTL(spec.LeaseTTL))
 	if err != nil {
 		return fleetResult{}, err
 	}

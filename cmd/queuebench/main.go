@@ -52,6 +52,7 @@ func main() {
 	mixed := flag.Bool("fleet-mixed", false, "fleet: the earlier shape, 200 hosts of three kinds (1 s, 400 ms, 200 ms), 10 pages each, instead of issue 27's 60 hosts × 20 pages at 500 ms")
 	jitter := flag.Float64("fleet-jitter", ext.DefaultJitter, "fleet: the pacers' jitter, the library's default (0: intervals exact, where a burst of fast hosts read by one server can show gaps a few ms short at the server, never at the wire)")
 	cluster := flag.Int("fleet-cluster", 0, "fleet: crawl on a local Redis Cluster of this many masters, the frontier in as many shards (0: one redis-server)")
+	shards := flag.Int("fleet-shards", 0, "fleet: the frontier's shards, redisstore.WithFrontierShards (0: one, or one a master with -fleet-cluster)")
 	fleetHosts := flag.Int("fleet-hosts", 0, "fleet: hosts of the default shape (0: 60)")
 	fleetPages := flag.Int("fleet-pages", 0, "fleet: pages a host of the default shape (0: 20)")
 	urlLen := flag.Int("fleet-url-len", 0, "fleet: pad each page's URL to this many characters (0: about 25)")
@@ -131,7 +132,7 @@ func main() {
 			}
 			fc.classes[i].URLLen = *urlLen
 		}
-		fc.cluster = *cluster
+		fc.cluster, fc.shards = *cluster, *shards
 		fc.workers, fc.jitter = *fleetWorkers, *jitter
 		if *lease > 0 {
 			fc.leaseTTL = *lease

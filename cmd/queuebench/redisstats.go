@@ -217,8 +217,9 @@ func (r *fleetRedis) close() {
 func writeCostTable(out io.Writer, cfg fleetConfig, runs []fleetRun) {
 	where := "one redis-server"
 	if cfg.cluster > 0 {
-		where = fmt.Sprintf("a Redis Cluster of %d masters, the frontier in %d shards", cfg.cluster, cfg.cluster)
+		where = fmt.Sprintf("a Redis Cluster of %d masters", cfg.cluster)
 	}
+	where += fmt.Sprintf(", the frontier in %d shard(s)", cfg.shardCount())
 	_, _ = fmt.Fprintf(out, "\nRedis's own counters (INFO cpu, INFO commandstats, MEMORY USAGE), %s:\n\n", where)
 	_, _ = fmt.Fprintln(out, "| crawl | pages sent | Redis CPU µs a page | each node's share of it | script calls a page | commands a page | seen set B a URL (keys) | seeding: CPU µs, script calls a URL |")
 	_, _ = fmt.Fprintln(out, "|---|---|---|---|---|---|---|---|")
