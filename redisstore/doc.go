@@ -53,7 +53,9 @@
 // share one Redis Cluster slot and every script touches one slot:
 //
 //	<prefix>frontier{N}:sched         sorted set: hosts by when each may be leased next (server ms)
-//	<prefix>frontier{N}:seen          set: the key of every request ever queued (the deduplication)
+//	<prefix>frontier{N}:seen:<B>      set of integers: bucket B of the fingerprints of every request key
+//	                                  ever queued (the deduplication: seen.go)
+//	<prefix>frontier{N}:seen:lh       hash: the buckets' linear hashing (level, split) and their count (n)
 //	<prefix>frontier{N}:n             string: requests queued or handed out and not done
 //	<prefix>frontier{N}:seq           string: the last request ID (INCR)
 //	<prefix>frontier{N}:q:<host>      list: host's queued requests, "<ID>:<request as JSON>", oldest first
@@ -63,6 +65,22 @@
 //	<prefix>frontier{N}:holder:<host> string: the lease holder, kept until the lease ends or is taken over
 //	<prefix>frontier{N}:fence:<host>  string: the host's last lease token (never expires)
 //	<prefix>frontier{N}:members       sorted set: the live members (Queues), by when each heartbeat runs out
+//
+// The seen set keeps a 64-bit fingerprint of each request's key (the first 8 bytes of its SHA-256, a
+// signed decimal), in buckets that Redis keeps as intsets (8 bytes an entry, at most 512 entries with
+// the default set-max-intset-entries): about 9 bytes a key, whatever its length. Keys of one shard
+// whose fingerprints are equal collide, the second taken for seen: about n²/2^65 of n keys (seen.go).
+// The format before (a set <prefix>frontier{N}:seen of whole keys) is migrated by FrontierAdd: the add
+// script refuses to run while that key exists, and the Store moves its keys to fingerprints and
+// deletes it, then adds again.
+//
+// The seen set keeps a 64-bit fingerprint of each request's key (the first 8 bytes of its SHA-256, a
+// signed decimal), in buckets that Redis keeps as intsets (8 bytes an entry, at most 512 entries with
+// the default set-max-intset-entries): about 9 bytes a key, whatever its length. Keys of one shard
+// whose fingerprints are equal collide, the second taken for seen: about n²/2^65 of n keys (seen.go).
+// The format before (a set <prefix>frontier{N}:seen of whole keys) is migrated by FrontierAdd: the add
+// script refuses to run while that key exists, and the Store moves its keys to fingerprints and
+// deletes it, then adds again.
 //
 // The frontier needs Redis 6.2 or later (LPOP with a count). A host's shard is FNV-1a of its name
 // modulo the shard count. Leasing a due host whose lease key is

@@ -75,17 +75,18 @@ func (s *Store) frontierBase(shard int) string {
 	return s.prefix + "frontier{" + strconv.Itoa(shard) + "}:"
 }
 
-// shardKeys are a shard's own keys: its schedule, seen set, count and ID sequence.
-func (s *Store) shardKeys(shard int) (sched, seen, count, seq string) {
+// shardKeys are a shard's own keys: its schedule, count and ID sequence.
+func (s *Store) shardKeys(shard int) (sched, count, seq string) {
 	b := s.frontierBase(shard)
-	return b + "sched", b + "seen", b + "n", b + "seq"
+	return b + "sched", b + "n", b + "seq"
 }
 
 // redeliveredReason is the Reason of a request handed out again (see ext.Frontier).
 const redeliveredReason = "redelivered"
 
 // FrontierAdd implements ext.Frontier: one script run on host's shard, which queues each request whose
-// key its seen set did not hold (or every request, with force), and puts host in the schedule.
+// key's fingerprint (seen.go) its seen set did not hold (or every request, with force), and puts host
+// in the schedule. A shard whose seen set is in the format before fingerprints is migrated first.
 func (s *Store) FrontierAdd(ctx context.Context, host string, reqs []ext.DeferredRequest, keys []string, force bool) (int, error) {
 	if len(reqs) == 0 {
 		return 0, nil
@@ -94,23 +95,33 @@ func (s *Store) FrontierAdd(ctx context.Context, host string, reqs []ext.Deferre
 		return 0, fmt.Errorf("redisstore: frontier add for host %q: %d keys for %d requests", host, len(keys), len(reqs))
 	}
 	shard := s.shardOf(host)
-	sched, seen, count, seq := s.shardKeys(shard)
+	sched, count, seq := s.shardKeys(shard)
 	f := "0"
 	if force {
 		f = "1"
 	}
-	args := []any{host, f}
+	args := []any{host, f, s.frontierBase(shard)}
 	for i, r := range reqs {
 		r.Host = host
 		b, err := encodeDeferred(r, 0)
 		if err != nil {
 			return 0, fmt.Errorf("redisstore: frontier add for host %q: %w", host, err)
 		}
-		args = append(args, keys[i], b)
+		args = append(args, fingerprint(keys[i]), b)
 	}
-	n, err := frontierAddScript.Run(ctx, s.c, []string{sched, seen, count, seq, s.frontierBase(shard) + "q:" + host}, args...).Int()
+	keyNames := []string{sched, s.oldSeenKey(shard), count, seq, s.frontierBase(shard) + "q:" + host}
+	n, err := frontierAddScript.Run(ctx, s.c, keyNames, args...).Int()
+	if err == nil && n < 0 {
+		if err = s.migrateSeen(ctx, shard); err != nil {
+			return 0, err
+		}
+		n, err = frontierAddScript.Run(ctx, s.c, keyNames, args...).Int()
+	}
 	if err != nil {
 		return 0, wrapErr(err, "frontier add for host %q", host)
+	}
+	if n < 0 {
+		return 0, fmt.Errorf("redisstore: frontier add for host %q: the seen set of shard %d is still in the format before fingerprints after its migration: %w", host, shard, ext.ErrCorruptState)
 	}
 	return n, nil
 }
@@ -130,7 +141,7 @@ func (s *Store) FrontierLease(ctx context.Context, owner string, n int, held []s
 	}
 	ttl := s.FrontierTTL().Milliseconds()
 	cmds, err := s.pipelineScript(ctx, frontierLeaseScript, shards, func(i int) ([]string, []any) {
-		sched, _, count, _ := s.shardKeys(i)
+		sched, count, _ := s.shardKeys(i)
 		return []string{sched, s.membersKey(i), count}, []any{owner, ttl, per, s.frontierBase(i), heldBy[i]}
 	})
 	if err != nil {
@@ -185,7 +196,7 @@ func (s *Store) FrontierRenew(ctx context.Context, owner string, hosts []string)
 	}
 	ttl := s.FrontierTTL().Milliseconds()
 	cmds, err := s.pipelineScript(ctx, frontierRenewScript, shards, func(i int) ([]string, []any) {
-		sched, _, _, _ := s.shardKeys(i)
+		sched, _, _ := s.shardKeys(i)
 		args := []any{owner, ttl, s.frontierBase(i)}
 		for _, h := range byShard[i] {
 			args = append(args, h)
@@ -227,7 +238,7 @@ func (s *Store) FrontierLeave(ctx context.Context, owner string) error {
 // FrontierTake implements ext.Frontier: one script run on host's shard.
 func (s *Store) FrontierTake(ctx context.Context, owner, host string, n int) ([]ext.DeferredRequest, bool, error) {
 	shard := s.shardOf(host)
-	sched, _, _, _ := s.shardKeys(shard)
+	sched, _, _ := s.shardKeys(shard)
 	res, err := frontierTakeScript.Run(ctx, s.c, []string{sched}, owner, s.frontierBase(shard), host, max(n, 1)).Slice()
 	if err != nil {
 		return nil, false, wrapErr(err, "frontier take for host %q", host)
@@ -271,7 +282,7 @@ func (s *Store) FrontierDone(ctx context.Context, host string, ids []int64) erro
 		return nil
 	}
 	shard := s.shardOf(host)
-	_, _, count, _ := s.shardKeys(shard)
+	_, count, _ := s.shardKeys(shard)
 	args := []any{s.frontierBase(shard), host}
 	for _, id := range ids {
 		args = append(args, id)
@@ -285,7 +296,7 @@ func (s *Store) FrontierDone(ctx context.Context, host string, ids []int64) erro
 // FrontierRelease implements ext.Frontier: one script run on host's shard.
 func (s *Store) FrontierRelease(ctx context.Context, owner, host string, after time.Duration) error {
 	shard := s.shardOf(host)
-	sched, _, _, _ := s.shardKeys(shard)
+	sched, _, _ := s.shardKeys(shard)
 	if err := frontierReleaseScript.Run(ctx, s.c, []string{sched}, owner, s.frontierBase(shard), host, max(after, 0).Milliseconds()).Err(); err != nil {
 		return wrapErr(err, "frontier release of host %q", host)
 	}
@@ -298,7 +309,7 @@ func (s *Store) FrontierSize(ctx context.Context) (int, error) {
 	cmds := make([]*redis.StringCmd, shards)
 	_, err := s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i := range shards {
-			_, _, count, _ := s.shardKeys(i)
+			_, count, _ := s.shardKeys(i)
 			cmds[i] = p.Get(ctx, count)
 		}
 		return nil

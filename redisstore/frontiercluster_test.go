@@ -43,7 +43,7 @@ func TestFrontierOnARedisCluster(t *testing.T) {
 	c := cl.Client(t)
 	nodes := map[string]bool{}
 	for shard := range 6 {
-		key := fmt.Sprintf("%sfrontier{%d}:seen", prefix, shard)
+		key := fmt.Sprintf("%sfrontier{%d}:seen:lh", prefix, shard)
 		if n, err := c.Exists(ctx, key).Result(); err != nil || n == 0 {
 			continue
 		}

@@ -37,15 +37,60 @@ local function requeue(tk, qk, rk, redo)
 end
 `
 
-// frontierAddScript queues requests of one host. KEYS: the shard's schedule, seen set, count and ID
-// sequence, then the host's queue. ARGV[1] is the host, ARGV[2] "1" to queue even a key seen before (a
-// retry), then a key and a request (JSON) for each request. A request whose key the seen set holds is
-// not queued (unless forced); a queued one gets the next ID and raises the count; the host enters the
-// schedule, due now, unless it is there already (leased, or due). It returns how many were queued.
-var frontierAddScript = redis.NewScript(frontierNowLua + `
+// frontierSeenLua keeps the shard's seen set as fingerprints (seen.go): linear hashing over buckets,
+// each a set of integers, <base>seen:<b>, so that Redis keeps each in its compact intset encoding (8
+// bytes a fingerprint) while it holds no more than set-max-intset-entries (512). The hash
+// <base>seen:lh holds the level and the split pointer of the linear hashing and n, how many
+// fingerprints the buckets hold: there are 2^level + split buckets; a fingerprint's address is its
+// last 15 digits modulo 2^level, or modulo 2^(level+1) when that is under split. When the buckets hold
+// more than seenLoad fingerprints on average, bucket split is split in two (its fingerprints whose
+// address at the next level is split + 2^level move there) and split moves on. seenAdd(base, fp) adds
+// the fingerprint fp (a decimal int64) and returns 1 when it was not there.
+const frontierSeenLua = `
+local seenLoad = 192
+local function seenAddr(fp, level)
+  local y = tonumber(string.sub((string.gsub(fp, '^-', '')), -15))
+  return y % (2 ^ level)
+end
+local function seenAdd(base, fp)
+  local lh = base .. 'seen:lh'
+  local st = redis.call('HMGET', lh, 'level', 'split', 'n')
+  local level, split, n = tonumber(st[1] or '0'), tonumber(st[2] or '0'), tonumber(st[3] or '0')
+  local b = seenAddr(fp, level)
+  if b < split then b = seenAddr(fp, level + 1) end
+  if redis.call('SADD', base .. 'seen:' .. string.format('%d', b), fp) == 0 then return 0 end
+  n = n + 1
+  if n > seenLoad * (2 ^ level + split) then
+    local from, to = base .. 'seen:' .. string.format('%d', split), base .. 'seen:' .. string.format('%d', split + 2 ^ level)
+    local moved = {}
+    for _, m in ipairs(redis.call('SMEMBERS', from)) do
+      if seenAddr(m, level + 1) ~= split then table.insert(moved, m) end
+    end
+    if #moved > 0 then
+      redis.call('SADD', to, unpack(moved))
+      redis.call('SREM', from, unpack(moved))
+    end
+    split = split + 1
+    if split == 2 ^ level then level, split = level + 1, 0 end
+  end
+  redis.call('HSET', lh, 'level', string.format('%d', level), 'split', string.format('%d', split), 'n', string.format('%d', n))
+  return 1
+end
+`
+
+// frontierAddScript queues requests of one host. KEYS: the shard's schedule, the seen set of the
+// format before fingerprints (whole keys), the count and the ID sequence, then the host's queue.
+// ARGV[1] is the host, ARGV[2] "1" to queue even a request seen before (a retry), ARGV[3] the shard's
+// key base, then a fingerprint (seen.go) and a request (JSON) for each request. A request whose
+// fingerprint the seen set holds is not queued (unless forced); a queued one gets the next ID and
+// raises the count; the host enters the schedule, due now, unless it is there already (leased, or
+// due). It returns how many were queued, or -1, changing nothing, while the shard's seen set is in the
+// format before fingerprints (KEYS[2] exists: see migrateSeen).
+var frontierAddScript = redis.NewScript(frontierNowLua + frontierSeenLua + `
+if redis.call('EXISTS', KEYS[2]) == 1 then return -1 end
 local added = 0
-for i = 3, #ARGV, 2 do
-  if redis.call('SADD', KEYS[2], ARGV[i]) == 1 or ARGV[2] == '1' then
+for i = 4, #ARGV, 2 do
+  if seenAdd(ARGV[3], ARGV[i]) == 1 or ARGV[2] == '1' then
     local id = redis.call('INCR', KEYS[4])
     redis.call('RPUSH', KEYS[5], string.format('%d', id) .. ':' .. ARGV[i + 1])
     added = added + 1
@@ -55,6 +100,16 @@ if added > 0 then
   redis.call('INCRBY', KEYS[3], added)
   redis.call('ZADD', KEYS[1], 'NX', now, ARGV[1])
 end
+return added
+`)
+
+// frontierSeenMigrateScript adds the fingerprints ARGV[3…] to the seen set of the shard whose key
+// base is ARGV[1] (frontierSeenLua), and, when ARGV[2] is "1", deletes KEYS[1], the shard's seen set
+// of the format before fingerprints, whose keys they were. It returns how many were new.
+var frontierSeenMigrateScript = redis.NewScript(frontierSeenLua + `
+local added = 0
+for i = 3, #ARGV do added = added + seenAdd(ARGV[1], ARGV[i]) end
+if ARGV[2] == '1' then redis.call('DEL', KEYS[1]) end
 return added
 `)
 

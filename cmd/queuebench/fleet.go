@@ -17,9 +17,7 @@ import (
 
 	"github.com/collypace/ext"
 	"github.com/collypace/ext/audit"
-	"github.com/collypace/ext/internal/redisproc"
 	"github.com/collypace/ext/redisstore"
-	"github.com/redis/go-redis/v9"
 )
 
 // The fleet crawl (-fleet N): N real processes, each an ext.Queue with its workers on a private
@@ -37,6 +35,8 @@ type fleetConfig struct {
 	procs, workers int
 	classes        []hostClass
 	leaseTTL       time.Duration
+	cluster        int           // 0: one redis-server; n: a Redis Cluster of n masters
+	shards         int           // the frontier's shards (0: one, or one a master on a cluster)
 	jitter         float64       // the pacers' jitter (0: every interval exact)
 	killAt         time.Duration // the kill crawl kills process 1 this long after its first page reached the servers
 	freezes        []freezeSpan  // the freeze crawl pauses process 0 (fleetfreeze.go)
@@ -77,6 +77,14 @@ func (c fleetConfig) ideal() time.Duration {
 	return out
 }
 
+// shardCount is the frontier's shards: cfg.shards, else one a master of the cluster, else one.
+func (c fleetConfig) shardCount() int {
+	if c.shards > 0 {
+		return c.shards
+	}
+	return max(c.cluster, 1)
+}
+
 func (c fleetConfig) hosts() int {
 	n := 0
 	for _, hc := range c.classes {
@@ -106,13 +114,13 @@ type fleetRun struct {
 	tightest             float64 // the smallest gap at the servers ÷ its interval (pages delivered in the other order than written, spaced at the wire, left out)
 	wireUnder            int     // the same gaps between the instants the requests reached the wire, under the interval (less wireTolerance)
 	wireTightest         float64
-	roundTrips, commands int64 // of the processes that reported (not a killed one)
-	reportedURLs         int   // the requests those processes sent
-	serverCommands       int64 // commands the server processed during the crawl (every process)
-	seedTrips            int64 // round trips of the seeding AddURLs
-	victimInFlight       int   // the killed process's requests the servers were serving at the kill
-	victimSent           int   // the killed process's requests before the kill
-	victimDuplicates     int   // duplicates whose first arrival was the killed process's, before the kill
+	roundTrips, commands int64     // of the processes that reported (not a killed one)
+	reportedURLs         int       // the requests those processes sent
+	cost, seedCost       redisCost // what the crawl (every page sent), and the seeding (every URL added), cost Redis
+	seedTrips            int64     // round trips of the seeding AddURLs
+	victimInFlight       int       // the killed process's requests the servers were serving at the kill
+	victimSent           int       // the killed process's requests before the kill
+	victimDuplicates     int       // duplicates whose first arrival was the killed process's, before the kill
 	boundedStop          bool
 	perProcess           []int              // pages each process sent, by arrivals
 	victimHosts          int                // hosts the killed process was crawling, with pages left at the kill
@@ -153,18 +161,23 @@ const (
 // measureFleet runs one fleet crawl on a fresh redis-server and site, with the fault.
 func measureFleet(ctx context.Context, cfg fleetConfig, fault fleetFault) (fleetRun, error) {
 	kill := fault == faultKill
-	srv, err := redisproc.Start(ctx, "queuebench")
+	rd, err := startFleetRedis(ctx, cfg.cluster)
 	if err != nil {
 		return fleetRun{}, err
 	}
-	defer srv.Close()
+	defer rd.close()
 	site := startFleetSite(cfg.classes)
 	defer site.srv.Close()
 	urls := fleetURLs(cfg.classes)
 	const prefix = "queuebench:"
+	rd.prefix = prefix
 
 	// Seed the frontier as a crawler would: AddURL on a Queue of the fleet.
-	st, rt, err := openCounted(srv.Addr(), redisstore.WithPrefix(prefix), redisstore.WithLeaseTTL(cfg.leaseTTL))
+	seedStart, err := rd.read(ctx)
+	if err != nil {
+		return fleetRun{}, err
+	}
+	st, rt, err := openCounted(rd.addr, rd.cluster, redisstore.WithFrontierShards(cfg.shardCount()), redisstore.WithPrefix(prefix), redisstore.WithLeaseTTL(cfg.leaseTTL))
 	if err != nil {
 		return fleetRun{}, err
 	}
@@ -182,9 +195,7 @@ func measureFleet(ctx context.Context, cfg fleetConfig, fault fleetFault) (fleet
 		return fleetRun{}, err
 	}
 	// The fleet starts at once: no sleep after the seeding.
-	info := redis.NewClient(&redis.Options{Network: "unix", Addr: strings.TrimPrefix(srv.Addr(), "unix://")})
-	defer info.Close()
-	startCommands, err := serverCommands(ctx, info)
+	crawlStart, err := rd.read(ctx)
 	if err != nil {
 		return fleetRun{}, err
 	}
@@ -204,7 +215,7 @@ func measureFleet(ctx context.Context, cfg fleetConfig, fault fleetFault) (fleet
 	cmds := make([]*exec.Cmd, cfg.procs)
 	var wg sync.WaitGroup
 	for i := range cfg.procs {
-		spec := fleetSpec{Index: i + 1, Redis: srv.Addr(), Prefix: prefix, Site: site.srv.Listener.Addr().String(),
+		spec := fleetSpec{Index: i + 1, Redis: rd.addr, Cluster: rd.cluster, Shards: cfg.shardCount(), Prefix: prefix, Site: site.srv.Listener.Addr().String(),
 			Workers: cfg.workers, LeaseTTL: cfg.leaseTTL, Jitter: cfg.jitter, Classes: cfg.classes, Bound: cfg.bound,
 			Audit: filepath.Join(trails, fmt.Sprintf("audit%d.jsonl", i+1))}
 		in, _ := json.Marshal(spec)
@@ -253,7 +264,7 @@ func measureFleet(ctx context.Context, cfg fleetConfig, fault fleetFault) (fleet
 			return fleetRun{}, err
 		}
 	}
-	endCommands, err := serverCommands(ctx, info)
+	crawlEnd, err := rd.read(ctx)
 	if err != nil {
 		return fleetRun{}, err
 	}
@@ -277,7 +288,12 @@ func measureFleet(ctx context.Context, cfg fleetConfig, fault fleetFault) (fleet
 		}
 	}
 	r.kill, r.urls, r.seedTrips = kill, len(urls), seedTrips
-	r.serverCommands = endCommands - startCommands
+	r.seedCost = costOf(len(urls), since(crawlStart, seedStart))
+	r.cost = costOf(len(site.log()), since(crawlEnd, crawlStart))
+	if r.cost.seenBytes, r.cost.seenKeys, err = rd.seenBytes(ctx); err != nil {
+		return fleetRun{}, err
+	}
+	r.cost.urls = len(urls)
 	for _, res := range results {
 		if res != nil {
 			r.roundTrips += res.RoundTrips
@@ -287,22 +303,6 @@ func measureFleet(ctx context.Context, cfg fleetConfig, fault fleetFault) (fleet
 	}
 	r.boundedStop = time.Since(start) >= cfg.bound
 	return r, nil
-}
-
-// serverCommands reads the server's count of commands processed (INFO stats).
-func serverCommands(ctx context.Context, c *redis.Client) (int64, error) {
-	info, err := c.Info(ctx, "stats").Result()
-	if err != nil {
-		return 0, err
-	}
-	for line := range strings.SplitSeq(info, "\n") {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "total_commands_processed:"); ok {
-			var n int64
-			_, err := fmt.Sscan(v, &n)
-			return n, err
-		}
-	}
-	return 0, fmt.Errorf("no total_commands_processed in INFO stats")
 }
 
 // analyzeFleet measures a crawl from the servers' log.
@@ -390,7 +390,7 @@ func analyzeFleet(cfg fleetConfig, log []fleetArrival, wireBy map[int]map[string
 		for i := range hc.Hosts {
 			var at []time.Time
 			for p := range hc.Pages {
-				if t, ok := wire[fmt.Sprintf("http://%s/p/%d", fleetHost(c, i), p)]; ok {
+				if t, ok := wire[pageURL(hc, c, i, p)]; ok {
 					at = append(at, t)
 				}
 			}
@@ -462,8 +462,8 @@ func shareSpread(per []int) float64 {
 // writeFleetTable prints the fleet crawls as a Markdown table, then each process's figures.
 func writeFleetTable(out io.Writer, cfg fleetConfig, runs []fleetRun) {
 	ideal := cfg.ideal()
-	_, _ = fmt.Fprintln(out, "| crawl | URLs fetched | duplicates | makespan | ÷ ideal | pages by process | furthest from an even share | takeover after the kill | gaps under the floor | tightest gap ÷ interval (at the wire) | Redis round trips per URL (commands) | server commands per URL |")
-	_, _ = fmt.Fprintln(out, "|---|---|---|---|---|---|---|---|---|---|---|---|")
+	_, _ = fmt.Fprintln(out, "| crawl | URLs fetched | duplicates | makespan | ÷ ideal | pages by process | furthest from an even share | takeover after the kill | gaps under the floor | tightest gap ÷ interval (at the wire) | Redis round trips per URL (commands) |")
+	_, _ = fmt.Fprintln(out, "|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, r := range runs {
 		name := fmt.Sprintf("%d processes", cfg.procs)
 		takeover := "—"
@@ -483,10 +483,11 @@ func writeFleetTable(out io.Writer, cfg fleetConfig, runs []fleetRun) {
 		if !r.kill {
 			spread = fmt.Sprintf("%.0f%%", 100*shareSpread(r.perProcess))
 		}
-		_, _ = fmt.Fprintf(out, "| %s | %d / %d | %d | %s | %.3f | %s | %s | %s | %d of %d | %.3f (%.3f) | %.2f (%.2f) + %.2f to add | %.2f |\n",
+		_, _ = fmt.Fprintf(out, "| %s | %d / %d | %d | %s | %.3f | %s | %s | %s | %d of %d | %.3f (%.3f) | %.2f (%.2f) + %.2f to add |\n",
 			name, r.fetched, r.urls, r.duplicates, makespan, float64(r.makespan)/float64(ideal), strings.Trim(strings.Join(strings.Fields(fmt.Sprint(r.perProcess)), " / "), "[]"),
-			spread, takeover, r.gapsUnder, r.gaps, r.tightest, r.wireTightest, perURL, cmdsPerURL, float64(r.seedTrips)/float64(r.urls), float64(r.serverCommands)/float64(r.urls))
+			spread, takeover, r.gapsUnder, r.gaps, r.tightest, r.wireTightest, perURL, cmdsPerURL, float64(r.seedTrips)/float64(r.urls))
 	}
+	writeCostTable(out, cfg, runs)
 	for _, r := range runs {
 		for _, m := range r.members {
 			_, _ = fmt.Fprintf(out, "\n- kill %v, member %s: leased %d, gave up %d over its share, took over %d, handed %d requests again", r.kill, m.Member, m.Leased, m.Stolen, m.TakenOver, m.Resent)

@@ -89,6 +89,7 @@ func TestFleetCrawlFetchesEveryURL(t *testing.T) {
 		if r.roundTrips == 0 || r.reportedURLs == 0 {
 			t.Errorf("kill %v: no round trips counted (%d for %d URLs)", kill, r.roundTrips, r.reportedURLs)
 		}
+		checkCost(t, r, 1)
 		runs = append(runs, r)
 	}
 	var out bytes.Buffer
@@ -96,6 +97,46 @@ func TestFleetCrawlFetchesEveryURL(t *testing.T) {
 	if !strings.Contains(out.String(), "| 2 processes | 80 / 80 | 0 |") {
 		t.Errorf("table:\n%s", out.String())
 	}
+}
+
+// checkCost checks that Redis's counters were read on each of the nodes: every page cost scripts, the
+// nodes' CPU, and the seen set holds every URL in some bytes.
+func checkCost(t *testing.T, r fleetRun, nodes int) {
+	t.Helper()
+	c := r.cost
+	if c.pages < r.fetched || c.scripts < int64(c.pages) || c.commands < c.scripts || len(c.cpu) != nodes || c.cpuPerPage() <= 0 {
+		t.Errorf("Redis's counters: %d pages, %d script calls, %d commands, CPU %v s by node: want a script call a page at least, on %d nodes", c.pages, c.scripts, c.commands, c.cpu, nodes)
+	}
+	if c.seenBytes < int64(c.urls) || c.seenKeys == 0 || r.seedCost.scripts < int64(r.urls) {
+		t.Errorf("seen set: %d bytes in %d keys for %d URLs; seeding %d script calls: want them measured", c.seenBytes, c.seenKeys, c.urls, r.seedCost.scripts)
+	}
+}
+
+// Issue 35: the fleet crawl on a local Redis Cluster of three masters, the frontier in three shards:
+// every URL fetched once, no gap under a host's interval at the wire, and each node's counters read.
+func TestFleetCrawlOnARedisCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the fleet crawl starts processes and a Redis Cluster")
+	}
+	cfg := fleetConfig{procs: 2, workers: 2, leaseTTL: 600 * time.Millisecond, bound: time.Minute, cluster: 3,
+		classes: []hostClass{{Name: "host", Hosts: 12, Interval: 150 * time.Millisecond, Latency: 5 * time.Millisecond, Pages: 5, URLLen: 90}}}
+	r, err := measureFleet(context.Background(), cfg, faultNone)
+	if errors.Is(err, redisproc.ErrNotFound) && os.Getenv("CI") == "" {
+		t.Skip(err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.fetched != r.urls || r.duplicates != 0 || r.boundedStop {
+		t.Errorf("%d of %d URLs fetched, %d twice (stopped at the bound: %v): want every one once", r.fetched, r.urls, r.duplicates, r.boundedStop)
+	}
+	if r.wireUnder != 0 {
+		t.Errorf("%d gaps under a host's interval at the wire (tightest %.3f of it)", r.wireUnder, r.wireTightest)
+	}
+	checkCost(t, r, 3)
+	var out bytes.Buffer
+	writeFleetTable(&out, cfg, []fleetRun{r})
+	t.Logf("\n%s", out.String())
 }
 
 // Issue 33, item 1: a fleet member paused (SIGSTOP, then SIGCONT) for longer than its leases, once, and

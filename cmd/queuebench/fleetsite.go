@@ -20,6 +20,7 @@ type hostClass struct {
 	Interval time.Duration
 	Latency  time.Duration
 	Pages    int
+	URLLen   int // each page's URL padded to this many characters (0: "http://<host>/p/<n>", about 25)
 }
 
 // fleetHost is the key of host i of class c ("c<class>-h<i>.test"); the host policies match by class.
@@ -31,11 +32,20 @@ func fleetURLs(classes []hostClass) []string {
 	for c, hc := range classes {
 		for i := range hc.Hosts {
 			for p := range hc.Pages {
-				out = append(out, fmt.Sprintf("http://%s/p/%d", fleetHost(c, i), p))
+				out = append(out, pageURL(hc, c, i, p))
 			}
 		}
 	}
 	return out
+}
+
+// pageURL is the URL of page p of host i of class c, padded to hc.URLLen characters.
+func pageURL(hc hostClass, c, i, p int) string {
+	u := fmt.Sprintf("http://%s/p/%d", fleetHost(c, i), p)
+	if pad := hc.URLLen - len(u) - 1; pad > 0 {
+		u += "/" + strings.Repeat("x", pad)
+	}
+	return u
 }
 
 // fleetArrival is one page request as the servers saw it.

@@ -32,6 +32,8 @@ const fleetWorkerFlag = "-queuebench-fleet-worker"
 type fleetSpec struct {
 	Index    int // names the process in its requests (workerHeader)
 	Redis    string
+	Cluster  []string // instead of Redis: a Redis Cluster's nodes
+	Shards   int      // the frontier's shards (redisstore.WithFrontierShards; 0: 1)
 	Prefix   string
 	Site     string // the loopback server's address
 	Workers  int
@@ -144,11 +146,17 @@ func (rt *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.
 }
 
 // openCounted opens a redisstore.Store on a client whose round trips are counted, with the options
-// redisstore.Open would set.
-func openCounted(addr string, opts ...redisstore.Option) (*redisstore.Store, *roundTrips, error) {
-	o := &redis.Options{Network: "unix", Addr: strings.TrimPrefix(addr, "unix://"), DialTimeout: 2 * time.Second,
-		MaxRetries: 1, DialerRetries: 1, ContextTimeoutEnabled: true}
-	c := redis.NewClient(o)
+// redisstore.Open would set: a client of the server at addr, or, when cluster names nodes, a cluster
+// client.
+func openCounted(addr string, cluster []string, opts ...redisstore.Option) (*redisstore.Store, *roundTrips, error) {
+	var c redis.UniversalClient
+	if len(cluster) > 0 {
+		c = redis.NewClusterClient(&redis.ClusterOptions{Addrs: cluster, DialTimeout: 2 * time.Second,
+			MaxRetries: 1, DialerRetries: 1, ContextTimeoutEnabled: true})
+	} else {
+		c = redis.NewClient(&redis.Options{Network: "unix", Addr: strings.TrimPrefix(addr, "unix://"), DialTimeout: 2 * time.Second,
+			MaxRetries: 1, DialerRetries: 1, ContextTimeoutEnabled: true})
+	}
 	rt := &roundTrips{}
 	c.AddHook(rt)
 	st, err := redisstore.NewErr(c, opts...)
@@ -172,7 +180,7 @@ func fleetPolicies(classes []hostClass) []ext.Option {
 // crawlFrontier runs one process of the fleet: a pacer on the shared store and an ext.Queue with
 // spec.Workers workers crawling the fleet's frontier until it is empty.
 func crawlFrontier(spec fleetSpec) (fleetResult, error) {
-	st, rt, err := openCounted(spec.Redis, redisstore.WithPrefix(spec.Prefix), redisstore.WithLeaseTTL(spec.LeaseTTL))
+	st, rt, err := openCounted(spec.Redis, spec.Cluster, redisstore.WithFrontierShards(max(spec.Shards, 1)), redisstore.WithPrefix(spec.Prefix), redisstore.WithLeaseTTL(spec.LeaseTTL))
 	if err != nil {
 		return fleetResult{}, err
 	}

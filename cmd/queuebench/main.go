@@ -6,6 +6,7 @@
 //	go run ./cmd/queuebench            # 1 000 hosts, 20 slow (Crawl-delay 5 s), 10 refusing, 8 workers, 10 000 URLs
 //	go run ./cmd/queuebench -short     # a quick version
 //	go run ./cmd/queuebench -fleet 3   # the fleet's frontier: 3 processes × 8 workers on a private redis-server, 60 hosts × 20 pages, then one killed 4 s in
+//	go run ./cmd/queuebench -fleet 3 -fleet-cluster 3 -fleet-hosts 1000 -fleet-pages 5   # the same on a local 3-master Redis Cluster, 1,000 hosts
 //	go run ./cmd/queuebench -fleet 3 -freeze-for 2.2s -freezes 8 -runs 20   # one process paused 8 times for 2.2 s (20 hosts × 60 pages), then killed instead; 20 runs
 //	go run ./cmd/queuebench -crashloop both    # a crawler SIGKILLed 50 times at random instants (5 ms – 4 s after each start) on SQLite, then on Redis
 //
@@ -50,6 +51,11 @@ func main() {
 	killAt := flag.Duration("kill-at", 0, "when the kill crawl SIGKILLs one process (0: 4 s in; 1.06 s with -fleet-mixed)")
 	mixed := flag.Bool("fleet-mixed", false, "fleet: the earlier shape, 200 hosts of three kinds (1 s, 400 ms, 200 ms), 10 pages each, instead of issue 27's 60 hosts × 20 pages at 500 ms")
 	jitter := flag.Float64("fleet-jitter", ext.DefaultJitter, "fleet: the pacers' jitter, the library's default (0: intervals exact, where a burst of fast hosts read by one server can show gaps a few ms short at the server, never at the wire)")
+	cluster := flag.Int("fleet-cluster", 0, "fleet: crawl on a local Redis Cluster of this many masters, the frontier in as many shards (0: one redis-server)")
+	shards := flag.Int("fleet-shards", 0, "fleet: the frontier's shards, redisstore.WithFrontierShards (0: one, or one a master with -fleet-cluster)")
+	fleetHosts := flag.Int("fleet-hosts", 0, "fleet: hosts of the default shape (0: 60)")
+	fleetPages := flag.Int("fleet-pages", 0, "fleet: pages a host of the default shape (0: 20)")
+	urlLen := flag.Int("fleet-url-len", 0, "fleet: pad each page's URL to this many characters (0: about 25)")
 	gaps := flag.Bool("gaps", false, "fleet: describe on stderr each gap under a host's interval")
 	freezeFor := flag.Duration("freeze-for", 0, "fleet: pause process 1 (SIGSTOP, then SIGCONT) this long, instead of the plain and kill crawls; 20 hosts × 60 pages at 500 ms")
 	freezeAt := flag.Duration("freeze-at", 3*time.Second, "fleet: the first pause's start")
@@ -117,6 +123,16 @@ func main() {
 		if *mixed {
 			fc = mixedFleetConfig(*fleet)
 		}
+		for i := range fc.classes {
+			if *fleetHosts > 0 {
+				fc.classes[i].Hosts = *fleetHosts
+			}
+			if *fleetPages > 0 {
+				fc.classes[i].Pages = *fleetPages
+			}
+			fc.classes[i].URLLen = *urlLen
+		}
+		fc.cluster, fc.shards = *cluster, *shards
 		fc.workers, fc.jitter = *fleetWorkers, *jitter
 		if *lease > 0 {
 			fc.leaseTTL = *lease
