@@ -346,10 +346,9 @@ func (p *Pacer) applyRules(h *host, e, r *robotsEntry, now time.Time) bool {
 	return changed
 }
 
-// applyCrawlDelay makes a robots.txt's Crawl-delay part of the host's interval and audits what was
-// not taken as published.
-func (p *Pacer) applyCrawlDelay(h *host, e *robotsEntry) {
-	now := e.fetchedAt
+// applyCrawlDelay makes a robots.txt's Crawl-delay part of the host's interval at now and audits what
+// was not taken as published.
+func (p *Pacer) applyCrawlDelay(h *host, e *robotsEntry, now time.Time) {
 	info := e.info
 	e.applied.Store(h.serial)
 	p.applyRules(h, e, e, now)

@@ -29,8 +29,9 @@ func (p *Pacer) readRobots(ctx context.Context, e, prev *robotsEntry, h *host, o
 		clamped, h.crawlClamped = h.crawlClamped, false
 		h.mu.Unlock()
 	}
-	status, body, err := p.getRobots(ctx, origin, agent)
-	e.fetchedAt, e.status, e.err = p.now(), int16(min(max(status, 0), 999)), err
+	read := p.fetchRobots(ctx, h.key, origin, agent)
+	status, body, err := read.status, read.body, read.err
+	e.fetchedAt, e.status, e.err = read.fetchedAt, int16(min(max(status, 0), 999)), err
 	token := p.cfg.robotsAgent
 	if token == "" {
 		token = productToken(agent)
@@ -64,7 +65,11 @@ func (p *Pacer) readRobots(ctx context.Context, e, prev *robotsEntry, h *host, o
 	default:
 		e.info = parseRobots(status, body, token, p.cfg.maxCrawlDelay)
 	}
-	p.applyCrawlDelay(h, e)
+	now := e.fetchedAt
+	if read.shared {
+		now = p.now() // read by another pacer, earlier: its TTL runs from then, what it does from now
+	}
+	p.applyCrawlDelay(h, e, now)
 }
 
 // getRobots fetches origin's robots.txt through the pacer (a departure like any other) and returns
