@@ -6,10 +6,10 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"net/http"
 	"time"
 
 	"github.com/collypace/ext/audit"
+	"github.com/collypace/ext/internal/robotstxt"
 	"github.com/rs/zerolog"
 )
 
@@ -119,7 +119,7 @@ func (p *Pacer) loadRobots(ctx context.Context, rs robotsStore, origin string) (
 	switch {
 	case !robotsShareable(status, nil):
 		return robotsRead{}, fmt.Errorf("%w: status %d is not a read that says what applies", ErrCorruptState, status)
-	case len(body) > maxRobotsBody+1:
+	case len(body) > robotstxt.MaxBody+1:
 		return robotsRead{}, fmt.Errorf("%w: body of %d bytes, over the read limit", ErrCorruptState, len(body))
 	case fetchedAt.IsZero() || fetchedAt.After(now.Add(robotsClockSkew)):
 		return robotsRead{}, fmt.Errorf("%w: read at %v, not before now", ErrCorruptState, fetchedAt.UTC())
@@ -145,11 +145,11 @@ func (p *Pacer) shareRobots(rs robotsStore, hostKey, origin, token string, read 
 	}
 }
 
-// robotsShareable reports whether a read with this status and error says what applies (RFC 9309): a
-// 2xx, a 3xx (too many redirects) or a 4xx other than 429. An unreachable robots.txt is retried by
-// each pacer on its own schedule, and a void read (cancelled, refused by the breaker) says nothing.
+// robotsShareable reports whether a read with this status and error says what applies (RFC 9309): its
+// rules, or none (unavailable). An unreachable robots.txt is retried by each pacer on its own
+// schedule, and a void read (cancelled, refused by the breaker) says nothing.
 func robotsShareable(status int, err error) bool {
-	return err == nil && status >= 200 && status < 500 && status != http.StatusTooManyRequests
+	return err == nil && robotstxt.StatusClass(status) != robotstxt.Unreachable
 }
 
 // robotsStoreEvent audits what the store did to a robots.txt read.

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/collypace/ext/audit"
+	"github.com/collypace/ext/internal/robotstxt"
 	"github.com/gocolly/colly/v2"
 	"github.com/rs/zerolog"
 )
@@ -202,7 +203,7 @@ func TestRobotsBadStoredReadReadAgain(t *testing.T) {
 	for name, bad := range map[string]read{
 		"unreachable status": {status: 503},
 		"future read":        {status: 200, fetchedAt: time.Hour},
-		"oversized body":     {status: 200, body: make([]byte, maxRobotsBody+2)},
+		"oversized body":     {status: 200, body: make([]byte, robotstxt.MaxBody+2)},
 		"no read instant":    {status: 200, fetchedAt: -1},
 	} {
 		t.Run(name, func(t *testing.T) {
