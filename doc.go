@@ -61,7 +61,8 @@
 //   - outcome.go: what an outcome means (refusal, server error, clean, neutral) and what it changes;
 //   - retryafter.go: Retry-After, HTTP-dates and the server's clock;
 //   - ratelimit.go: the rate-limit header families (X-RateLimit-*, RateLimit-*, structured RateLimit);
-//   - robots.go, robotscache.go, robotsfetch.go: robots.txt, Crawl-delay and its cap, one fetch per origin a day;
+//   - robotscache.go, robotsfetch.go, robotsshare.go: robots.txt, Crawl-delay and its cap, one fetch per origin a day
+//     (per fleet, with a store that shares reads); internal/robotstxt parses it;
 //   - breaker.go, defer.go: the circuit breaker and the requests it defers;
 //   - queue.go, queuestore.go, queueheap.go: the host-aware Queue, its store I/O and its heaps;
 //   - store.go, persist.go, memstore.go: the Store contract, write-behind and write-through of state;

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"slices"
 	"sync"
+	"time"
 )
 
 // memoryStore is a Store that lives in the process: the default, for the deferred queue of a single
@@ -16,6 +17,22 @@ type memoryStore struct {
 	deferred []DeferredRequest // by ascending ID
 	nextID   int64
 	spilled  map[string][]DeferredRequest // a Queue's spilled requests by host, oldest first
+	robots   map[string]storedRobots      // shared robots.txt reads by origin (robotsStore); nil until the first
+	claims   map[string]robotsClaim       // claimed robots.txt reads by origin; nil until the first
+}
+
+// storedRobots is a shared robots.txt read (SaveRobots).
+type storedRobots struct {
+	status    int
+	body      []byte
+	fetchedAt time.Time
+	expires   time.Time
+}
+
+// robotsClaim is a claim on an origin's robots.txt read (ClaimRobots).
+type robotsClaim struct {
+	token string
+	until time.Time
 }
 
 // newMemoryStore returns an empty memoryStore.
@@ -157,6 +174,58 @@ func (m *memoryStore) SpilledHosts(context.Context) (map[string]int, error) {
 		out[h] = len(rs)
 	}
 	return out, nil
+}
+
+// LoadRobots implements robotsStore.
+func (m *memoryStore) LoadRobots(_ context.Context, origin string) (int, []byte, time.Time, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r, ok := m.robots[origin]
+	if !ok || !time.Now().Before(r.expires) {
+		return 0, nil, time.Time{}, nil
+	}
+	return r.status, slices.Clone(r.body), r.fetchedAt, nil
+}
+
+// SaveRobots implements robotsStore.
+func (m *memoryStore) SaveRobots(_ context.Context, origin string, status int, body []byte, fetchedAt time.Time, ttl time.Duration) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.claims, origin)
+	if ttl <= 0 {
+		delete(m.robots, origin)
+		return nil
+	}
+	if m.robots == nil {
+		m.robots = make(map[string]storedRobots)
+	}
+	m.robots[origin] = storedRobots{status: status, body: slices.Clone(body), fetchedAt: fetchedAt, expires: time.Now().Add(ttl)}
+	return nil
+}
+
+// ClaimRobots implements robotsStore.
+func (m *memoryStore) ClaimRobots(_ context.Context, origin, token string, ttl time.Duration) (bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := time.Now()
+	if c, ok := m.claims[origin]; ok && now.Before(c.until) {
+		return false, nil
+	}
+	if m.claims == nil {
+		m.claims = make(map[string]robotsClaim)
+	}
+	m.claims[origin] = robotsClaim{token: token, until: now.Add(ttl)}
+	return true, nil
+}
+
+// ReleaseRobots implements robotsStore.
+func (m *memoryStore) ReleaseRobots(_ context.Context, origin, token string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if c, ok := m.claims[origin]; ok && c.token == token {
+		delete(m.claims, origin)
+	}
+	return nil
 }
 
 // Close implements Store.

@@ -18,3 +18,7 @@ func BenchmarkDeparture(b *testing.B) { storetest.BenchDeparture(b, nil) }
 func BenchmarkDepartureMemoryStore(b *testing.B) {
 	storetest.BenchDeparture(b, ext.NewMemoryStoreForTest())
 }
+
+func TestMemoryStoreRobotsConformance(t *testing.T) {
+	storetest.RunRobots(t, func(t *testing.T) storetest.RobotsStore { return ext.NewMemoryStoreForTest() })
+}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/collypace/ext/audit"
+	"github.com/collypace/ext/internal/robotstxt"
 	"github.com/rs/zerolog"
 )
 
@@ -57,7 +58,7 @@ type robotsEntry struct {
 	// kept once done, so that a cached entry does not hold a channel.
 	wait      atomic.Pointer[chan struct{}]
 	fetchedAt time.Time
-	info      robotsInfo
+	info      robotstxt.Info
 	err       error
 	*robotsOutage
 
@@ -312,14 +313,14 @@ func (p *Pacer) reapplyRobots(h *host, e, r *robotsEntry) {
 // it does when the delay is taken as published, and when it is above the cap and the host is parked
 // (nothing departs); it does not with BreakerPolicy.IgnoreCaps, which crawls at the cap. why starts the
 // event's detail.
-func (p *Pacer) crawlDelayCompliance(info robotsInfo) (compliant bool, level zerolog.Level, why string) {
+func (p *Pacer) crawlDelayCompliance(info robotstxt.Info) (compliant bool, level zerolog.Level, why string) {
 	switch {
 	case info.Published <= info.CrawlDelay:
 		return true, zerolog.InfoLevel, ""
 	case p.cfg.breaker.IgnoreCaps:
-		return false, zerolog.WarnLevel, fmt.Sprintf("robots.txt asks for %s; crawled at the cap (IgnoreCaps); ", robotsFmtDelay(info.Published))
+		return false, zerolog.WarnLevel, fmt.Sprintf("robots.txt asks for %s; crawled at the cap (IgnoreCaps); ", robotstxt.FormatDelay(info.Published))
 	}
-	return true, zerolog.WarnLevel, fmt.Sprintf("robots.txt asks for %s, above the cap: the host is parked, nothing departs; ", robotsFmtDelay(info.Published))
+	return true, zerolog.WarnLevel, fmt.Sprintf("robots.txt asks for %s, above the cap: the host is parked, nothing departs; ", robotstxt.FormatDelay(info.Published))
 }
 
 // applyRules makes the Crawl-delay of r, the rules read for e's origin, part of h's interval at now
@@ -346,10 +347,9 @@ func (p *Pacer) applyRules(h *host, e, r *robotsEntry, now time.Time) bool {
 	return changed
 }
 
-// applyCrawlDelay makes a robots.txt's Crawl-delay part of the host's interval and audits what was
-// not taken as published.
-func (p *Pacer) applyCrawlDelay(h *host, e *robotsEntry) {
-	now := e.fetchedAt
+// applyCrawlDelay makes a robots.txt's Crawl-delay part of the host's interval at now and audits what
+// was not taken as published.
+func (p *Pacer) applyCrawlDelay(h *host, e *robotsEntry, now time.Time) {
 	info := e.info
 	e.applied.Store(h.serial)
 	p.applyRules(h, e, e, now)
@@ -372,12 +372,12 @@ func (p *Pacer) applyCrawlDelay(h *host, e *robotsEntry) {
 
 // crawlClampDetail says what a Crawl-delay above the cap does: it parks the host, or with IgnoreCaps
 // it is held to the cap.
-func (p *Pacer) crawlClampDetail(info robotsInfo) string {
+func (p *Pacer) crawlClampDetail(info robotstxt.Info) string {
 	if p.cfg.breaker.IgnoreCaps {
-		return fmt.Sprintf("robots.txt asks for %s, honoured up to %v (IgnoreCaps)", robotsFmtDelay(info.Published), info.CrawlDelay)
+		return fmt.Sprintf("robots.txt asks for %s, honoured up to %v (IgnoreCaps)", robotstxt.FormatDelay(info.Published), info.CrawlDelay)
 	}
 	return fmt.Sprintf("robots.txt asks for %s, above the cap of %v: the host is parked (%s), its requests deferred until robots.txt is read again",
-		robotsFmtDelay(info.Published), p.cfg.maxCrawlDelay, audit.TripCrawlDelay)
+		robotstxt.FormatDelay(info.Published), p.cfg.maxCrawlDelay, audit.TripCrawlDelay)
 }
 
 // keyCrawlDelay returns the largest Crawl-delay, as honoured and as published, among the robots.txt

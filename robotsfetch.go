@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/collypace/ext/audit"
+	"github.com/collypace/ext/internal/robotstxt"
 	"github.com/rs/zerolog"
 )
 
@@ -29,11 +30,12 @@ func (p *Pacer) readRobots(ctx context.Context, e, prev *robotsEntry, h *host, o
 		clamped, h.crawlClamped = h.crawlClamped, false
 		h.mu.Unlock()
 	}
-	status, body, err := p.getRobots(ctx, origin, agent)
-	e.fetchedAt, e.status, e.err = p.now(), int16(min(max(status, 0), 999)), err
+	read := p.fetchRobots(ctx, h.key, origin, agent)
+	status, body, err := read.status, read.body, read.err
+	e.fetchedAt, e.status, e.err = read.fetchedAt, int16(min(max(status, 0), 999)), err
 	token := p.cfg.robotsAgent
 	if token == "" {
-		token = productToken(agent)
+		token = robotstxt.ProductToken(agent)
 	}
 	switch {
 	case ctx.Err() != nil || errors.Is(err, errWaitBeyondDeadline) || errors.Is(err, ErrBreakerOpen) && p.hostParkedOrProbing(h):
@@ -55,16 +57,20 @@ func (p *Pacer) readRobots(ctx context.Context, e, prev *robotsEntry, h *host, o
 		}
 		p.robots.mu.Unlock()
 		return
-	case err != nil || status >= 500 || status == http.StatusTooManyRequests:
+	case err != nil || robotstxt.StatusClass(status) == robotstxt.Unreachable:
 		p.robotsFailed(e, prev, h)
 		return
-	case status >= 300 && status < 400:
-		// Too many redirects: RFC 9309 lets us treat robots.txt as unavailable, that is, no rules.
-		e.info = parseRobots(http.StatusNotFound, nil, token, p.cfg.maxCrawlDelay)
+	case robotstxt.StatusClass(status) == robotstxt.Unavailable:
+		// A 4xx, or a 3xx left after too many redirects (RFC 9309 lets us treat it as unavailable): no rules.
+		e.info = robotstxt.Parse(http.StatusNotFound, nil, token, p.cfg.maxCrawlDelay)
 	default:
-		e.info = parseRobots(status, body, token, p.cfg.maxCrawlDelay)
+		e.info = robotstxt.Parse(status, body, token, p.cfg.maxCrawlDelay)
 	}
-	p.applyCrawlDelay(h, e)
+	now := e.fetchedAt
+	if read.shared {
+		now = p.now() // read by another pacer, earlier: its TTL runs from then, what it does from now
+	}
+	p.applyCrawlDelay(h, e, now)
 }
 
 // getRobots fetches origin's robots.txt through the pacer (a departure like any other) and returns
@@ -103,7 +109,7 @@ func (p *Pacer) getRobots(ctx context.Context, origin, agent string) (int, []byt
 		return 0, nil, err
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxRobotsBody+1))
+	body, err := io.ReadAll(io.LimitReader(resp.Body, robotstxt.MaxBody+1))
 	return resp.StatusCode, body, err
 }
 

@@ -42,6 +42,7 @@ type fleetConfig struct {
 	freezes        []freezeSpan  // the freeze crawl pauses process 0 (fleetfreeze.go)
 	bound          time.Duration
 	gapLog         io.Writer // when set, each gap under the floor is described there
+	robots         bool      // the processes read robots.txt (fleetrobots.go)
 }
 
 // defaultFleetConfig is issue 27's shape: 60 hosts every 500 ms (answering in 30 ms), 20 pages each;
@@ -128,6 +129,7 @@ type fleetRun struct {
 	members              []audit.FleetStats // the figures of the processes that reported
 	freeze               freezeFigures      // the freeze crawl's (fleetfreeze.go)
 	victimBeyond         int                // duplicates not explained by the killed process's requests in flight at the kill
+	robots               int                // robots.txt requests (fleetrobots.go), left out of the figures above
 }
 
 // runFleetBench runs the fleet crawl, then the kill crawl, and prints the table.
@@ -217,7 +219,7 @@ func measureFleet(ctx context.Context, cfg fleetConfig, fault fleetFault) (fleet
 	for i := range cfg.procs {
 		spec := fleetSpec{Index: i + 1, Redis: rd.addr, Cluster: rd.cluster, Shards: cfg.shardCount(), Prefix: prefix, Site: site.srv.Listener.Addr().String(),
 			Workers: cfg.workers, LeaseTTL: cfg.leaseTTL, Jitter: cfg.jitter, Classes: cfg.classes, Bound: cfg.bound,
-			Audit: filepath.Join(trails, fmt.Sprintf("audit%d.jsonl", i+1))}
+			Audit: filepath.Join(trails, fmt.Sprintf("audit%d.jsonl", i+1)), Robots: cfg.robots}
 		in, _ := json.Marshal(spec)
 		cmd := exec.CommandContext(ctx, exe, fleetWorkerFlag)
 		var stdout, stderr bytes.Buffer
@@ -322,6 +324,10 @@ func analyzeFleet(cfg fleetConfig, log []fleetArrival, wireBy map[int]map[string
 	byHost := map[string][]time.Time{}
 	byHostW := map[string][]fleetArrival{} // the same, with who sent them
 	for _, a := range log {
+		if strings.HasSuffix(a.url, "/robots.txt") {
+			r.robots++
+			continue
+		}
 		count[a.url]++
 		if _, ok := first[a.url]; !ok {
 			first[a.url] = a

@@ -87,6 +87,10 @@ func (s *fleetSite) serve(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	s.arrivals = append(s.arrivals, a)
 	s.mu.Unlock()
+	if r.URL.Path == "/robots.txt" {
+		fmt.Fprint(w, fleetRobotsTxt)
+		return
+	}
 	time.Sleep(s.classes[c].Latency)
 	fmt.Fprint(w, "<html><body>page</body></html>")
 	s.mu.Lock()

@@ -42,6 +42,7 @@ type fleetSpec struct {
 	Classes  []hostClass
 	Bound    time.Duration
 	Audit    string // the process's audit trail, a file
+	Robots   bool   // read robots.txt (fleetrobots.go)
 }
 
 // fleetResult is what one process reports: its Redis round trips and commands, and when each of its
@@ -200,8 +201,11 @@ func crawlFrontier(spec fleetSpec) (fleetResult, error) {
 		sent.Add(1)
 	})
 	figures := &memberFigures{}
-	opts := append([]ext.Option{ext.WithStore(st), ext.WithTransport(wire), ext.WithJitter(spec.Jitter), ext.WithoutRobots(), ext.WithObserver(figures)},
+	opts := append([]ext.Option{ext.WithStore(st), ext.WithTransport(wire), ext.WithJitter(spec.Jitter), ext.WithObserver(figures)},
 		fleetPolicies(spec.Classes)...)
+	if !spec.Robots {
+		opts = append(opts, ext.WithoutRobots())
+	}
 	if spec.Audit != "" {
 		trail, err := os.Create(spec.Audit)
 		if err != nil {

@@ -143,7 +143,13 @@ func main() {
 		if *gaps {
 			fc.gapLog = os.Stderr
 		}
-		if err := runFleetBench(context.Background(), fc, os.Stdout); err != nil {
+		run := runFleetBench
+		if *fleetRobots > 0 {
+			run = func(ctx context.Context, fc fleetConfig, out io.Writer) error {
+				return runFleetRobots(ctx, fc, *fleetRobots, out)
+			}
+		}
+		if err := run(context.Background(), fc, os.Stdout); err != nil {
 			fmt.Fprintln(os.Stderr, "queuebench:", err)
 			os.Exit(1)
 		}
