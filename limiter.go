@@ -12,6 +12,7 @@ import (
 
 	"github.com/collypace/ext/audit"
 	"github.com/collypace/ext/internal/capacity"
+	"github.com/collypace/ext/internal/ratelimit"
 )
 
 // This file is the departure path, top to bottom: a request takes an in-flight slot, joins its host's
@@ -60,7 +61,7 @@ type host struct {
 	holdUntil     time.Time // no departure before: Retry-After window or exhausted rate limit
 	holdTrigger   audit.Trigger
 	crawlDelay    time.Duration
-	rate          rateLimitSignal
+	rate          ratelimit.Signal
 	brk           breaker
 	waiters       []*waiter // the FIFO; waiters[0] is the head, the only one that waits for its time
 	departures    int64

@@ -10,6 +10,8 @@ import (
 
 	"github.com/collypace/ext/audit"
 	"github.com/collypace/ext/internal/capacity"
+	"github.com/collypace/ext/internal/ratelimit"
+	"github.com/collypace/ext/internal/retryafter"
 	"github.com/rs/zerolog"
 )
 
@@ -95,7 +97,7 @@ type outcomeSignals struct {
 	retryAfterValid   bool      // a Retry-After that parsed within the maximum (a 0 wait included)
 	retryAfterTooLong bool
 	capHold           time.Time // a Retry-After above the cap: parked until then (with IgnoreCaps, held to the cap)
-	rate              rateLimitSignal
+	rate              ratelimit.Signal
 	rateFound         bool
 	live              bool // received on the pacer's clock: see observe
 	events            []auditEvent
@@ -106,7 +108,7 @@ type outcomeSignals struct {
 func (p *Pacer) readSignals(o Outcome, v Verdict, now time.Time) outcomeSignals {
 	s := outcomeSignals{o: o, v: v}
 	if o.Status >= 300 {
-		wait, present, err := parseRetryAfter(o.Header.Values("Retry-After"), o.Header.Get("Date"), now, p.cfg.maxRetryAfter)
+		wait, present, err := retryafter.Parse(o.Header.Values("Retry-After"), o.Header.Get("Date"), now, p.cfg.maxRetryAfter)
 		switch {
 		case present && err == nil && wait > 0:
 			s.retryAfterValid = true
@@ -114,7 +116,7 @@ func (p *Pacer) readSignals(o Outcome, v Verdict, now time.Time) outcomeSignals 
 		case present && err == nil: // 0 or a past date: the host may be asked again now
 			s.retryAfterValid = true
 			s.events = append(s.events, auditEvent{event: audit.EventRetryAfterNow, trigger: audit.TriggerRetryAfter, compliant: true, detail: "Retry-After asks for no wait: no hold"})
-		case errors.Is(err, errRetryAfterTooLong):
+		case errors.Is(err, retryafter.ErrTooLong):
 			// Never wait less for a longer value: parked (no probe, no departure) until the time
 			// announced, with the buffer; with IgnoreCaps, held as long as the cap allows.
 			s.retryAfterTooLong = true
@@ -141,7 +143,7 @@ func (p *Pacer) readSignals(o Outcome, v Verdict, now time.Time) outcomeSignals 
 	}
 	if !s.retryAfterValid && o.Header != nil {
 		var errs []error
-		s.rate, s.rateFound, errs = parseRateLimit(o.Header, now, p.cfg.maxRateLimitReset())
+		s.rate, s.rateFound, errs = ratelimit.Parse(o.Header, now, p.cfg.maxRateLimitReset())
 		for _, err := range errs {
 			s.events = append(s.events, auditEvent{event: audit.EventHeaderInvalid, trigger: audit.TriggerRateLimit, compliant: true, detail: err.Error()})
 		}

@@ -1,4 +1,4 @@
-package ext
+package retryafter
 
 import (
 	"errors"
@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/collypace/ext/internal/duration"
 )
 
 // raT0 is a Tuesday; every test instant is derived from it.
@@ -30,7 +32,7 @@ func TestParseRetryAfter(t *testing.T) {
 		{name: "IMF-fixdate", values: []string{"Tue, 04 Mar 2025 10:02:00 GMT"}, want: 2 * time.Minute},
 		{name: "RFC 850 date", values: []string{"Tuesday, 04-Mar-25 10:02:00 GMT"}, want: 2 * time.Minute},
 		{name: "asctime date", values: []string{"Tue Mar  4 10:02:00 2025"}, want: 2 * time.Minute},
-		{name: "RFC 850 date not in GMT", values: []string{"Tuesday, 04-Mar-25 10:02:00 PST"}, wantErr: errInvalidRetryAfter},
+		{name: "RFC 850 date not in GMT", values: []string{"Tuesday, 04-Mar-25 10:02:00 PST"}, wantErr: ErrInvalid},
 		{name: "wrong weekday is ignored", values: []string{"Mon, 04 Mar 2025 10:02:00 GMT"}, want: 2 * time.Minute},
 		{name: "date in the past", values: []string{imf(raT0.Add(-time.Minute))}, want: 0},
 		{name: "date equal to now", values: []string{imf(raT0)}, want: 0},
@@ -41,26 +43,26 @@ func TestParseRetryAfter(t *testing.T) {
 		{name: "garbage Date falls back to the local clock", values: []string{imf(raT0.Add(2 * time.Minute))}, date: "yesterday", want: 2 * time.Minute},
 		{name: "Date does not affect delay seconds", values: []string{"120"}, date: imf(raT0.Add(time.Hour)), want: 2 * time.Minute},
 
-		{name: "delay seconds above the maximum", values: []string{"7200"}, want: 2 * time.Hour, wantErr: errRetryAfterTooLong},
-		{name: "date far beyond the maximum", values: []string{imf(raT0.Add(48 * time.Hour))}, want: 48 * time.Hour, wantErr: errRetryAfterTooLong},
-		{name: "largest representable seconds", values: []string{"9223372036"}, want: 9223372036 * time.Second, wantErr: errRetryAfterTooLong},
-		{name: "seconds overflowing a duration saturate", values: []string{"9223372037"}, want: maxDuration, wantErr: errRetryAfterTooLong},
-		{name: "20 digits saturate", values: []string{"99999999999999999999"}, want: maxDuration, wantErr: errRetryAfterTooLong},
-		{name: "date beyond 292 years saturates", values: []string{"Fri, 31 Dec 9999 23:59:59 GMT"}, max: maxDuration, want: maxDuration},
+		{name: "delay seconds above the maximum", values: []string{"7200"}, want: 2 * time.Hour, wantErr: ErrTooLong},
+		{name: "date far beyond the maximum", values: []string{imf(raT0.Add(48 * time.Hour))}, want: 48 * time.Hour, wantErr: ErrTooLong},
+		{name: "largest representable seconds", values: []string{"9223372036"}, want: 9223372036 * time.Second, wantErr: ErrTooLong},
+		{name: "seconds overflowing a duration saturate", values: []string{"9223372037"}, want: duration.Max, wantErr: ErrTooLong},
+		{name: "20 digits saturate", values: []string{"99999999999999999999"}, want: duration.Max, wantErr: ErrTooLong},
+		{name: "date beyond 292 years saturates", values: []string{"Fri, 31 Dec 9999 23:59:59 GMT"}, max: duration.Max, want: duration.Max},
 		{name: "negative maximum counts as zero", values: []string{"0"}, max: -time.Second, want: 0},
-		{name: "negative maximum rejects any wait", values: []string{"1"}, max: -time.Second, want: time.Second, wantErr: errRetryAfterTooLong},
+		{name: "negative maximum rejects any wait", values: []string{"1"}, max: -time.Second, want: time.Second, wantErr: ErrTooLong},
 
-		{name: "empty", values: []string{""}, wantErr: errInvalidRetryAfter},
-		{name: "spaces only", values: []string{"   "}, wantErr: errInvalidRetryAfter},
-		{name: "negative", values: []string{"-5"}, wantErr: errInvalidRetryAfter},
-		{name: "plus sign", values: []string{"+5"}, wantErr: errInvalidRetryAfter},
-		{name: "fractional", values: []string{"1.5"}, wantErr: errInvalidRetryAfter},
-		{name: "exponent", values: []string{"1e9"}, wantErr: errInvalidRetryAfter},
-		{name: "hex", values: []string{"0x10"}, wantErr: errInvalidRetryAfter},
-		{name: "unit suffix", values: []string{"120s"}, wantErr: errInvalidRetryAfter},
-		{name: "Arabic-Indic digits", values: []string{"١٢٠"}, wantErr: errInvalidRetryAfter},
-		{name: "fullwidth digits", values: []string{"１２０"}, wantErr: errInvalidRetryAfter},
-		{name: "inner space", values: []string{"1 20"}, wantErr: errInvalidRetryAfter},
+		{name: "empty", values: []string{""}, wantErr: ErrInvalid},
+		{name: "spaces only", values: []string{"   "}, wantErr: ErrInvalid},
+		{name: "negative", values: []string{"-5"}, wantErr: ErrInvalid},
+		{name: "plus sign", values: []string{"+5"}, wantErr: ErrInvalid},
+		{name: "fractional", values: []string{"1.5"}, wantErr: ErrInvalid},
+		{name: "exponent", values: []string{"1e9"}, wantErr: ErrInvalid},
+		{name: "hex", values: []string{"0x10"}, wantErr: ErrInvalid},
+		{name: "unit suffix", values: []string{"120s"}, wantErr: ErrInvalid},
+		{name: "Arabic-Indic digits", values: []string{"١٢٠"}, wantErr: ErrInvalid},
+		{name: "fullwidth digits", values: []string{"１２０"}, wantErr: ErrInvalid},
+		{name: "inner space", values: []string{"1 20"}, wantErr: ErrInvalid},
 
 		{name: "two fields: largest wins", values: []string{"60", "120"}, want: 2 * time.Minute},
 		{name: "two fields: date larger than seconds", values: []string{"60", imf(raT0.Add(5 * time.Minute))}, want: 5 * time.Minute},
@@ -70,10 +72,10 @@ func TestParseRetryAfter(t *testing.T) {
 		{name: "list of IMF-fixdates", values: []string{imf(raT0.Add(time.Minute)) + ", " + imf(raT0.Add(3*time.Minute))}, want: 3 * time.Minute},
 		{name: "list of seconds and a date", values: []string{"120, " + imf(raT0.Add(5*time.Minute))}, want: 5 * time.Minute},
 		{name: "valid wait beats one above the maximum", values: []string{"99999", "5"}, want: 5 * time.Second},
-		{name: "above the maximum beats garbage", values: []string{"soon", "99999"}, want: 99999 * time.Second, wantErr: errRetryAfterTooLong},
-		{name: "largest above the maximum reported", values: []string{"7200", "99999"}, want: 99999 * time.Second, wantErr: errRetryAfterTooLong},
-		{name: "all garbage", values: []string{"soon", "later"}, wantErr: errInvalidRetryAfter},
-		{name: "empty list elements", values: []string{",,"}, wantErr: errInvalidRetryAfter},
+		{name: "above the maximum beats garbage", values: []string{"soon", "99999"}, want: 99999 * time.Second, wantErr: ErrTooLong},
+		{name: "largest above the maximum reported", values: []string{"7200", "99999"}, want: 99999 * time.Second, wantErr: ErrTooLong},
+		{name: "all garbage", values: []string{"soon", "later"}, wantErr: ErrInvalid},
+		{name: "empty list elements", values: []string{",,"}, wantErr: ErrInvalid},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -81,7 +83,7 @@ func TestParseRetryAfter(t *testing.T) {
 			if limit == 0 {
 				limit = time.Hour
 			}
-			wait, present, err := parseRetryAfter(tt.values, tt.date, raT0, limit)
+			wait, present, err := Parse(tt.values, tt.date, raT0, limit)
 			if wait != tt.want {
 				t.Errorf("wait = %v, want %v", wait, tt.want)
 			}
@@ -99,9 +101,9 @@ func TestParseRetryAfter(t *testing.T) {
 }
 
 func TestParseRetryAfterAbsent(t *testing.T) {
-	wait, present, err := parseRetryAfter(nil, "", raT0, time.Hour)
+	wait, present, err := Parse(nil, "", raT0, time.Hour)
 	if wait != 0 || present || err != nil {
-		t.Errorf("parseRetryAfter(nil) = %v, %v, %v; want 0, false, nil", wait, present, err)
+		t.Errorf("Parse(nil) = %v, %v, %v; want 0, false, nil", wait, present, err)
 	}
 }
 
@@ -118,7 +120,7 @@ func TestParseRetryAfterErrorMessage(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, _, err := parseRetryAfter(tt.values, "", raT0, time.Hour)
+			_, _, err := Parse(tt.values, "", raT0, time.Hour)
 			if err == nil || err.Error() != tt.want {
 				t.Errorf("err = %v, want %s", err, tt.want)
 			}
@@ -128,7 +130,7 @@ func TestParseRetryAfterErrorMessage(t *testing.T) {
 
 func TestParseRetryAfterErrorTruncatesValue(t *testing.T) {
 	long := strings.Repeat("x", 63) + "é" + strings.Repeat("y", 1000)
-	_, _, err := parseRetryAfter([]string{long}, "", raT0, time.Hour)
+	_, _, err := Parse([]string{long}, "", raT0, time.Hour)
 	if err == nil {
 		t.Fatal("err = nil, want an error")
 	}
@@ -144,7 +146,7 @@ func TestParseRetryAfterDoesNotReadTheClock(t *testing.T) {
 	v := []string{"Tue, 04 Mar 2025 10:02:00 GMT"}
 	date := "Tue, 04 Mar 2025 10:00:00 GMT"
 	for _, now := range []time.Time{raT0, raT0.Add(24 * time.Hour), time.Time{}} {
-		if wait, _, err := parseRetryAfter(v, date, now, time.Hour); wait != 2*time.Minute || err != nil {
+		if wait, _, err := Parse(v, date, now, time.Hour); wait != 2*time.Minute || err != nil {
 			t.Errorf("at %v: wait = %v, %v; want 2m0s, nil", now, wait, err)
 		}
 	}
