@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/collypace/ext/audit"
+	"github.com/collypace/ext/internal/duration"
 )
 
 // StateVersion is the version of StoredHost's layout. Stores write it with every row and return rows
@@ -251,7 +252,7 @@ func (s StoredHost) repair(l repairLimits, now time.Time) (StoredHost, []string)
 	}
 	// The next departure is stored as the later of the last departure + the interval and the hold (see
 	// snapshot): beyond both, it cannot be trusted.
-	if limit := later(now.Add(satAdd(satAdd(l.ceiling, l.maxCrawlDelay), s.RateInterval)), s.HoldUntil); s.NextDeparture.After(limit) {
+	if limit := later(now.Add(duration.Add(duration.Add(l.ceiling, l.maxCrawlDelay), s.RateInterval)), s.HoldUntil); s.NextDeparture.After(limit) {
 		fix("next departure %v is beyond any interval and hold: reset", s.NextDeparture.UTC())
 		s.NextDeparture = time.Time{}
 	}
