@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/collypace/ext/audit"
-	"github.com/collypace/ext/internal/http2"
 	"github.com/gocolly/colly/v2"
 	"github.com/rs/zerolog"
 )
@@ -30,7 +29,7 @@ func AdaptivePacing(c *colly.Collector, opts ...Option) *Pacer {
 // or several collectors sharing one schedule per host.
 // Installing the same Pacer twice on one collector does nothing the second time.
 func (p *Pacer) Install(c *colly.Collector) {
-	c.WithTransport(&http2.Transport{RoundTripper: p.rt})
+	c.WithTransport(p.rt)
 	if _, dup := p.installed.LoadOrStore(c, true); dup {
 		return
 	}

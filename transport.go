@@ -18,7 +18,9 @@ import (
 // paced and outcomes observed. A request Colly announced in OnRequestHeaders has already waited there
 // (before http.Client's timeout starts): the transport recognises it by its *url.URL, which Colly's
 // Request and the first hop's http.Request share (http.Client copies the request for userinfo
-// credentials, but not its URL), and only observes it.
+// credentials, but not its URL), and only observes it. http.Client's Timeout reaches it as the request
+// context's deadline, which it waits on and passes to the inner transport; net/http also arms a timer of
+// its own per request for a RoundTripper it does not know, such as this one (BENCHMARKS.md, issue 34).
 type transport struct {
 	p         *Pacer
 	inner     http.RoundTripper
