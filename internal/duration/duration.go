@@ -39,8 +39,3 @@ func Mul(d time.Duration, f float64) time.Duration {
 	}
 	return time.Duration(x)
 }
-
-// Clamp returns d within [lo, hi]; lo wins when hi < lo.
-func Clamp(d, lo, hi time.Duration) time.Duration {
-	return max(min(d, hi), lo)
-}
