@@ -3,6 +3,8 @@ package capacity
 import (
 	"math/bits"
 	"time"
+
+	"github.com/collypace/ext/internal/duration"
 )
 
 // governor bounds the share of a host's requests refused, whatever the model believes: a misreading
@@ -41,7 +43,7 @@ func (g *governor) observe(refused bool, interval time.Duration) bool {
 	share := float64(n) / float64(g.n)
 	switch {
 	case share >= GovernShare:
-		g.min = max(g.min, satMul(interval, governSlow))
+		g.min = max(g.min, duration.Mul(interval, governSlow))
 		g.window, g.n = 0, 0
 		return true
 	case share < GovernShare/2 && g.n == governWindow && g.min > 0:

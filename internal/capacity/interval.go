@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/collypace/ext/audit"
+	"github.com/collypace/ext/internal/duration"
 )
 
 // interval is the maximum of the base delay, the Crawl-delay, the rate-limit interval and the adaptive
@@ -28,5 +29,5 @@ func Jitter(d time.Duration, fraction, r float64) time.Duration {
 	if fraction <= 0 || d <= 0 || r <= 0 {
 		return 0
 	}
-	return min(satMul(d, fraction*min(r, 1)), maxDuration-d)
+	return min(duration.Mul(d, fraction*min(r, 1)), duration.Max-d)
 }

@@ -4,6 +4,8 @@ import (
 	"math"
 	"slices"
 	"time"
+
+	"github.com/collypace/ext/internal/duration"
 )
 
 // The latency signals: the rolling p95 a slow host is read from, the drain a bucket's rate is measured
@@ -52,7 +54,7 @@ func (w *latencyWindow) p95() (time.Duration, bool) {
 func (a *Model) ObserveLatency(gen uint32, latency time.Duration, inFlight int, floor, ceiling time.Duration) bool {
 	p95, ok := a.lat.p95()
 	a.lat.add(latency)
-	if !ok || inFlight > 1 || latency <= satAdd(p95, max(satMul(p95, slowMargin), minSlowMargin)) {
+	if !ok || inFlight > 1 || latency <= duration.Add(p95, max(duration.Mul(p95, slowMargin), minSlowMargin)) {
 		a.slow = 0
 		return false
 	}
@@ -61,7 +63,7 @@ func (a *Model) ObserveLatency(gen uint32, latency time.Duration, inFlight int, 
 		return false
 	}
 	a.slow = 0
-	return a.increase(satMul(a.delay, slowFactor), floor, ceiling) > 0
+	return a.increase(duration.Mul(a.delay, slowFactor), floor, ceiling) > 0
 }
 
 // typicalLatency is how long the host's responses take: the rolling p95 once known, the base latency

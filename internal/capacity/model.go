@@ -10,6 +10,8 @@ import (
 	"cmp"
 	"math"
 	"time"
+
+	"github.com/collypace/ext/internal/duration"
 )
 
 // The capacity model: what a host can take, learnt from its refusals (the rate signal) and from its
@@ -227,10 +229,10 @@ func (a *Model) Refuse(s Sample, floor, ceiling time.Duration) bool {
 			// (succeed halves the distance to good per clean response), not from the probe interval.
 			a.good = floor
 		}
-		next = min(satMul(max(a.delay, floor, minBackoff), refusalFactor), max(a.delay, outageProbe(floor, ceiling)))
+		next = min(duration.Mul(max(a.delay, floor, minBackoff), refusalFactor), max(a.delay, outageProbe(floor, ceiling)))
 	case a.failures > 1 && a.good > 0:
 		// Refused again at a slower delay: the bounds learnt nothing new; back off again.
-		next = satMul(max(a.delay, floor, minBackoff), rateBackoff)
+		next = duration.Mul(max(a.delay, floor, minBackoff), rateBackoff)
 	default:
 		bursty := a.confirmRun() > confirmRun // known before this refusal
 		if int(a.clean) > confirmRun && !(a.good > 0 && a.delay >= a.good && a.held >= dropRun) {
@@ -292,7 +294,7 @@ func (a *Model) spacedAtAcceptedPace(s Sample) bool {
 // exceed to be a rate signal again (see noise.observe).
 func (a *Model) becomeNoisy(floor, ceiling time.Duration) {
 	a.noisy = true
-	a.set(min(a.delay, satMul(floor, 2)), floor, ceiling)
+	a.set(min(a.delay, duration.Mul(floor, 2)), floor, ceiling)
 	a.good, a.bad, a.prevGood = floor, 0, 0
 	a.gain, a.probing = probeGain, false
 	a.gen++
@@ -331,7 +333,7 @@ func (a *Model) learnRefusal(s Sample, floor time.Duration, bursty bool) (next t
 		return a.good, false
 	}
 	if a.good > 0 && interval >= a.good && a.held >= dropRun {
-		a.good = satAdd(max(a.good, interval), max(a.good, interval)*edgeStep/100)
+		a.good = duration.Add(max(a.good, interval), max(a.good, interval)*edgeStep/100)
 		a.bad = max(min(refused, a.good), a.creep()) // the edge is known: no creep back to it
 		a.held = 0
 		return a.good, false
@@ -341,7 +343,7 @@ func (a *Model) learnRefusal(s Sample, floor time.Duration, bursty bool) (next t
 	}
 	a.upper = a.good // accepted until now: a refusal at it again is not explained by speed
 	a.good, a.bad, a.prevGood = 0, interval, 0
-	next = satMul(max(interval, floor, minBackoff), rateBackoff)
+	next = duration.Mul(max(interval, floor, minBackoff), rateBackoff)
 	if est := a.drain.sustained(now); bursty && est > interval && est < next {
 		next = est
 	}
@@ -365,7 +367,7 @@ func (a *Model) learnRefusal(s Sample, floor time.Duration, bursty bool) (next t
 // A refusal at a gap the host accepted since (upper ≤ gap) is not explained by speed: the delay backs
 // off by rateBackoff only, as before anything was learnt, and the noise test judges it.
 func (a *Model) learnFromBelow(gap, floor time.Duration, paced, credited bool) time.Duration {
-	backoff := satMul(max(a.delay, floor, minBackoff), rateBackoff)
+	backoff := duration.Mul(max(a.delay, floor, minBackoff), rateBackoff)
 	if a.upper > 0 && a.upper <= gap {
 		a.bad, a.prevGood = a.delay, 0
 		return backoff
@@ -379,12 +381,12 @@ func (a *Model) learnFromBelow(gap, floor time.Duration, paced, credited bool) t
 	}
 	a.upper = 0
 	if paced { // the hold spaces the first departure; the others, the refused gap at least, up to the outage probe
-		return max(backoff, min(a.bad, outageProbe(floor, maxDuration)))
+		return max(backoff, min(a.bad, outageProbe(floor, duration.Max)))
 	}
 	if !credited {
 		return backoff
 	}
-	return max(satMul(a.bad, fromBelowStep), backoff)
+	return max(duration.Mul(a.bad, fromBelowStep), backoff)
 }
 
 // fromBelowStep multiplies the refused gap, nothing good known, for the next delay (see learnFromBelow).
@@ -523,7 +525,7 @@ func (a *Model) next(floor, ceiling time.Duration, now time.Time) int {
 
 // outageProbe is how far an outage backs the delay off: 8 floors, at least 2 s, at most the ceiling.
 func outageProbe(floor, ceiling time.Duration) time.Duration {
-	return min(max(satMul(floor, outageProbeFloors), minOutageProbe), ceiling)
+	return min(max(duration.Mul(floor, outageProbeFloors), minOutageProbe), ceiling)
 }
 
 // increase sets the delay to d (clamped) and starts a new generation, even when d is the delay
@@ -539,6 +541,6 @@ func (a *Model) increase(d, floor, ceiling time.Duration) int {
 // 1 up, -1 down, 0 not at all, so a clamp is never reported as the opposite of what it did.
 func (a *Model) set(d, floor, ceiling time.Duration) int {
 	old := a.delay
-	a.delay = clampDuration(max(d, a.govern.min), floor, ceiling)
+	a.delay = max(min(max(d, a.govern.min), ceiling), floor)
 	return cmp.Compare(a.delay, old)
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/collypace/ext/audit"
+	"github.com/collypace/ext/internal/duration"
 )
 
 const ms = time.Millisecond
@@ -52,10 +53,10 @@ func TestJitterOnlyAdds(t *testing.T) {
 		}
 	}
 	// Never so much that the interval and its jitter overflow.
-	if got := Jitter(maxDuration, 1, 0.99) + maxDuration; got != maxDuration {
+	if got := Jitter(duration.Max, 1, 0.99) + duration.Max; got != duration.Max {
 		t.Errorf("Jitter(max, 1, 0.99) + max = %v, want max", got)
 	}
-	if got := Jitter(maxDuration-time.Second, 1, 0.5); got != time.Second {
+	if got := Jitter(duration.Max-time.Second, 1, 0.5); got != time.Second {
 		t.Errorf("Jitter(max-1s, 1, 0.5) = %v, want 1s", got)
 	}
 }
@@ -329,7 +330,7 @@ func TestOutageBackoffStopsAtProbeInterval(t *testing.T) {
 			t.Errorf("floor %v ceiling %v: outage backoff %v, want %v", tc.floor, tc.ceiling, a.delay, tc.want)
 		}
 		a.Refuse(Sample{Gen: a.gen, Kind: RefusedRate, At: t0}, tc.floor, tc.ceiling) // a 429 after it: the host is there and says slow down
-		if want := min(satMul(tc.want, rateBackoff), tc.ceiling); a.delay != want {
+		if want := min(duration.Mul(tc.want, rateBackoff), tc.ceiling); a.delay != want {
 			t.Errorf("floor %v: rate refusal after the outage: %v, want %v", tc.floor, a.delay, want)
 		}
 	}

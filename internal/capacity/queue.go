@@ -3,6 +3,8 @@ package capacity
 import (
 	"math"
 	"time"
+
+	"github.com/collypace/ext/internal/duration"
 )
 
 // The queueing signal (TCP Vegas, Netflix concurrency-limits' Gradient2, Envoy's adaptive concurrency):
@@ -85,8 +87,8 @@ func (q *queueModel) observe(latency time.Duration, inFlight int, iv time.Durati
 	}
 	old := q.capFor(ceiling)
 	base := q.base()
-	queued := inFlight > 1 && latency > satAdd(satMul(base, 1+queueTolerance), queueSlack)
-	steady := latency <= satAdd(satMul(base, 1+calmTolerance), calmSlack)
+	queued := inFlight > 1 && latency > duration.Add(duration.Mul(base, 1+queueTolerance), queueSlack)
+	steady := latency <= duration.Add(duration.Mul(base, 1+calmTolerance), calmSlack)
 	if q.grown && inFlight > int(q.best) && !steady {
 		queued = true // a growth beyond what the host held: any wait reads as the queue it formed
 	}

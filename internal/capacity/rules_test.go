@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"testing"
 	"time"
+
+	"github.com/collypace/ext/internal/duration"
 )
 
 // The capacity model's rules, fed with explicit instants: a host model decides each departure's
@@ -186,7 +188,7 @@ func TestModelRecoversWithinSeconds(t *testing.T) {
 	m.a.Refuse(Sample{Gen: m.a.gen, Kind: RefusedRate, Paced: true, At: t0.Add(time.Minute)}, m.floor, m.ceiling) // at good: the edge, one step
 	good := m.a.good
 	m.a.Refuse(Sample{Gen: m.a.gen, Kind: RefusedRate, Paced: true, At: t0.Add(time.Minute + time.Second)}, m.floor, m.ceiling) // again at once: a drop
-	if m.a.delay < satMul(good, rateBackoff) {
+	if m.a.delay < duration.Mul(good, rateBackoff) {
 		t.Fatalf("refused at the good %v within %d responses: delay %v, want a backoff (×%g)", good, dropRun, m.a.delay, rateBackoff)
 	}
 	start := t0.Add(time.Minute + 2*time.Second)

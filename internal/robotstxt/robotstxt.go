@@ -13,8 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
+	"github.com/collypace/ext/internal/httpfield"
 	temoto "github.com/temoto/robotstxt"
 )
 
@@ -120,7 +120,7 @@ func Parse(status int, body []byte, agent string, max time.Duration) Info {
 	data, err := temoto.FromBytes(info.Body)
 	if err != nil {
 		msg := strings.Join(strings.Fields(err.Error()), " ")
-		info.Problems = append(info.Problems, "robots.txt not parsed, Crawl-delay ignored: "+quoteValue(msg, maxValueQuote))
+		info.Problems = append(info.Problems, "robots.txt not parsed, Crawl-delay ignored: "+httpfield.Quote(msg, maxValueQuote))
 		return info
 	}
 	// FindGroup may return a package-level group shared by all callers: read only.
@@ -198,7 +198,7 @@ func (s *sanitizer) sanitize(body []byte) []byte {
 		// fields has no valid value and is removed below.)
 		for j := 2; j < len(fields) && key != keyDelay; j += 2 {
 			if keyOf(fields[j]) != keyOther {
-				s.problem("line %d: stray %s field after the value, line cut to its first field and value", n, quoteValue(string(fields[j]), maxValueQuote))
+				s.problem("line %d: stray %s field after the value, line cut to its first field and value", n, httpfield.Quote(string(fields[j]), maxValueQuote))
 				line = append(append(append([]byte(nil), fields[0]...), ": "...), fields[1]...)
 				break
 			}
@@ -214,7 +214,7 @@ func (s *sanitizer) sanitize(body []byte) []byte {
 			s.agents++
 		case keyRule:
 			if s.agents == 0 {
-				s.problem("line %d: %s before any User-agent, line removed", n, quoteValue(string(fields[0]), maxValueQuote))
+				s.problem("line %d: %s before any User-agent, line removed", n, httpfield.Quote(string(fields[0]), maxValueQuote))
 				continue
 			}
 		case keyDelay:
@@ -222,13 +222,13 @@ func (s *sanitizer) sanitize(body []byte) []byte {
 			secs, ok := parseCrawlDelay(value)
 			switch {
 			case !ok:
-				s.problem("line %d: Crawl-delay %s is not a non-negative decimal number, line removed", n, quoteValue(value, maxValueQuote))
+				s.problem("line %d: Crawl-delay %s is not a non-negative decimal number, line removed", n, httpfield.Quote(value, maxValueQuote))
 				continue
 			case s.agents == 0:
 				s.problem("line %d: Crawl-delay before any User-agent, line removed", n)
 				continue
 			case secs > delayCeiling:
-				s.problem("line %d: Crawl-delay %s too large, rewritten to %d", n, quoteValue(value, maxValueQuote), delayCeiling)
+				s.problem("line %d: Crawl-delay %s too large, rewritten to %d", n, httpfield.Quote(value, maxValueQuote), delayCeiling)
 				value = strconv.Itoa(delayCeiling)
 			case secs == 0:
 				value = "0" // also a value that underflows a float64
@@ -330,11 +330,11 @@ func crawlDelayValue(line []byte, keyLen int) string {
 // float64 is +Inf (it is still a finite decimal, and clamped like 1e20).
 func parseCrawlDelay(s string) (float64, bool) {
 	i, digits := 0, 0
-	for ; i < len(s) && isDigit(s[i]); i++ {
+	for ; i < len(s) && httpfield.IsDigit(s[i]); i++ {
 		digits++
 	}
 	if i < len(s) && s[i] == '.' {
-		for i++; i < len(s) && isDigit(s[i]); i++ {
+		for i++; i < len(s) && httpfield.IsDigit(s[i]); i++ {
 			digits++
 		}
 	}
@@ -347,7 +347,7 @@ func parseCrawlDelay(s string) (float64, bool) {
 			i++
 		}
 		expStart := i
-		for ; i < len(s) && isDigit(s[i]); i++ {
+		for ; i < len(s) && httpfield.IsDigit(s[i]); i++ {
 		}
 		if i == expStart {
 			return 0, false
@@ -386,7 +386,7 @@ func ProductToken(userAgent string) string {
 func productTokenPrefix(s string) string {
 	s = strings.TrimLeft(s, " \t")
 	i := 0
-	for i < len(s) && (s[i] >= 'a' && s[i] <= 'z' || isDigit(s[i]) || s[i] == '_' || s[i] == '-') {
+	for i < len(s) && (s[i] >= 'a' && s[i] <= 'z' || httpfield.IsDigit(s[i]) || s[i] == '_' || s[i] == '-') {
 		i++
 	}
 	return s[:i]
@@ -415,18 +415,3 @@ func StatusClass(status int) Class {
 	}
 	return Unreachable
 }
-
-// quoteValue quotes a value read from the network for a Problem, truncated to limit bytes (on a
-// rune boundary when it can) with "..." appended.
-func quoteValue(s string, limit int) string {
-	if len(s) <= limit {
-		return strconv.Quote(s)
-	}
-	cut := limit
-	for i := 0; i < utf8.UTFMax-1 && !utf8.RuneStart(s[cut]); i++ {
-		cut--
-	}
-	return strconv.Quote(s[:cut]) + "..."
-}
-
-func isDigit(c byte) bool { return '0' <= c && c <= '9' }
