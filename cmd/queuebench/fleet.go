@@ -344,7 +344,7 @@ func analyzeFleet(cfg fleetConfig, log []fleetArrival, wireBy map[int]map[string
 		}
 		if !killedAt.IsZero() && a.worker == 1 && a.at.Before(killedAt) {
 			r.victimSent++
-			if a.done.IsZero() || a.done.After(killedAt) {
+			if a.done.IsZero() || a.done.After(killedAt.Add(-ackSlack)) { // answered but not yet marked done: in flight
 				r.victimInFlight++
 			}
 		}
@@ -357,8 +357,9 @@ func analyzeFleet(cfg fleetConfig, log []fleetArrival, wireBy map[int]map[string
 			r.victimDuplicates += n - 1
 		}
 		// A duplicate the kill explains: its first arrival was the killed process's request in flight
-		// at the kill (served across it, or written before it and read after).
-		if f := first[u]; n > 1 && !(f.worker == 1 && !killedAt.IsZero() && (f.done.IsZero() || f.done.After(killedAt))) {
+		// at the kill (served across it, written before it and read after, or answered within ackSlack
+		// of it and not yet marked done in the frontier).
+		if f := first[u]; n > 1 && !(f.worker == 1 && !killedAt.IsZero() && (f.done.IsZero() || f.done.After(killedAt.Add(-ackSlack)))) {
 			r.victimBeyond += n - 1
 		}
 	}
