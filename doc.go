@@ -48,19 +48,22 @@
 // The pacing RoundTripper sees every hop, redirects and robots.txt fetches included, and takes the
 // departure instant from the wire (httptrace WroteHeaders): the next departure counts from there
 // (transport.go). The outcome of each hop goes to [Pacer.ObserveAt] (outcome.go), which classifies
-// it, moves the adaptive delay (package internal/capacity), sets holds from Retry-After (retryafter.go) and exhausted
-// rate limits (ratelimit.go) and feeds the breaker (breaker.go). A refused request is retried after its host's
-// window; one whose host is parked is deferred (defer.go) and [Pacer.Drain] sends it later.
+// it, moves the adaptive delay (package internal/capacity), sets holds from Retry-After (parsed by
+// internal/retryafter) and exhausted rate limits (internal/ratelimit) and feeds the breaker
+// (breaker.go). A refused request is retried after its host's window; one whose host is parked is
+// deferred (defer.go) and [Pacer.Drain] sends it later. ARCHITECTURE.md draws the packages.
 //
 // # Where each rule lives
 //
-//   - limiter.go: admission (interval, jitter, holds, the FIFO, in-flight slots, redirect deadlines);
+//   - limiter.go: admission (interval, jitter, holds, in-flight slots, redirect deadlines);
+//   - waitline.go: the host's FIFO, each request waiting at its head for its departure;
 //   - internal/capacity: the capacity model, a pure package: its rate signal (bisecting between good
 //     and refused intervals, the noise test, the refusal governor), its queueing signal (the in-flight
 //     cap at the bandwidth-delay product) and the slow rule; outcome.go turns an outcome into its Sample;
 //   - outcome.go: what an outcome means (refusal, server error, clean, neutral) and what it changes;
-//   - retryafter.go: Retry-After, HTTP-dates and the server's clock;
-//   - ratelimit.go: the rate-limit header families (X-RateLimit-*, RateLimit-*, structured RateLimit);
+//   - retryafter.go: a Retry-After's hold; internal/retryafter parses it (HTTP-dates and the server's
+//     clock in internal/httpfield), internal/ratelimit the rate-limit header families (X-RateLimit-*,
+//     RateLimit-*, structured RateLimit);
 //   - robotscache.go, robotsfetch.go, robotsshare.go: robots.txt, Crawl-delay and its cap, one fetch per origin a day
 //     (per fleet, with a store that shares reads); internal/robotstxt parses it;
 //   - breaker.go, defer.go: the circuit breaker and the requests it defers;
