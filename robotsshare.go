@@ -86,7 +86,17 @@ func (p *Pacer) fetchRobots(ctx context.Context, hostKey, origin, agent string) 
 			p.robotsStoreEvent(hostKey, audit.EventStoreUnavailable, "robots.txt of "+origin+" read without the store: "+err.Error())
 			return p.askRobots(ctx, origin, agent)
 		case claimed || !p.now().Before(deadline):
-			// Claimed, or another pacer's read took too long: read it, and share what was read.
+			// Claimed, or another pacer's read took too long: read it, and share what was read. A claim
+			// won just after another pacer shared its read (its save freed the claim between this
+			// pacer's look and its claim) looks once more first: one read an expiry, not two.
+			if claimed {
+				if read, err := p.loadRobots(ctx, rs, origin); err == nil && read.shared {
+					sctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+					_ = rs.ReleaseRobots(sctx, origin, token) // a claim left behind only delays the next expiry's waiters
+					cancel()
+					return read
+				}
+			}
 			own := p.askRobots(ctx, origin, agent)
 			p.shareRobots(rs, hostKey, origin, token, own)
 			return own
