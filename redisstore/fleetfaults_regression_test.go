@@ -204,6 +204,16 @@ func TestRestartEmptyWritesBack(t *testing.T) {
 	a := newMember(t, srv, false, ext.WithBaseDelay(100*time.Millisecond))
 	_ = a.c.Visit(site.URL + "/a")
 	key := redisstore.DefaultPrefix + "host:" + hostOf(t, site.URL)
+	// The hold is written through in the background: the restart must come after it landed, or it
+	// lands after the restart and no loss is there to find.
+	for deadline := time.Now().Add(3 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if n, err := srv.Client().HExists(ctx, key, "hold_srv").Result(); err == nil && n {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the hold was not written through within 3 s")
+		}
+	}
 	srv.Restart()
 	c := srv.Client()
 	deadline := time.Now().Add(3 * time.Second)
@@ -220,8 +230,12 @@ func TestRestartEmptyWritesBack(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	if !strings.Contains(a.trail.String(), "lost its state") {
-		t.Errorf("no audit event names the loss:\n%s", a.trail)
+	for !strings.Contains(a.trail.String(), "lost its state") { // audited beside the write-back
+		if time.Now().After(deadline) {
+			t.Errorf("no audit event names the loss:\n%s", a.trail)
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 
