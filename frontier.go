@@ -66,12 +66,8 @@ type Frontier interface {
 	// checks in the same atomic step: when a lease of the host with a greater token has been presented
 	// to it since, or lease.Until has passed by the store's clock, the departure is refused (LeaseLost,
 	// with the host's Fence) and nothing is recorded. Otherwise the host's fence becomes lease.Token, and
-	// the departure is decided as Admit decides it. departedAgo, when not negative, is how long ago the
-	// holder's previous departure to the host reached the wire, not reported with Departed: it is
-	// recorded first, as Departed records it (ending that departure's pending state only if this
-	// holder's store admitted it), whatever the decision, so that a busy leased host costs the store
-	// one call a page.
-	FrontierAdmit(ctx context.Context, lease Lease, gap, departedAgo time.Duration) (Admission, error)
+	// the departure is decided as Admit decides it.
+	FrontierAdmit(ctx context.Context, lease Lease, gap time.Duration) (Admission, error)
 	// FrontierDone removes host's handed-out requests ids, done (sent, or refused for good).
 	FrontierDone(ctx context.Context, host string, ids []int64) error
 	// FrontierRelease ends owner's lease of host: its handed-out requests not done go back to the head

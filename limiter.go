@@ -52,13 +52,12 @@ type host struct {
 
 	mu            sync.Mutex // protects the fields below
 	delay         capacity.Model
-	lastDeparture time.Time     // when the latest departure reached the wire (its admission until then)
-	lastAccepted  time.Time     // when the latest departure the host accepted (any response but a refusal) was admitted
-	pendingSince  time.Time     // when the oldest departure admitted but not on the wire yet was admitted
-	pendingWire   int32         // departures admitted whose headers have not reached the wire yet
-	inFlight      int32         // departures of the blocking path whose flight has not finished: at most the cap (capLocked)
-	holdUntil     time.Time     // no departure before: Retry-After window or exhausted rate limit
-	wire          *deferredWire // a fleet departure's wire instant the next admission carries (fleetwire.go)
+	lastDeparture time.Time // when the latest departure reached the wire (its admission until then)
+	lastAccepted  time.Time // when the latest departure the host accepted (any response but a refusal) was admitted
+	pendingSince  time.Time // when the oldest departure admitted but not on the wire yet was admitted
+	pendingWire   int32     // departures admitted whose headers have not reached the wire yet
+	inFlight      int32     // departures of the blocking path whose flight has not finished: at most the cap (capLocked)
+	holdUntil     time.Time // no departure before: Retry-After window or exhausted rate limit
 	holdTrigger   audit.Trigger
 	crawlDelay    time.Duration
 	rate          rateLimitSignal
@@ -101,7 +100,6 @@ type Reservation struct {
 	afterHold bool          // the first departure since a Retry-After or rate-limit hold ended: spaced by it
 	before    int64         // the host's last departure before this one (unix nanoseconds, 0: none), for unsent
 	facts     fleetFacts    // admitted by a shared store: what it knows of the fleet's departures before this one
-	lease     *fleetLease   // admitted under this lease of the fleet's frontier (FrontierAdmit; nil: none)
 
 	crawlDelay   time.Duration // the Crawl-delay in force at departure
 	rateInterval time.Duration // the rate-limit interval in force at departure
@@ -373,7 +371,7 @@ func (p *Pacer) depart(ctx context.Context, h *host, u *url.URL, start time.Time
 		f.wirePending.Store(true)
 	} else {
 		if res.fleet { // no wire instant will come: it departs now
-			p.fleetWired(h, res.At, res.At, res.lease)
+			p.fleetWired(h, res.At, res.At)
 		}
 		p.auditDeparture(f, res.At)
 	}
@@ -472,7 +470,6 @@ func (p *Pacer) waitInLine(ctx context.Context, h *host, start time.Time, traced
 				return fail(lost)
 			}
 			res.facts = facts
-			res.lease = p.fleetLeaseOf(ctx)
 			if pending && wireWaitSince.IsZero() {
 				wireWaitSince = now
 			}
@@ -498,7 +495,7 @@ func (p *Pacer) waitInLine(ctx context.Context, h *host, start time.Time, traced
 				at = h.holdUntil
 				h.mu.Unlock()
 				if res.fleet { // not a departure: the store must not hold the fleet for it
-					p.fleetWired(h, now, now, nil)
+					p.fleetWired(h, now, now)
 				}
 			}
 		}
@@ -584,7 +581,7 @@ func (f *flight) wire(p *Pacer, at time.Time, sent bool) {
 		if !sent {
 			at = f.res.At
 		}
-		p.fleetWired(f.res.h, f.res.At, at, f.res.lease)
+		p.fleetWired(f.res.h, f.res.At, at)
 	}
 	if sent {
 		p.auditDeparture(f, at)

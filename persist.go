@@ -132,12 +132,7 @@ func (p *Pacer) Close() error {
 	if p.persist == nil {
 		return auditErr
 	}
-	p.persist.once.Do(func() {
-		if p.fleetActive() {
-			p.flushWires()
-		}
-		close(p.persist.stop)
-	})
+	p.persist.once.Do(func() { close(p.persist.stop) })
 	<-p.persist.stopped
 	if err := p.persist.closeErr; err != nil {
 		return errors.Join(fmt.Errorf("ext: close: writing the pending state: %w", err), auditErr)
@@ -419,10 +414,13 @@ func (p *Pacer) fleetAdmit(ctx context.Context, h *host, gap time.Duration, now 
 	if !p.fleetActive() {
 		return 0, true, false, facts, nil
 	}
-	l := p.fleetLeaseOf(ctx)
+	l := leaseFrom(ctx)
+	frontier, fenced := p.persist.shared.(Frontier)
+	if !fenced {
+		l = nil // a lease from a frontier that does not admit: nothing to present it to
+	}
 	if l != nil {
 		if holds, why := l.holds(now); !holds {
-			p.flushWireOf(h)
 			return 0, false, false, facts, errLeaseLostFor(l, why)
 		}
 	}
@@ -432,14 +430,7 @@ func (p *Pacer) fleetAdmit(ctx context.Context, h *host, gap time.Duration, now 
 	var a Admission
 	var err error
 	if l != nil {
-		dw, ago := p.takeWire(h, l), time.Duration(-1)
-		if dw != nil {
-			ago = max(start.Sub(dw.at), 0)
-		}
-		a, err = p.persist.shared.(Frontier).FrontierAdmit(sctx, l.lease(), gap, ago)
-		if err != nil && dw != nil { // perhaps not recorded: reported on its own
-			p.reportWired(h, dw.admitted, dw.at)
-		}
+		a, err = frontier.FrontierAdmit(sctx, l.lease(), gap)
 	} else {
 		a, err = p.persist.shared.Admit(sctx, h.key, gap)
 	}
@@ -496,7 +487,7 @@ func (p *Pacer) fleetAdmit(ctx context.Context, h *host, gap time.Duration, now 
 	}
 	if a.OK && l != nil {
 		if holds, why := l.holds(p.now()); !holds { // over while the answer was on its way (a pause)
-			p.fleetWired(h, now, now, nil) // not a departure: the store must not hold the fleet for it
+			p.fleetWired(h, now, now) // not a departure: the store must not hold the fleet for it
 			return 0, false, false, facts, errLeaseLostFor(l, why)
 		}
 	}
@@ -504,19 +495,6 @@ func (p *Pacer) fleetAdmit(ctx context.Context, h *host, gap time.Duration, now 
 		return 0, true, false, fleetFacts{seq: a.Seq, since: a.Since, afterRefusal: a.Seq > 1 && a.RefusedSeq+1 == a.Seq}, nil
 	}
 	return a.Wait + time.Duration(p.cfg.random()*float64(fleetReaskJitter)), false, a.Pending, facts, nil
-}
-
-// fleetLeaseOf is the lease of the frontier a request's ctx carries (leaseFrom), nil when none or when
-// the shared store is no Frontier (a lease from a frontier that does not admit: nothing to present it
-// to).
-func (p *Pacer) fleetLeaseOf(ctx context.Context) *fleetLease {
-	if !p.fleetActive() {
-		return nil
-	}
-	if _, fenced := p.persist.shared.(Frontier); !fenced {
-		return nil
-	}
-	return leaseFrom(ctx)
 }
 
 // auditWireWait names, in the audit trail, a departure that waited for another process's departure
@@ -577,26 +555,13 @@ const fleetWireSlack = time.Millisecond
 
 // fleetWired ends the pending departure of h the store admitted at admitted: it reached the wire at at
 // (or never will: at is then admitted), so that no process departs within an interval of the wire
-// instant. A departure under lease l (nil: none) that still holds leaves the instant to the host's
-// next admission (deferWire, fleetwire.go); any other is reported at once (reportWired).
-func (p *Pacer) fleetWired(h *host, admitted, at time.Time, l *fleetLease) {
+// instant. It runs in the background: the store's answer does not hold up the request, and the other
+// processes wait meanwhile (the departure is pending). A store that fails is asked again, for as long
+// as the departure would stay pending, so that an outage does not leave the host held after it.
+func (p *Pacer) fleetWired(h *host, admitted, at time.Time) {
 	if at.Sub(admitted) <= fleetWireSlack {
 		at = admitted
 	}
-	if l != nil {
-		if holds, _ := l.holds(p.now()); holds {
-			p.deferWire(h, admitted, at, l)
-			return
-		}
-	}
-	p.reportWired(h, admitted, at)
-}
-
-// reportWired reports the wire instant at of h's departure admitted at admitted (Departed). It runs in
-// the background: the store's answer does not hold up the request, and the other processes wait
-// meanwhile (the departure is pending). A store that fails is asked again, for as long as the
-// departure would stay pending, so that an outage does not leave the host held after it.
-func (p *Pacer) reportWired(h *host, admitted, at time.Time) {
 	go func() {
 		for backoff := storeRetryFirst; ; backoff = min(2*backoff, storeRetryMax) {
 			ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)

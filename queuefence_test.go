@@ -47,7 +47,7 @@ func (f *fencedFrontier) Admit(context.Context, string, time.Duration) (Admissio
 	return Admission{OK: true}, nil
 }
 
-func (f *fencedFrontier) FrontierAdmit(_ context.Context, l Lease, _, _ time.Duration) (Admission, error) {
+func (f *fencedFrontier) FrontierAdmit(_ context.Context, l Lease, _ time.Duration) (Admission, error) {
 	f.mu.Lock()
 	fence, wait := f.fences[l.Host], f.answerAfter
 	lost := l.Token < fence || !time.Now().Before(l.Until)

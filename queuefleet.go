@@ -327,9 +327,6 @@ func (q *Queue) fleetTakeLocked(qh *queueHost, now time.Time) {
 		ids := f.acks[qh.key]
 		delete(f.acks, qh.key)
 		q.released(qh, func() {
-			if h := q.p.residentHost(qh.key); h != nil {
-				q.p.flushWireOf(h) // no admission of this member carries it any more
-			}
 			ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
 			defer cancel()
 			_ = f.f.FrontierDone(ctx, qh.key, ids)
@@ -571,7 +568,6 @@ func (q *Queue) giveBack(hosts []*queueHost, acks map[string][]int64, now time.T
 	for _, qh := range hosts {
 		after := time.Duration(0)
 		if h := q.p.residentHost(qh.key); h != nil {
-			q.p.flushWireOf(h) // no admission of this member carries it any more
 			if at, _, _ := q.p.readyAt(h, now); at.After(now) {
 				after = at.Sub(now)
 			}

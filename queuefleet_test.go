@@ -96,7 +96,7 @@ func (f *memFrontier) FrontierRenew(_ context.Context, owner string, hosts []str
 }
 
 // FrontierAdmit is never called: memFrontier is not a SharedStore.
-func (f *memFrontier) FrontierAdmit(context.Context, Lease, time.Duration, time.Duration) (Admission, error) {
+func (f *memFrontier) FrontierAdmit(context.Context, Lease, time.Duration) (Admission, error) {
 	return Admission{}, errors.New("memFrontier admits nothing")
 }
 

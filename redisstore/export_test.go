@@ -13,7 +13,7 @@ var (
 	DecodeHostHash = decodeHostHash
 	EncodeHostHash = encodeHostHash
 	AdmitNow       = func(s *Store, ctx context.Context, host string, gap time.Duration) (ext.Admission, time.Time, error) {
-		return s.admit(ctx, host, gap, nil, -1)
+		return s.admit(ctx, host, gap, nil)
 	}
 )
 

@@ -323,21 +323,21 @@ func checkFencing(t *testing.T, a, b *redisstore.Store, host string) int64 {
 		t.Fatal(err)
 	}
 	la := leaseUntilGranted(t, a, "a", host)
-	if adm, err := a.FrontierAdmit(ctx, la, 0, -1); err != nil || !adm.OK || adm.LeaseLost {
+	if adm, err := a.FrontierAdmit(ctx, la, 0); err != nil || !adm.OK || adm.LeaseLost {
 		t.Fatalf("a departure under a lease that holds = %+v, %v; want admitted", adm, err)
 	}
 	if err := a.Departed(ctx, host, 0); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(time.Until(la.Until) + 20*time.Millisecond) // a is paused: its lease runs out
-	if adm, err := a.FrontierAdmit(ctx, la, 0, -1); err != nil || adm.OK || !adm.LeaseLost || adm.Fence != la.Token {
+	if adm, err := a.FrontierAdmit(ctx, la, 0); err != nil || adm.OK || !adm.LeaseLost || adm.Fence != la.Token {
 		t.Errorf("a departure under a lease that ran out = %+v, %v; want refused, the fence still its token %d", adm, err, la.Token)
 	}
 	lb := leaseUntilGranted(t, b, "b", host)
 	if lb.Token <= la.Token {
 		t.Errorf("the next grant's token %d is not above the first's %d", lb.Token, la.Token)
 	}
-	if adm, err := b.FrontierAdmit(ctx, lb, 0, -1); err != nil || !adm.OK {
+	if adm, err := b.FrontierAdmit(ctx, lb, 0); err != nil || !adm.OK {
 		t.Fatalf("the new holder's departure = %+v, %v; want admitted", adm, err)
 	}
 	if err := b.Departed(ctx, host, 0); err != nil {
@@ -345,7 +345,7 @@ func checkFencing(t *testing.T, a, b *redisstore.Store, host string) int64 {
 	}
 	stale := la
 	stale.Until = time.Now().Add(time.Hour) // as if a renewal had come back after the pause
-	if adm, err := a.FrontierAdmit(ctx, stale, 0, -1); err != nil || adm.OK || !adm.LeaseLost || adm.Fence != lb.Token {
+	if adm, err := a.FrontierAdmit(ctx, stale, 0); err != nil || adm.OK || !adm.LeaseLost || adm.Fence != lb.Token {
 		t.Errorf("a departure under a lease that passed to b = %+v, %v; want refused, the fence b's token %d", adm, err, lb.Token)
 	}
 	if _, ok, err := a.LoadHost(ctx, host); ok || err != nil {

@@ -293,7 +293,7 @@ func noScript(cmds []redis.Cmder) bool {
 // it knew is gone (the server restarted empty), the Admission says Lost and nothing is admitted for
 // lostGrace (see CheckLost).
 func (s *Store) Admit(ctx context.Context, host string, gap time.Duration) (ext.Admission, error) {
-	a, _, err := s.admit(ctx, host, gap, nil, -1)
+	a, _, err := s.admit(ctx, host, gap, nil)
 	return a, err
 }
 
@@ -302,10 +302,9 @@ func (s *Store) Admit(ctx context.Context, host string, gap time.Duration) (ext.
 // lives in the hash: a member paused past its lease is refused once the next holder has asked (its
 // token is greater), and before that once the lease's end has passed by the server's clock (the
 // frontier's shard and the host's hash may be on two nodes of a cluster: their clocks' skew, which NTP
-// keeps to milliseconds, is the margin of that second check). The wire instant departedAgo carries is
-// recorded in the same script run, before the decision.
-func (s *Store) FrontierAdmit(ctx context.Context, lease ext.Lease, gap, departedAgo time.Duration) (ext.Admission, error) {
-	a, _, err := s.admit(ctx, lease.Host, gap, &lease, departedAgo)
+// keeps to milliseconds, is the margin of that second check).
+func (s *Store) FrontierAdmit(ctx context.Context, lease ext.Lease, gap time.Duration) (ext.Admission, error) {
+	a, _, err := s.admit(ctx, lease.Host, gap, &lease)
 	return a, err
 }
 
@@ -317,21 +316,19 @@ const pendingBound = 30 * time.Second
 // enough for every process to find the loss (each looks every 200 ms) and write back its holds.
 const lostGrace = time.Second
 
-// admit is Admit, also returning the server's now at the decision; departedAgo, when not negative,
-// is the wire instant of the Store's previous departure to host, recorded first (FrontierAdmit). A
-// wait for a pending departure of a Store that died is ended (endDeadPending), and the departure asked
-// again once (the wire instant is recorded by then).
-func (s *Store) admit(ctx context.Context, host string, gap time.Duration, lease *ext.Lease, departedAgo time.Duration) (ext.Admission, time.Time, error) {
-	a, now, by, err := s.admitOnce(ctx, host, gap, lease, departedAgo)
+// admit is Admit, also returning the server's now at the decision. A wait for a pending departure of
+// a Store that died is ended (endDeadPending), and the departure asked again once.
+func (s *Store) admit(ctx context.Context, host string, gap time.Duration, lease *ext.Lease) (ext.Admission, time.Time, error) {
+	a, now, by, err := s.admitOnce(ctx, host, gap, lease)
 	if err == nil && !a.OK && a.Pending && by != "" && by != s.token && s.endDeadPending(ctx, host, by) {
-		a, now, _, err = s.admitOnce(ctx, host, gap, lease, -1)
+		a, now, _, err = s.admitOnce(ctx, host, gap, lease)
 	}
 	return a, now, err
 }
 
 // admitOnce is one admission: the Admission, the server's now and, for a wait on a pending departure,
 // the token of the Store whose departure it is.
-func (s *Store) admitOnce(ctx context.Context, host string, gap time.Duration, lease *ext.Lease, departedAgo time.Duration) (ext.Admission, time.Time, string, error) {
+func (s *Store) admitOnce(ctx context.Context, host string, gap time.Duration, lease *ext.Lease) (ext.Admission, time.Time, string, error) {
 	gap = max(gap, 0)
 	notBefore := ""
 	if nb := s.notBefore.Load(); nb != nil {
@@ -342,11 +339,7 @@ func (s *Store) admitOnce(ctx context.Context, host string, gap time.Duration, l
 		token, until = strconv.FormatInt(lease.Token, 10), strconv.FormatInt(lease.Until.UnixMilli(), 10)
 	}
 	keys := []string{s.hostKey(host)}
-	ago := ""
-	if departedAgo >= 0 {
-		ago = strconv.FormatInt(int64(departedAgo), 10)
-	}
-	args := []any{int64(gap / time.Second), int64(gap % time.Second), s.ttlMS(), int64(pendingBound), notBefore, s.token, token, until, ago}
+	args := []any{int64(gap / time.Second), int64(gap % time.Second), s.ttlMS(), int64(pendingBound), notBefore, s.token, token, until}
 	var epoch *redis.StringCmd
 	var res *redis.Cmd
 	alive := s.aliveDue()

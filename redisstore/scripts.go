@@ -106,13 +106,7 @@ end
 // 1 or 2, fence, 0, "", refused_seq}. Otherwise a greater token becomes the fence, and the departure is
 // decided as above. Every answer holds those two after noise: 0 and the fence when the lease holds or
 // none was given; then seq, since and refused_seq (seq 0 and since "" unless admitted).
-//
-// ARGV[9], when not "", is how long ago (nanoseconds) the asking Store's previous departure to the
-// host reached the wire, not reported yet with departedScript: it is recorded first, as departedScript
-// would (departedLua, ending the pending departure only if the asking Store recorded it), whether the
-// lease holds or not, so that the departure is decided from the wire instant and costs one script.
-var admitScript = redis.NewScript(timeLua + nowLua + ttlLua + departedLua + `
-if ARGV[9] ~= '' then departed(ARGV[9], ARGV[6]) end
+var admitScript = redis.NewScript(timeLua + nowLua + ttlLua + `
 local f = redis.call('HMGET', KEYS[1], 'last_departure', 'hold_srv', 'adaptive_delay', 'known_limit',
   'crawl_delay', 'rate_interval', 'rate_srv', 'pending', 'pending_by', 'refused_interval', 'model_ver', 'noise', 'fence',
   'seq', 'refused_seq')
@@ -207,31 +201,19 @@ const pendingPollNS = "5000000"
 // departedScript moves a host's last departure to at least ARGV[1] nanoseconds before the server's now
 // (a request that reached the wire after its admission) and ends its pending departure. ARGV[2] is the
 // TTL as for admitScript.
-var departedScript = redis.NewScript(timeLua + nowLua + ttlLua + departedLua + `
-departed(ARGV[1], nil)
+var departedScript = redis.NewScript(timeLua + nowLua + ttlLua + `
+local ago = tonumber(ARGV[1])
+local a_s, a_n = math.floor(ago / E9), ago % E9
+local c_s, c_n = now_s - a_s, now_n - a_n
+if c_n < 0 then c_s, c_n = c_s - 1, c_n + E9 end
+local ld_s, ld_n = parse(redis.call('HGET', KEYS[1], 'last_departure'))
+if ld_s == false or not ld_s or less(ld_s, ld_n, c_s, c_n) then
+  redis.call('HSET', KEYS[1], 'last_departure', format(c_s, c_n))
+end
+redis.call('HDEL', KEYS[1], 'pending', 'pending_by')
 refresh(ARGV[2])
 return 1
 `)
-
-// departedLua is Departed's step, which admitScript also runs when an admission carries the wire
-// instant of its Store's previous departure: departed(ago, by) moves the host's last departure
-// (KEYS[1]) to at least ago nanoseconds before the server's now, and ends its pending departure, only
-// when by (a Store's token) recorded it unless by is nil. A last_departure that does not parse is
-// overwritten.
-const departedLua = `
-local function departed(ago, by)
-  ago = tonumber(ago)
-  local a_s, a_n = math.floor(ago / E9), ago % E9
-  local c_s, c_n = now_s - a_s, now_n - a_n
-  if c_n < 0 then c_s, c_n = c_s - 1, c_n + E9 end
-  local f = redis.call('HMGET', KEYS[1], 'last_departure', 'pending_by')
-  local ld_s, ld_n = parse(f[1])
-  if ld_s == false or not ld_s or less(ld_s, ld_n, c_s, c_n) then
-    redis.call('HSET', KEYS[1], 'last_departure', format(c_s, c_n))
-  end
-  if by == nil or f[2] == by then redis.call('HDEL', KEYS[1], 'pending', 'pending_by') end
-end
-`
 
 // deadPendingScript ends the pending departure of a Store that died (its alive key ran out: it sends
 // nothing more) on KEYS[1], the host hash, if ARGV[1], the dead Store's token, still holds it: the
