@@ -1,4 +1,4 @@
-package ext
+package hostkey
 
 import (
 	"context"
@@ -30,8 +30,8 @@ const (
 // looked up wait for that lookup, or get the last key while it is refreshed), the key is the lowest
 // address and stays the same across refreshes while the name still resolves to it (round-robin DNS
 // does not split the schedule), a failed refresh keeps the last key (retried after a minute), and a
-// name never resolved keys by DefaultHostKey (retried after a minute). IP
-// literals key by DefaultHostKey. At most 10000 names are cached. robots.txt stays per origin; the
+// name never resolved keys by Default (retried after a minute). IP
+// literals key by Default. At most 10000 names are cached. robots.txt stays per origin; the
 // shared schedule keeps the largest Crawl-delay among them.
 func ByIP(resolver *net.Resolver) func(*url.URL) string {
 	if resolver == nil {
@@ -66,9 +66,9 @@ func newIPKeyer(lookup func(context.Context, string) ([]netip.Addr, error), now 
 }
 
 func (k *ipKeyer) key(u *url.URL) string {
-	host, _ := hostAndPort(u)
+	host, _ := HostAndPort(u)
 	if _, err := netip.ParseAddr(host); err == nil || host == "" {
-		return DefaultHostKey(u)
+		return Default(u)
 	}
 	now := k.now()
 	k.mu.Lock()
@@ -166,7 +166,7 @@ func (k *ipKeyer) evictLocked(now time.Time) {
 
 func orDefault(key string, u *url.URL) string {
 	if key == "" {
-		return DefaultHostKey(u)
+		return Default(u)
 	}
 	return key
 }
