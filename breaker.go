@@ -7,8 +7,13 @@ import (
 	"time"
 
 	"github.com/collypace/ext/audit"
+	"github.com/collypace/ext/internal/breaker"
 	"github.com/rs/zerolog"
 )
+
+// This file is the pacer's side of each host's circuit breaker: its policy and defaults, what it is
+// fed, and the transitions it reports (audit events, alerts, the store); the state machine itself is
+// internal/breaker.
 
 // ErrBreakerOpen is returned for a departure to a host whose circuit breaker is open: the request
 // is deferred, not sent.
@@ -44,48 +49,6 @@ type BreakerPolicy struct {
 	IgnoreCaps bool
 }
 
-// breaker is one host's circuit breaker. The host's mutex protects it.
-type breaker struct {
-	state     audit.BreakerState
-	changed   time.Time     // when it entered state
-	until     int64         // open: no probe before then either (a Retry-After or Crawl-delay above its cap), unix nanos (a host stays within a size class); 0 when none
-	reason    audit.Trip    // why it last opened
-	highSince time.Time     // since when the interval is at or above the threshold; zero when below
-	failures  int           // consecutive refusals
-	probing   bool          // half-open: the probe is in flight
-	resolved  chan struct{} // half-open: closed when the probe's outcome is known
-}
-
-// breakerChange is a transition to report once the host's lock is released.
-type breakerChange struct {
-	from, to audit.BreakerState
-	reason   string
-}
-
-// tripLocked opens the breaker (from closed or half-open) for reason at now.
-func (b *breaker) tripLocked(now time.Time, reason audit.Trip) *breakerChange {
-	if b.state == audit.BreakerOpen {
-		return nil
-	}
-	ch := &breakerChange{from: b.state, to: audit.BreakerOpen, reason: string(reason)}
-	b.settleProbe()
-	b.state, b.changed, b.reason = audit.BreakerOpen, now, reason
-	return ch
-}
-
-// parkLocked opens the breaker for reason at now, as tripLocked, and keeps it open until at least
-// until (it stays open longer when already open until later). It reports the transition, if any.
-func (b *breaker) parkLocked(now time.Time, reason audit.Trip, until time.Time) *breakerChange {
-	ch := b.tripLocked(now, reason)
-	if until.IsZero() {
-		return ch
-	}
-	if t := earlier(until, maxInstant).UnixNano(); t > b.until {
-		b.until = t
-	}
-	return ch
-}
-
 // maxInstant is the latest instant a store can write (UnixNano saturates there, in 2262).
 var maxInstant = time.Unix(0, math.MaxInt64)
 
@@ -99,75 +62,9 @@ func holdEnd(now time.Time, wait time.Duration, buffer float64) time.Time {
 	return maxInstant
 }
 
-// parkEnd returns the instant an open breaker is parked until, zero when it is not parked.
-func (b *breaker) parkEnd() time.Time {
-	if b.state != audit.BreakerOpen || b.until == 0 {
-		return time.Time{}
-	}
-	return time.Unix(0, b.until)
-}
-
-// reopensAt returns when an open breaker lets its probe through: at the end of the cool-down that
-// began when it opened, or later when it was parked until a given time.
-func (b *breaker) reopensAt(cooldown time.Duration) time.Time {
-	end := b.changed.Add(cooldown)
-	if b.until == 0 {
-		return end
-	}
-	return later(end, time.Unix(0, b.until))
-}
-
-// closeLocked closes the breaker after a successful probe.
-func (b *breaker) closeLocked(now time.Time) *breakerChange {
-	if b.state == audit.BreakerClosed {
-		return nil
-	}
-	ch := &breakerChange{from: b.state, to: audit.BreakerClosed, reason: "probe_succeeded"}
-	b.settleProbe()
-	b.state, b.changed, b.failures, b.highSince, b.until = audit.BreakerClosed, now, 0, time.Time{}, 0
-	return ch
-}
-
-func (b *breaker) settleProbe() {
-	if b.resolved != nil {
-		close(b.resolved)
-		b.resolved = nil
-	}
-	b.probing = false
-}
-
-// admission is what the breaker says about a departure.
-type admission int
-
-const (
-	admitted      admission = iota // closed: depart
-	admittedProbe                  // half-open: this departure is the probe
-	deferIt                        // open: defer the request
-	waitProbe                      // half-open, probe in flight: wait for its outcome
-)
-
-// admitLocked decides whether a departure may go, moving an open breaker whose cool-down (and park,
-// see parkLocked) is over to half-open. stillTripped reports whether the condition that tripped it
-// persists (a Crawl-delay above the cap, as last read), in which case it stays open; the robots.txt
-// read that re-evaluates it clears it first, so that read can be the probe.
-func (b *breaker) admitLocked(now time.Time, cooldown time.Duration, stillTripped bool) (admission, *breakerChange) {
-	switch b.state {
-	case audit.BreakerClosed:
-		return admitted, nil
-	case audit.BreakerOpen:
-		if now.Before(b.reopensAt(cooldown)) || stillTripped {
-			return deferIt, nil
-		}
-		b.state, b.changed = audit.BreakerHalfOpen, now
-		b.probing, b.resolved = true, make(chan struct{})
-		return admittedProbe, &breakerChange{from: audit.BreakerOpen, to: audit.BreakerHalfOpen, reason: "cooldown_over"}
-	default: // half-open
-		if !b.probing {
-			b.probing, b.resolved = true, make(chan struct{})
-			return admittedProbe, nil
-		}
-		return waitProbe, nil
-	}
+// rule is when a closed breaker trips.
+func (b BreakerPolicy) rule() breaker.Rule {
+	return breaker.Rule{Threshold: b.Threshold, Sustain: b.Sustain, Failures: b.Failures}
 }
 
 // refusalDelay is what the sustained-delay rule watches: the host's adaptive delay when it is above
@@ -178,39 +75,6 @@ func refusalDelay(delay, floor time.Duration) time.Duration {
 		return 0
 	}
 	return delay
-}
-
-// observeLocked updates the breaker with an outcome at now, given the host's refusal-driven delay
-// after it (refusalDelay). probe says whether the outcome is the half-open probe's.
-func (b *breaker) observeLocked(v Verdict, probe bool, adaptive time.Duration, p BreakerPolicy, now time.Time) *breakerChange {
-	if probe && b.state == audit.BreakerHalfOpen {
-		if v.Refused {
-			return b.tripLocked(now, audit.TripProbeFailed)
-		}
-		return b.closeLocked(now)
-	}
-	if v.Refused {
-		b.failures++
-	} else if v.Trigger == audit.TriggerClean {
-		b.failures = 0
-	}
-	if adaptive >= p.Threshold && adaptive > 0 {
-		if b.highSince.IsZero() {
-			b.highSince = now
-		}
-	} else {
-		b.highSince = time.Time{}
-	}
-	if b.state != audit.BreakerClosed {
-		return nil
-	}
-	switch {
-	case p.Failures > 0 && b.failures >= p.Failures:
-		return b.tripLocked(now, audit.TripFailures)
-	case !b.highSince.IsZero() && now.Sub(b.highSince) >= p.Sustain:
-		return b.tripLocked(now, audit.TripSustainedDelay)
-	}
-	return nil
 }
 
 // Alert is raised when a host's breaker opens, the store fails or an option value is invalid (WithAlert).
@@ -228,22 +92,22 @@ func (p *Pacer) alert(a Alert) {
 }
 
 // reportBreaker audits a breaker transition (and alerts on opening) and writes it through to the store.
-func (p *Pacer) reportBreaker(h *host, ch *breakerChange, now time.Time) {
+func (p *Pacer) reportBreaker(h *host, ch *breaker.Change, now time.Time) {
 	if ch == nil {
 		return
 	}
 	event, level := audit.EventBreakerClosed, zerolog.InfoLevel
-	switch ch.to {
+	switch ch.To {
 	case audit.BreakerOpen:
 		event, level = audit.EventBreakerOpened, zerolog.ErrorLevel
 	case audit.BreakerHalfOpen:
 		event = audit.EventBreakerHalfOpen
 	}
-	p.cfg.observer.BreakerChanged(h.key, ch.to)
-	detail := fmt.Sprintf("%s → %s: %s", ch.from, ch.to, ch.reason)
+	p.cfg.observer.BreakerChanged(h.key, ch.To)
+	detail := fmt.Sprintf("%s → %s: %s", ch.From, ch.To, ch.Reason)
 	p.audit.emit(level, auditEvent{at: now, host: h.key, event: event, trigger: audit.TriggerBreaker,
 		base: h.policy.BaseDelay, compliant: true, detail: detail})
-	if ch.to == audit.BreakerOpen {
+	if ch.To == audit.BreakerOpen {
 		p.alert(Alert{At: now, Host: h.key, Event: event, Detail: detail})
 	}
 	p.persistNow(h)

@@ -134,35 +134,6 @@ func TestBreakerProbeFailureReopens(t *testing.T) {
 	})
 }
 
-// The breaker trips when the interval stays at or above the threshold for the sustained time.
-func TestBreakerTripsOnSustainedDelay(t *testing.T) {
-	var b breaker
-	pol := BreakerPolicy{Threshold: 45 * time.Second, Sustain: 2 * time.Minute, Failures: 10}
-	clean := Verdict{Trigger: audit.TriggerClean}
-	if ch := b.observeLocked(clean, false, 50*time.Second, pol, t0); ch != nil {
-		t.Fatal("tripped at once")
-	}
-	if ch := b.observeLocked(clean, false, 50*time.Second, pol, t0.Add(time.Minute)); ch != nil {
-		t.Fatal("tripped before the sustained time")
-	}
-	ch := b.observeLocked(clean, false, 50*time.Second, pol, t0.Add(2*time.Minute))
-	if ch == nil || ch.reason != string(audit.TripSustainedDelay) || b.state != audit.BreakerOpen {
-		t.Errorf("after 2 min at 50s: change %+v, state %v; want open for sustained_delay", ch, b.state)
-	}
-}
-
-// A dip below the threshold restarts the sustained-time clock.
-func TestBreakerSustainRestartsBelowThreshold(t *testing.T) {
-	var b breaker
-	pol := BreakerPolicy{Threshold: 45 * time.Second, Sustain: 2 * time.Minute}
-	clean := Verdict{Trigger: audit.TriggerClean}
-	b.observeLocked(clean, false, 50*time.Second, pol, t0)
-	b.observeLocked(clean, false, 10*time.Second, pol, t0.Add(time.Minute))
-	if ch := b.observeLocked(clean, false, 50*time.Second, pol, t0.Add(2*time.Minute)); ch != nil {
-		t.Errorf("tripped although the interval dipped below the threshold: %+v", ch)
-	}
-}
-
 // A Retry-After above the cap parks the host by default.
 func TestBreakerTripsOnRetryAfterAboveCap(t *testing.T) {
 	p := NewPacer(WithMaxRetryAfter(time.Minute))

@@ -26,7 +26,7 @@ func (h *host) parked(now time.Time, b BreakerPolicy) bool {
 // parkedLocked reports whether h's breaker is open and cooling down (or parked until a later time) at
 // now: its requests are deferred without waiting (waitDeparture returns ErrBreakerOpen itself).
 func (h *host) parkedLocked(now time.Time, b BreakerPolicy) bool {
-	return h.brk.state == audit.BreakerOpen && now.Before(h.brk.reopensAt(b.Cooldown))
+	return h.brk.State() == audit.BreakerOpen && now.Before(h.brk.ReopensAt(b.Cooldown))
 }
 
 // deferRequest stores r, with what is needed to send it again, instead of sending it, and aborts it.

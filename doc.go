@@ -66,13 +66,15 @@
 //     RateLimit-*, structured RateLimit);
 //   - robotscache.go, robotsfetch.go, robotsshare.go: robots.txt, Crawl-delay and its cap, one fetch per origin a day
 //     (per fleet, with a store that shares reads); internal/robotstxt parses it;
-//   - breaker.go, defer.go: the circuit breaker and the requests it defers;
+//   - breaker.go (the state machine in internal/breaker), defer.go: the circuit breaker and the
+//     requests it defers;
 //   - queue.go, queuenext.go, queuesend.go, queuestore.go, queueheap.go: the host-aware Queue, its
 //     scheduler, its requests on their way, its store I/O and its heaps; queuefleet.go, fleetlease.go,
 //     fleetrenew.go: a Queue on a fleet's frontier (leases, heartbeats);
 //   - store.go, persist.go, persistfleet.go, memstore.go: the Store contract, write-behind and
 //     write-through of state, a shared store's admission;
-//   - hostkey.go: what counts as one host ([DefaultHostKey], [ByRegistrableDomain], [ByIP]);
+//   - hostkey.go (internal/hostkey): what counts as one host ([DefaultHostKey],
+//     [ByRegistrableDomain], [ByIP]);
 //   - auditlog.go: writing audit events; their names, field keys and triggers are the
 //     vocabulary of package audit.
 //

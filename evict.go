@@ -90,5 +90,5 @@ func (h *host) idleAt(now time.Time, idle time.Duration) bool {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.inFlight == 0 && len(h.waiters) == 0 && !now.Before(h.holdUntil) && h.brk.state == audit.BreakerClosed
+	return h.inFlight == 0 && len(h.waiters) == 0 && !now.Before(h.holdUntil) && h.brk.State() == audit.BreakerClosed
 }

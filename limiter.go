@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/collypace/ext/audit"
+	"github.com/collypace/ext/internal/breaker"
 	"github.com/collypace/ext/internal/capacity"
 	"github.com/collypace/ext/internal/ratelimit"
 )
@@ -61,7 +62,7 @@ type host struct {
 	holdTrigger   audit.Trigger
 	crawlDelay    time.Duration
 	rate          ratelimit.Signal
-	brk           breaker
+	brk           breaker.Breaker
 	waiters       []*waiter // the FIFO; waiters[0] is the head, the only one that waits for its time
 	departures    int64
 	refusals      uint32 // counters for HostSnapshot (a host refused or retried 4 billion times wraps)
@@ -314,19 +315,19 @@ func later(a, b time.Time) time.Time {
 }
 
 // admitAt asks the breaker whether a departure may go at now.
-func (h *host) admitAt(now time.Time, b BreakerPolicy) (admission, <-chan struct{}, *breakerChange) {
+func (h *host) admitAt(now time.Time, b BreakerPolicy) (breaker.Admission, <-chan struct{}, *breaker.Change) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	adm, ch := h.brk.admitLocked(now, b.Cooldown, h.crawlClamped && !b.IgnoreCaps)
-	return adm, h.brk.resolved, ch
+	adm, ch := h.brk.Admit(now, b.Cooldown, h.crawlClamped && !b.IgnoreCaps)
+	return adm, h.brk.Resolved(), ch
 }
 
 // abandonProbe lets another request be the half-open probe when this one gives up waiting.
 func (h *host) abandonProbe() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.brk.state == audit.BreakerHalfOpen {
-		h.brk.settleProbe()
+	if h.brk.State() == audit.BreakerHalfOpen {
+		h.brk.SettleProbe()
 	}
 }
 

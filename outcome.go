@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/collypace/ext/audit"
+	"github.com/collypace/ext/internal/breaker"
 	"github.com/collypace/ext/internal/capacity"
 	"github.com/collypace/ext/internal/ratelimit"
 	"github.com/collypace/ext/internal/retryafter"
@@ -155,7 +156,7 @@ func (p *Pacer) readSignals(o Outcome, v Verdict, now time.Time) outcomeSignals 
 type outcomeEffects struct {
 	base      time.Duration // the host's base delay, for the audit events
 	events    []auditEvent  // the signals' events and those of the changes
-	brk       *breakerChange
+	brk       *breaker.Change
 	held      bool // the host is held after the outcome
 	stops     bool // a change that stops other processes (a hold, a longer interval): written through
 	model     bool // the capacity model changed: written through to a shared store, which the fleet learns from
@@ -192,9 +193,9 @@ func (p *Pacer) applySignals(h *host, res Reservation, s outcomeSignals, now tim
 			detail: fmt.Sprintf("%.0f%% or more of the last %d outcomes refused: the interval is held at least %v, whatever the capacity model reads from them",
 				capacity.GovernShare*100, capacity.GovernJudge, h.delay.GovernMin().Round(time.Millisecond))})
 	}
-	brk := h.brk.observeLocked(s.v, res.probe, refusalDelay(h.delay.Delay(), h.policy.BaseDelay), p.cfg.breaker, now)
+	brk := h.brk.Observe(s.v.Refused, s.v.Trigger == audit.TriggerClean, res.probe, refusalDelay(h.delay.Delay(), h.policy.BaseDelay), p.cfg.breaker.rule(), now)
 	if s.retryAfterTooLong && !p.cfg.breaker.IgnoreCaps {
-		if ch := h.brk.parkLocked(now, audit.TripRetryAfter, s.capHold); brk == nil {
+		if ch := h.brk.Park(now, audit.TripRetryAfter, s.capHold); brk == nil {
 			brk = ch
 		}
 	}

@@ -177,7 +177,7 @@ func (h *host) statusAt(now time.Time) HostSnapshot {
 		CrawlDelay:    h.crawlDelay,
 		NextDeparture: h.nextLocked(now),
 		InFlight:      int(h.inFlight),
-		Breaker:       h.brk.state,
+		Breaker:       h.brk.State(),
 		Departures:    h.departures,
 		Refusals:      int64(h.refusals),
 		Retries:       int64(h.retries),

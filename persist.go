@@ -226,7 +226,7 @@ type stopMark struct {
 }
 
 func (h *host) stopMarkLocked(now time.Time) stopMark {
-	m := stopMark{holdUntil: h.holdUntil, parkUntil: h.brk.parkEnd(), delay: h.delay.Delay()}
+	m := stopMark{holdUntil: h.holdUntil, parkUntil: h.brk.ParkEnd(), delay: h.delay.Delay()}
 	if now.Before(h.rate.Until) {
 		m.rate = h.rate.Interval
 	}
@@ -254,8 +254,8 @@ func (h *host) snapshot(now time.Time) StoredHost {
 		Noise:         h.delay.Verdict(),
 		NextDeparture: next, HoldUntil: hold, HoldTrigger: trigger,
 		CrawlDelay: h.crawlDelay, CrawlClamped: h.crawlClamped,
-		Breaker: h.brk.state, BreakerChanged: h.brk.changed, Failures: h.brk.failures,
-		ParkUntil: h.brk.parkEnd(), RateInterval: h.rate.Interval, RateUntil: h.rate.Until,
+		Breaker: h.brk.State(), BreakerChanged: h.brk.Changed(), Failures: h.brk.Failures(),
+		ParkUntil: h.brk.ParkEnd(), RateInterval: h.rate.Interval, RateUntil: h.rate.Until,
 		UpdatedAt: now,
 	}
 }
@@ -321,15 +321,9 @@ func (p *Pacer) restore(h *host) {
 	if st.NextDeparture.After(st.HoldUntil) { // else it is the hold's end (snapshot): the first departure is at it
 		h.lastDeparture = st.NextDeparture.Add(-iv)
 	}
-	h.brk.state, h.brk.changed, h.brk.failures = st.Breaker, st.BreakerChanged, st.Failures
-	if !st.ParkUntil.IsZero() {
-		h.brk.until = st.ParkUntil.UnixNano()
-	}
+	h.brk.Restore(st.Breaker, st.BreakerChanged, st.Failures, st.ParkUntil) // a half-open breaker's probe died with the process: it probes again
 	if now.Before(st.RateUntil) && st.RateInterval > h.rate.Interval {
 		h.rate.Interval, h.rate.Until = st.RateInterval, st.RateUntil
-	}
-	if h.brk.state == audit.BreakerHalfOpen { // the probe died with the process: probe again
-		h.brk.state = audit.BreakerOpen
 	}
 	h.mu.Unlock()
 	if len(fixes) > 0 { // overwrite what could not be trusted, so the next restart does not find it again

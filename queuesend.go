@@ -90,14 +90,14 @@ func (p *Pacer) readyAt(h *host, now time.Time) (time.Time, bool, time.Duration)
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	iv, _ := h.intervalLocked(now)
-	switch h.brk.state {
+	switch h.brk.State() {
 	case audit.BreakerOpen:
-		if end := h.brk.reopensAt(p.cfg.breaker.Cooldown); end.After(now) {
+		if end := h.brk.ReopensAt(p.cfg.breaker.Cooldown); end.After(now) {
 			return end, true, iv
 		}
 		return now, false, iv // the next request is the probe
 	case audit.BreakerHalfOpen:
-		if h.brk.probing {
+		if h.brk.Probing() {
 			return now.Add(queuePoll), true, iv
 		}
 		return now, false, iv

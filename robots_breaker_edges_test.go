@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/collypace/ext/audit"
+	"github.com/collypace/ext/internal/breaker"
 	"github.com/gocolly/colly/v2"
 	"github.com/rs/zerolog"
 )
@@ -294,8 +295,8 @@ func retryAfterEarliest(t *testing.T, value string, opts ...Option) (time.Time, 
 	h, _ := p.hosts.Load("h")
 	h.mu.Lock()
 	earliest := st.RetryAfterUntil
-	if h.brk.state == audit.BreakerOpen {
-		earliest = later(earliest, h.brk.reopensAt(p.cfg.breaker.Cooldown))
+	if h.brk.State() == audit.BreakerOpen {
+		earliest = later(earliest, h.brk.ReopensAt(p.cfg.breaker.Cooldown))
 	}
 	h.mu.Unlock()
 	return earliest, p
@@ -328,10 +329,10 @@ func TestLongerRetryAfterNeverWaitsLess(t *testing.T) {
 			t.Errorf("Retry-After %s: parked %v after the cool-down", v, parked)
 		}
 		if secs > 600 {
-			if adm, _, _ := h.admitAt(earliest.Add(-time.Millisecond), p.cfg.breaker); adm != deferIt {
+			if adm, _, _ := h.admitAt(earliest.Add(-time.Millisecond), p.cfg.breaker); adm != breaker.Defer {
 				t.Errorf("Retry-After %s: a departure just before t0+%v is %v, want deferred", v, earliest.Sub(t0), adm)
 			}
-			if adm, _, _ := h.admitAt(earliest, p.cfg.breaker); adm != admittedProbe {
+			if adm, _, _ := h.admitAt(earliest, p.cfg.breaker); adm != breaker.AdmittedProbe {
 				t.Errorf("Retry-After %s: at t0+%v the departure is %v, want the probe", v, earliest.Sub(t0), adm)
 			}
 		}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/collypace/ext/audit"
+	"github.com/collypace/ext/internal/breaker"
 	"github.com/collypace/ext/internal/robotstxt"
 	"github.com/rs/zerolog"
 )
@@ -333,9 +334,9 @@ func (p *Pacer) applyRules(h *host, e, r *robotsEntry, now time.Time) bool {
 	changed := delay != h.crawlDelay || clamped != h.crawlClamped
 	raised := delay > h.crawlDelay
 	h.crawlDelay, h.crawlClamped = delay, clamped
-	var brk *breakerChange
+	var brk *breaker.Change
 	if clamped && !p.cfg.breaker.IgnoreCaps {
-		brk = h.brk.parkLocked(now, audit.TripCrawlDelay, r.fetchedAt.Add(p.cfg.robotsTTL))
+		brk = h.brk.Park(now, audit.TripCrawlDelay, r.fetchedAt.Add(p.cfg.robotsTTL))
 	}
 	h.wakeHeadLocked() // the head computes its time again: a new interval, or a breaker that opened
 	h.mu.Unlock()
@@ -405,7 +406,7 @@ func (p *Pacer) keyCrawlDelay(e, r *robotsEntry) (delay, published time.Duration
 func (p *Pacer) hostParkedOrProbing(h *host) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.brk.state != audit.BreakerClosed
+	return h.brk.State() != audit.BreakerClosed
 }
 
 // serveRobots answers Colly's own robots.txt request from the cache, so robots.txt is fetched once

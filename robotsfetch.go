@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/collypace/ext/audit"
+	"github.com/collypace/ext/internal/breaker"
 	"github.com/collypace/ext/internal/robotstxt"
 	"github.com/rs/zerolog"
 )
@@ -168,7 +169,7 @@ func (p *Pacer) robotsFailed(e, prev *robotsEntry, h *host) {
 	e.retryAt = now.Add(backoff)
 	limit := e.since.Add(robotsUnreachableLimit)
 
-	var brk *breakerChange
+	var brk *breaker.Change
 	h.mu.Lock()
 	if e.cached == nil {
 		if now.Before(limit) {
@@ -176,7 +177,7 @@ func (p *Pacer) robotsFailed(e, prev *robotsEntry, h *host) {
 		} else {
 			e.tripped = true
 			e.retryAt = now // the breaker's probe, when it lets one through
-			brk = h.brk.tripLocked(now, audit.TripRobotsUnreachable)
+			brk = h.brk.Trip(now, audit.TripRobotsUnreachable)
 			h.wakeHeadLocked()
 		}
 		e.retryAt = later(e.retryAt, h.holdUntil) // a Retry-After on robots.txt itself is obeyed
@@ -188,7 +189,7 @@ func (p *Pacer) robotsFailed(e, prev *robotsEntry, h *host) {
 			h.wakeHeadLocked()
 		}
 	}
-	parked := h.brk.state == audit.BreakerOpen
+	parked := h.brk.State() == audit.BreakerOpen
 	h.mu.Unlock()
 	h.markDirty(p)
 	p.reportBreaker(h, brk, now)

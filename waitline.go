@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/collypace/ext/audit"
+	"github.com/collypace/ext/internal/breaker"
 )
 
 // This file is a host's line: each request waits in its host's FIFO, at its head, until the breaker,
@@ -95,7 +96,7 @@ func (p *Pacer) waitDeparture(ctx context.Context, h *host, start time.Time, tra
 		h.mu.Unlock()
 		return Reservation{Host: h.key, h: h}, ErrBreakerOpen
 	}
-	if len(h.waiters) == 0 && h.brk.state == audit.BreakerClosed {
+	if len(h.waiters) == 0 && h.brk.State() == audit.BreakerClosed {
 		// The fast path: nobody waits, and the rule may let it go at once (no fleet to ask).
 		if at, res := h.earliestLocked(start, p.cfg.jitter, r); !at.After(start) && !p.fleetActive() && h.inFlight < h.capAt(start) {
 			h.departLocked(&res, start, traced)
@@ -147,16 +148,16 @@ func (p *Pacer) waitInLine(ctx context.Context, h *host, start time.Time, traced
 			adm, resolved, ch := h.admitAt(now, p.cfg.breaker)
 			p.reportBreaker(h, ch, now)
 			switch adm {
-			case deferIt:
+			case breaker.Defer:
 				return fail(fmt.Errorf("%w: %s", ErrBreakerOpen, h.key))
-			case waitProbe:
+			case breaker.WaitProbe:
 				select {
 				case <-resolved:
 					continue
 				case <-ctx.Done():
 					return fail(fmt.Errorf("ext: waiting for the probe of %s: %w", h.key, context.Cause(ctx)))
 				}
-			case admittedProbe:
+			case breaker.AdmittedProbe:
 				probe = true
 			}
 		}
