@@ -49,8 +49,10 @@
 //	<prefix>alive:<token>  string: a Store's process is alive (see alive.go), expiring (PX)
 //
 // The fleet's frontier (ext.Frontier, frontier.go) keeps its keys in shards (WithFrontierShards,
-// default 1), each with a hash tag of its own, so that all keys of a shard, and so all keys of a host,
-// share one Redis Cluster slot and every script touches one slot:
+// default 1), each with a hash tag of its own (N below: "0" for one shard; with several, each shard's
+// tag is chosen for its slot, spread over the slot space, so that a cluster split evenly holds the
+// shards evenly), so that all keys of a shard, and so all keys of a host, share one Redis Cluster slot
+// and every script touches one slot:
 //
 //	<prefix>frontier{N}:sched         sorted set: hosts by when each may be leased next (server ms)
 //	<prefix>frontier{N}:seen:<B>      set of integers: bucket B of the fingerprints of every request key

@@ -17,6 +17,9 @@ var (
 	}
 )
 
+// FrontierBase returns the start of every key of the store's frontier shard.
+func FrontierBase(s *Store, shard int) string { return s.frontierBase(shard) }
+
 // Client returns the store's client.
 func Client(s *Store) redis.UniversalClient { return s.c }
 

@@ -24,6 +24,7 @@ const DefaultLeaseTTL = 2 * time.Second
 type frontierConfig struct {
 	leaseTTL time.Duration // 0: DefaultLeaseTTL
 	shards   int           // 0: 1
+	tags     []string      // each shard's hash tag (shardTag); nil: one shard, "0"
 }
 
 // WithLeaseTTL sets how long a host lease of the frontier lasts unrenewed (default DefaultLeaseTTL).
@@ -49,7 +50,7 @@ func WithFrontierShards(n int) Option {
 			s.reject("WithFrontierShards", strconv.Itoa(n), "not between 1 and 1024")
 			return
 		}
-		s.frontier.shards = n
+		s.frontier.shards, s.frontier.tags = n, shardTags(n)
 	}
 }
 
@@ -70,9 +71,14 @@ func (s *Store) shardOf(host string) int {
 	return int(h.Sum32() % uint32(s.shardCount()))
 }
 
-// frontierBase is the start of every key of a shard: the prefix, "frontier" and the shard's hash tag.
+// frontierBase is the start of every key of a shard: the prefix, "frontier" and the shard's hash tag
+// (shardTag: chosen for its cluster slot).
 func (s *Store) frontierBase(shard int) string {
-	return s.prefix + "frontier{" + strconv.Itoa(shard) + "}:"
+	tag := "0"
+	if s.frontier.tags != nil {
+		tag = s.frontier.tags[shard]
+	}
+	return s.prefix + "frontier{" + tag + "}:"
 }
 
 // shardKeys are a shard's own keys: its schedule, count and ID sequence.

@@ -1,7 +1,6 @@
 package redisstore_test
 
 import (
-	"fmt"
 	"testing"
 	"time"
 
@@ -43,7 +42,7 @@ func TestFrontierOnARedisCluster(t *testing.T) {
 	c := cl.Client(t)
 	nodes := map[string]bool{}
 	for shard := range 6 {
-		key := fmt.Sprintf("%sfrontier{%d}:seen:lh", prefix, shard)
+		key := redisstore.FrontierBase(members[0].st, shard) + "seen:lh"
 		if n, err := c.Exists(ctx, key).Result(); err != nil || n == 0 {
 			continue
 		}
