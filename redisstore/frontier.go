@@ -7,6 +7,7 @@ import (
 	"hash/fnv"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/collypace/ext"
@@ -25,6 +26,10 @@ type frontierConfig struct {
 	leaseTTL time.Duration // 0: DefaultLeaseTTL
 	shards   int           // 0: 1
 	tags     []string      // each shard's hash tag (shardTag); nil: one shard, "0"
+
+	formerMu  sync.Mutex // protects formerOK and formerErr
+	formerOK  bool       // checkFormerTags found no shard of an earlier build
+	formerErr error      // or found one: the error every add and lease returns
 }
 
 // WithLeaseTTL sets how long a host lease of the frontier lasts unrenewed (default DefaultLeaseTTL).
@@ -100,6 +105,9 @@ func (s *Store) FrontierAdd(ctx context.Context, host string, reqs []ext.Deferre
 	if len(keys) != len(reqs) {
 		return 0, fmt.Errorf("redisstore: frontier add for host %q: %d keys for %d requests", host, len(keys), len(reqs))
 	}
+	if err := s.checkFormerTags(ctx); err != nil {
+		return 0, err
+	}
 	shard := s.shardOf(host)
 	sched, count, seq := s.shardKeys(shard)
 	f := "0"
@@ -136,6 +144,9 @@ func (s *Store) FrontierAdd(ctx context.Context, host string, reqs []ext.Deferre
 // on a single server), each also the owner's heartbeat on its shard. With several shards, each is
 // asked for its share of n, at least one, and told how many of its hosts the owner holds.
 func (s *Store) FrontierLease(ctx context.Context, owner string, n int, held []string) (leases []ext.Lease, takenOver []string, left int, next time.Duration, err error) {
+	if err := s.checkFormerTags(ctx); err != nil {
+		return nil, nil, 0, 0, err
+	}
 	if n <= 0 {
 		n = 1
 	}

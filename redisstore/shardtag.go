@@ -1,6 +1,12 @@
 package redisstore
 
-import "strconv"
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	"github.com/collypace/ext"
+)
 
 // A frontier's shards each live in one cluster slot, chosen by their hash tag. The tags "{0}", "{1}",
 // "{2}" fall in slots 13907, 9842 and 5649: on a 3-master cluster split evenly (as
@@ -33,6 +39,38 @@ func shardTags(shards int) []string {
 		tags[i] = shardTag(i, shards)
 	}
 	return tags
+}
+
+// checkFormerTags reports, once a Store, a frontier of several shards written by an earlier build,
+// whose shards were tagged "{0}", "{1}", …: its requests are under keys this build does not read, so
+// its first add or lease fails with an error that says so (wrapping ext.ErrCorruptState), rather than
+// crawling on without them. A store that fails to answer is asked again next time.
+func (s *Store) checkFormerTags(ctx context.Context) error {
+	if s.frontier.tags == nil {
+		return nil // one shard: its tag has not changed
+	}
+	f := &s.frontier
+	f.formerMu.Lock()
+	defer f.formerMu.Unlock()
+	if f.formerOK || f.formerErr != nil {
+		return f.formerErr
+	}
+	for i, tag := range f.tags {
+		if tag == strconv.Itoa(i) {
+			continue // this shard's tag has not changed
+		}
+		key := s.prefix + "frontier{" + strconv.Itoa(i) + "}:n"
+		n, err := s.c.Exists(ctx, key).Result()
+		if err != nil {
+			return wrapErr(err, "frontier: looking for shards of an earlier build") // asked again next time
+		}
+		if n > 0 {
+			f.formerErr = fmt.Errorf("redisstore: the frontier holds shards written by an earlier build under the tags {0}, {1}, … (%s exists), which this build does not read: crawl it to the end with that build, or delete its keys: %w", key, ext.ErrCorruptState)
+			return f.formerErr
+		}
+	}
+	f.formerOK = true
+	return nil
 }
 
 // crc16 is Redis Cluster's key hash: CRC-16/XMODEM (polynomial 0x1021, initial value 0).
