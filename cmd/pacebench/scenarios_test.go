@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -156,6 +157,7 @@ func checkRun(t *testing.T, sc *Scenario, run *Run, adaptive bool) {
 		if in, _ := insideWindows(admitted, windows, testGrace); in > 0 {
 			t.Errorf("%s %s %s: %d requests inside %d Retry-After windows", sc.Name, mode, h.Config.Name, in, len(h.Windows))
 			logInsideWindows(t, admitted, windows)
+			logTrailOf(t, trail, h.Key, admitted, windows)
 		}
 		if ok := scenario.PagesOK(pages); ok != h.Config.Pages {
 			t.Errorf("%s %s %s: %d of %d pages lost", sc.Name, mode, h.Config.Name, h.Config.Pages-ok, h.Config.Pages)
@@ -163,6 +165,27 @@ func checkRun(t *testing.T, sc *Scenario, run *Run, adaptive bool) {
 	}
 	if adaptive && len(run.Samples) == 0 {
 		t.Errorf("%s: the adaptive pacer was never sampled", sc.Name)
+	}
+}
+
+// logTrailOf logs, for a failure, what the trail says of each window's refused path (its reads) and of
+// each arrival inside it (its admissions), relative to the window's issue: whether the read the judge
+// used is the client's or, missing from the trail, the server's own instant.
+func logTrailOf(t *testing.T, trail trailInstants, host string, pages []scenario.Arrival, windows []scenario.Window) {
+	rel := func(ts []time.Time, from time.Time) []string {
+		var out []string
+		for _, x := range ts {
+			out = append(out, fmt.Sprintf("%+v", x.Sub(from)))
+		}
+		return out
+	}
+	for _, w := range windows {
+		for _, a := range pages {
+			if a.At.After(w.Issued) && a.At.Before(w.Until) {
+				t.Logf("trail: %s read at %v, %s admitted at %v (relative to the window's issue; none read: the server's instant stands)",
+					w.Path, rel(trail.reads[host][w.Path], w.Issued), a.Path, rel(trail.admitted[host][a.Path], w.Issued))
+			}
+		}
 	}
 }
 
