@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/collypace/ext/audit"
+	"github.com/collypace/ext/internal/hostkey"
 	"github.com/gocolly/colly/v2"
 	"github.com/rs/zerolog"
 )
@@ -778,7 +779,7 @@ func TestHostileHostKeysKeepAuditValid(t *testing.T) {
 		}
 	}
 	for _, k := range keys {
-		if perKey[normalizeKey(k)] != 3 { // delay_applied, header_invalid, delay_increased (ü.test as xn--tda.test)
+		if perKey[hostkey.Normalize(k)] != 3 { // delay_applied, header_invalid, delay_increased (ü.test as xn--tda.test)
 			t.Errorf("key %.20q: %d events, want 3", k, perKey[k])
 		}
 	}

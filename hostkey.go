@@ -30,7 +30,3 @@ func ByRegistrableDomain(u *url.URL) string { return hostkey.ByRegistrableDomain
 // DefaultHostKey; at most 10000 names are cached. robots.txt stays per origin; the shared schedule
 // keeps the largest Crawl-delay among them.
 func ByIP(resolver *net.Resolver) func(*url.URL) string { return hostkey.ByIP(resolver) }
-
-// normalizeKey normalizes a host key given to Wait, AdmitAt, ReserveAt or HostAt as DefaultHostKey
-// normalizes a URL's host (hostkey.Normalize).
-func normalizeKey(key string) string { return hostkey.Normalize(key) }

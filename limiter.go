@@ -12,6 +12,7 @@ import (
 	"github.com/collypace/ext/audit"
 	"github.com/collypace/ext/internal/breaker"
 	"github.com/collypace/ext/internal/capacity"
+	"github.com/collypace/ext/internal/hostkey"
 	"github.com/collypace/ext/internal/ratelimit"
 )
 
@@ -281,7 +282,7 @@ func (h *host) unsent(res Reservation) {
 // now and ok is true; otherwise nothing is recorded and the returned Reservation's At says when to ask
 // again.
 func (p *Pacer) AdmitAt(hostKey string, now time.Time) (Reservation, bool) {
-	h := p.hostAt(normalizeKey(hostKey), now)
+	h := p.hostAt(hostkey.Normalize(hostKey), now)
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	at, res := h.earliestLocked(now, p.cfg.jitter, p.cfg.random())
@@ -297,7 +298,7 @@ func (p *Pacer) AdmitAt(hostKey string, now time.Time) (Reservation, bool) {
 // admission rule allows (now or later) and records it there. It is for explicit-time simulations and
 // tests; the blocking paths (Wait, Colly) never record a departure before it happens.
 func (p *Pacer) ReserveAt(hostKey string, now time.Time) Reservation {
-	h := p.hostAt(normalizeKey(hostKey), now)
+	h := p.hostAt(hostkey.Normalize(hostKey), now)
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	at, res := h.earliestLocked(now, p.cfg.jitter, p.cfg.random())

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/collypace/ext/audit"
+	"github.com/collypace/ext/internal/hostkey"
 	"github.com/gocolly/colly/v2"
 	"github.com/rs/zerolog"
 )
@@ -234,7 +235,7 @@ func TestHostKeysGivenAreNormalized(t *testing.T) {
 	if _, ok := p.HostAt("a.EXAMPLE.com", t0); !ok {
 		t.Error("HostAt does not find the host under another spelling")
 	}
-	if got := normalizeKey("Bücher.Example:8080"); got != "xn--bcher-kva.example:8080" {
-		t.Errorf("normalizeKey = %q", got)
+	if got := hostkey.Normalize("Bücher.Example:8080"); got != "xn--bcher-kva.example:8080" {
+		t.Errorf("hostkey.Normalize = %q", got)
 	}
 }

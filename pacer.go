@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/collypace/ext/audit"
+	"github.com/collypace/ext/internal/hostkey"
 	"github.com/collypace/ext/internal/shardmap"
 )
 
@@ -114,7 +115,7 @@ const lastUseCoarseness = 6
 // While the host is parked by its breaker, Wait returns ErrBreakerOpen at once.
 func (p *Pacer) Wait(ctx context.Context, hostKey string) (Reservation, func(), error) {
 	now := p.now()
-	f, err := p.depart(ctx, p.hostAt(normalizeKey(hostKey), now), nil, now, false, false)
+	f, err := p.depart(ctx, p.hostAt(hostkey.Normalize(hostKey), now), nil, now, false, false)
 	if err != nil {
 		return Reservation{}, nil, err
 	}
@@ -147,7 +148,7 @@ func (p *Pacer) Host(hostKey string) (HostSnapshot, bool) {
 
 // HostAt returns the state of one host at now.
 func (p *Pacer) HostAt(hostKey string, now time.Time) (HostSnapshot, bool) {
-	h, ok := p.hosts.Load(normalizeKey(hostKey))
+	h, ok := p.hosts.Load(hostkey.Normalize(hostKey))
 	if !ok {
 		return HostSnapshot{}, false
 	}

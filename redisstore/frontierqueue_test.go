@@ -159,6 +159,13 @@ func runMembers(t *testing.T, members []*frontierMember) {
 
 func newFrontierMember(t *testing.T, srv *redistest.Server, site *frontierSite, prefix string, workers int, interval time.Duration, opts ...redisstore.Option) *frontierMember {
 	t.Helper()
+	return newMemberWith(t, srv, site, prefix, workers, interval, []ext.Option{ext.WithoutRobots()}, opts...)
+}
+
+// newMemberWith is newFrontierMember with the pacer's options pacing (robots.txt read unless they
+// say otherwise).
+func newMemberWith(t *testing.T, srv *redistest.Server, site *frontierSite, prefix string, workers int, interval time.Duration, pacing []ext.Option, opts ...redisstore.Option) *frontierMember {
+	t.Helper()
 	st, err := redisstore.Open(srv.Addr(), append([]redisstore.Option{redisstore.WithPrefix(prefix)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
@@ -169,8 +176,8 @@ func newFrontierMember(t *testing.T, srv *redistest.Server, site *frontierSite, 
 		t.Fatal(err)
 	}
 	trail, fig := &lockedTrail{}, &figures{}
-	p := ext.AdaptivePacing(c, ext.WithStore(st), ext.WithTransport(site.transport()), ext.WithBaseDelay(interval), ext.WithJitter(0), ext.WithoutRobots(),
-		ext.WithLogger(zerolog.New(trail).Level(zerolog.InfoLevel)), ext.WithObserver(fig))
+	p := ext.AdaptivePacing(c, append([]ext.Option{ext.WithStore(st), ext.WithTransport(site.transport()), ext.WithBaseDelay(interval), ext.WithJitter(0),
+		ext.WithLogger(zerolog.New(trail).Level(zerolog.InfoLevel)), ext.WithObserver(fig)}, pacing...)...)
 	t.Cleanup(func() { _ = p.Close() })
 	q := ext.NewQueue(p, workers)
 	c.OnHTML("a[href]", func(e *colly.HTMLElement) {

@@ -50,29 +50,6 @@ func TestRobotsCorruptRecord(t *testing.T) {
 	}
 }
 
-// newRobotsMember is a fleet member (newFrontierMember's) that reads robots.txt.
-func newRobotsMember(t *testing.T, srv *redistest.Server, site *frontierSite, prefix string, interval time.Duration) *frontierMember {
-	t.Helper()
-	st, err := redisstore.Open(srv.Addr(), redisstore.WithPrefix(prefix))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = st.Close() })
-	c := colly.NewCollector()
-	if err := c.SetStorage(st.CollyStorage()); err != nil {
-		t.Fatal(err)
-	}
-	p := ext.AdaptivePacing(c, ext.WithStore(st), ext.WithTransport(site.transport()), ext.WithBaseDelay(interval), ext.WithJitter(0))
-	t.Cleanup(func() { _ = p.Close() })
-	q := ext.NewQueue(p, 2)
-	c.OnHTML("a[href]", func(e *colly.HTMLElement) {
-		if err := q.AddURL(e.Request.AbsoluteURL(e.Attr("href"))); err != nil {
-			t.Error(err)
-		}
-	})
-	return &frontierMember{st: st, c: c, p: p, q: q}
-}
-
 // robotsReads checks that each of hosts was asked for robots.txt once.
 func robotsReads(t *testing.T, site *frontierSite, hosts int, when string) {
 	t.Helper()
@@ -92,7 +69,7 @@ func TestFleetReadsRobotsOncePerHost(t *testing.T) {
 	const hosts, pages, interval = 12, 5, 40 * time.Millisecond
 	site := newFrontierSite(t, pages)
 	prefix := newPrefix()
-	first := newRobotsMember(t, srv, site, prefix, interval)
+	first := newMemberWith(t, srv, site, prefix, 2, interval, nil)
 	seedHosts(t, first.q, hosts)
 	var done atomic.Int32
 	first.c.OnScraped(func(*colly.Response) {
@@ -105,7 +82,7 @@ func TestFleetReadsRobotsOncePerHost(t *testing.T) {
 	}
 	var members []*frontierMember
 	for range 3 {
-		members = append(members, newRobotsMember(t, srv, site, prefix, interval))
+		members = append(members, newMemberWith(t, srv, site, prefix, 2, interval, nil))
 	}
 	runMembers(t, members)
 	site.check(t, hosts, interval, nil)
