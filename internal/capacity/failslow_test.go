@@ -119,3 +119,28 @@ func TestGovernorSlowsAHostNoiseModeKeepsFast(t *testing.T) {
 		}
 	}
 }
+
+// A limiter read as an outage (503s in a row, nothing good known) fails slow: on the way back down
+// from the outage probe, each step is a probe that one clean response confirms, and the step the
+// host refuses sends the delay back to the last one it accepted, never further down. Before, the floor
+// was taken as good, the way back went to it whatever the refusals, and a limiter at 0.5/s was asked
+// at twice its rate over and over.
+func TestLimiterReadAsAnOutageFailsSlow(t *testing.T) {
+	a := New(10 * ms)
+	for range 5 {
+		a.Refuse(Sample{Gen: a.gen, Kind: RefusedOutage, At: t0}, 10*ms, time.Minute)
+	}
+	if a.good != 0 {
+		t.Fatalf("an outage with nothing learnt took %v as good", a.good)
+	}
+	probe := a.delay
+	a.Succeed(Sample{Gen: a.gen, Credited: probe, Spacing: probe, At: t0}, 10*ms, time.Minute)
+	if a.good != probe || a.delay >= probe {
+		t.Fatalf("clean at the outage probe %v: good %v, delay %v; want it good, and a step down", probe, a.good, a.delay)
+	}
+	step := a.delay
+	a.Refuse(Sample{Gen: a.gen, Kind: RefusedUnclear, Credited: step, Spacing: step, At: t0}, 10*ms, time.Minute)
+	if a.delay != probe || a.bad != step {
+		t.Errorf("the step down to %v refused: delay %v, bad %v; want back at %v (the last accepted), %v refused", step, a.delay, a.bad, probe, step)
+	}
+}

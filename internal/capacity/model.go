@@ -121,8 +121,12 @@ type Model struct {
 	clean    uint8  // clean responses of the current generation (saturating)
 	held     uint8  // clean responses at good since it was confirmed or last refused (saturating)
 	probing  bool   // the delay is a cruise probe (not a bisection step)
-	undo     bool   // the last refusal was unclear: undoGood and undoBad are the model before it
-	noisy    bool   // slowing down did not make refusals rarer: they do not move the delay (see noise)
+	// returning: an outage was read with nothing good known, and the delay comes back down by
+	// bisection towards the floor, each step confirmed by one clean response (see Succeed): a refusal on
+	// the way is a refused probe, which goes back to the last step accepted.
+	returning bool
+	undo      bool // the last refusal was unclear: undoGood and undoBad are the model before it
+	noisy     bool // slowing down did not make refusals rarer: they do not move the delay (see noise)
 	// gen is bumped on every change of delay, good or bad: an outcome of an older generation is stale
 	// (it wraps after 4 billion changes, which no outcome in flight outlives).
 	gen    uint32
@@ -203,6 +207,8 @@ func (a *Model) Refuse(s Sample, floor, ceiling time.Duration) bool {
 	}
 	a.failures = satInc(a.failures)
 	a.refused = now.UnixNano()
+	returning := a.returning // on the way back from an outage, no step of it accepted yet
+	a.returning = false
 	if a.noisy {
 		return false // refusals that speed does not cause teach nothing about speed
 	}
@@ -224,15 +230,18 @@ func (a *Model) Refuse(s Sample, floor, ceiling time.Duration) bool {
 	backoff := true // the delay backs off (rather than going back to good, or one edge step)
 	switch {
 	case kind == RefusedOutage:
-		if a.good == 0 {
-			// Nothing was learnt before the outage: once it ends, the delay comes back to the floor
-			// (succeed halves the distance to good per clean response), not from the probe interval.
-			a.good = floor
-		}
+		// Nothing was learnt before the outage: once it ends, the delay comes back to the floor, halving
+		// its distance per clean response (returning), not from the probe interval by confirmations.
+		// Nothing is taken as good that the host did not accept: a limiter read as an outage goes back
+		// to the last step it accepted at its first refusal (fail slow), not down to the floor again.
+		a.returning = a.good == 0
 		next = min(duration.Mul(max(a.delay, floor, minBackoff), refusalFactor), max(a.delay, outageProbe(floor, ceiling)))
-	case a.failures > 1 && a.good > 0:
-		// Refused again at a slower delay: the bounds learnt nothing new; back off again.
+	case a.failures > 1 && (a.good > 0 || returning):
+		// Refused again at a slower delay: the bounds learnt nothing new; back off again. After an
+		// outage, nothing accepted since: its gap since the last accepted request spans the outage and
+		// bounds nothing; the way back (returning) starts from here once the host answers.
 		next = duration.Mul(max(a.delay, floor, minBackoff), rateBackoff)
+		a.returning = returning
 	default:
 		bursty := a.confirmRun() > confirmRun // known before this refusal
 		if int(a.clean) > confirmRun && !(a.good > 0 && a.delay >= a.good && a.held >= dropRun) {
@@ -428,7 +437,7 @@ func (a *Model) Succeed(s Sample, floor, ceiling time.Duration) int {
 			next = a.good
 		}
 		return a.set(next, floor, ceiling)
-	case int(a.clean) < a.confirmRun():
+	case int(a.clean) < a.confirmRun() && !a.returning:
 		return 0
 	case a.good == 0 || a.delay < a.good:
 		if a.probing {
@@ -436,6 +445,7 @@ func (a *Model) Succeed(s Sample, floor, ceiling time.Duration) int {
 			a.misses = 0
 		}
 		a.prevGood, a.good, a.probing, a.held, a.upper = a.good, a.delay, false, 0, 0
+		a.returning = a.returning && a.apart(floor)
 		return a.next(floor, ceiling, now)
 	case a.apart(floor) || a.creep() > max(a.bad, floor) || a.cruised(now):
 		return a.next(floor, ceiling, now) // bisect, creep, or after a cruise probe

@@ -335,14 +335,14 @@ func seenAtTwoPaces(n *noise) {
 
 // An outage before anything was learnt backs off to the probe interval; once the host answers again,
 // the delay comes back to the floor (halving the distance per clean response), not from the probe
-// interval by confirmation and bisection.
+// interval by confirmations of three. Nothing the host did not accept is taken as good meanwhile.
 func TestOutageWithNothingLearntComesBackToTheFloor(t *testing.T) {
 	a := New(100 * ms)
 	for range 5 {
 		a.Refuse(Sample{Gen: a.gen, Kind: RefusedOutage, At: t0}, 100*ms, time.Minute)
 	}
-	if a.delay != 2*time.Second || a.good != 100*ms {
-		t.Fatalf("outage: delay %v, good %v; want the 2s probe, the floor as good", a.delay, a.good)
+	if a.delay != 2*time.Second || a.good != 0 {
+		t.Fatalf("outage: delay %v, good %v; want the 2s probe, nothing good", a.delay, a.good)
 	}
 	for range 10 {
 		a.Succeed(Sample{Gen: a.gen, At: t0}, 100*ms, time.Minute)
