@@ -144,3 +144,37 @@ func TestLimiterReadAsAnOutageFailsSlow(t *testing.T) {
 		t.Errorf("the step down to %v refused: delay %v, bad %v; want back at %v (the last accepted), %v refused", step, a.delay, a.bad, probe, step)
 	}
 }
+
+// A host that refuses a pace right after confirmRun clean responses confirmed it (a token bucket's
+// burst let them through: the example crawler's capacity host at its 300 ms floor) is bursty: its next
+// paces need twice as many clean responses to be confirmed, so a bucket refilled during a Retry-After
+// hold does not confirm a pace it cannot sustain. Before, it took one clean response more than a
+// confirmation run to tell, and the demo's host was refused 4 times in 30 pages (3 now).
+func TestRefusedRightAfterItsConfirmationIsABurst(t *testing.T) {
+	a := New(300 * ms)
+	for range confirmRun {
+		a.Succeed(Sample{Gen: a.gen, Credited: 310 * ms, Spacing: 310 * ms, At: t0}, 300*ms, time.Minute)
+	}
+	if a.good != 300*ms {
+		t.Fatalf("%d clean responses at the floor: good %v, want 300ms", confirmRun, a.good)
+	}
+	a.Refuse(Sample{Gen: a.gen, Kind: RefusedRate, Paced: true, Credited: 310 * ms, Spacing: 310 * ms, At: t0}, 300*ms, time.Minute)
+	if a.confirmRun() != 2*confirmRun {
+		t.Errorf("refused right after %d clean responses confirmed the pace: a confirmation needs %d, want %d", confirmRun, a.confirmRun(), 2*confirmRun)
+	}
+}
+
+// With nothing good known, refusals with a Retry-After back off no further than twice the outage probe
+// (4.8 s from a 300 ms floor): a host that refuses a third of its requests at any pace (a flaky backend
+// answering 429 + Retry-After) reached a minute's interval before (12 min for 60 pages), while a
+// limiter that still refuses there is the refusal governor's to slow.
+func TestPacedRefusalsWithNothingKnownStopAtTwiceTheOutageProbe(t *testing.T) {
+	a := New(300 * ms)
+	for i := range 20 {
+		gap := a.delay + 2200*ms // the hold before, then the delay
+		a.Refuse(Sample{Gen: a.gen, Kind: RefusedRate, Paced: true, AfterHold: i%2 == 0, Credited: gap, Spacing: gap, At: t0.Add(time.Duration(i) * 5 * time.Second)}, 300*ms, time.Minute)
+	}
+	if want := 2 * outageProbe(300*ms, time.Minute); a.delay > want {
+		t.Errorf("20 refusals with Retry-After, nothing accepted: delay %v, want at most %v", a.delay, want)
+	}
+}

@@ -244,22 +244,24 @@ func (a *Model) Refuse(s Sample, floor, ceiling time.Duration) bool {
 		a.returning = returning
 	default:
 		bursty := a.confirmRun() > confirmRun // known before this refusal
-		if int(a.clean) > confirmRun && !(a.good > 0 && a.delay >= a.good && a.held >= dropRun) {
-			// Refused at an interval it had accepted several times in a row, and not the first refusal
-			// at the edge: a token bucket's burst ran out (or its capacity dropped). Its acceptances
-			// prove little from now on.
+		if int(a.clean) >= confirmRun && !(a.good > 0 && a.delay >= a.good && a.held >= dropRun) {
+			// Refused at an interval it had accepted a confirmation run in a row (or more), and not the
+			// first refusal at the edge: a token bucket's burst ran out (or its capacity dropped). Its
+			// acceptances prove little from now on.
 			a.confirm = uint8(max(int(a.confirm), 2*confirmRun))
 		}
 		if kind == RefusedUnclear {
 			a.undoGood, a.undoBad, a.undo = a.good, a.bad, true
 		}
 		next, backoff = a.learnRefusal(s, floor, bursty)
-		if a.good == 0 && (kind == RefusedUnclear || s.Fleet) {
-			// Nothing accepted known, and no way to tell a limiter from refusals that speed does not
-			// cause: a 503 without Retry-After (a limiter's or an outage's), or a fleet member, which
-			// never reads noise from its third of the outcomes. Past twice the outage probe, slower
-			// probing would only slow a host that refuses at any pace with no end; the refusal governor
-			// still slows a limiter that refuses there.
+		if a.good == 0 && (kind == RefusedUnclear || s.Fleet || s.Paced) {
+			// Nothing accepted known, and no way yet to tell a limiter from refusals that speed does not
+			// cause: a 503 without Retry-After (a limiter's or an outage's), a fleet member (which never
+			// reads noise from its third of the outcomes), or refusals with a Retry-After before they
+			// were seen at two paces (a limiter slower than its Retry-After refuses after each hold, as
+			// noise does). Past twice the outage probe, slower probing would only slow a host that
+			// refuses at any pace with no end (a noisy host with Retry-After went to a minute); the
+			// refusal governor still slows a limiter that refuses there.
 			next = min(next, max(a.delay, 2*outageProbe(floor, ceiling)))
 		}
 		a.drain.refused(now)
