@@ -199,6 +199,9 @@ func (b *binding) retryRefused(f *flight, resp *colly.Response, err error) {
 		return
 	}
 	if v.Retry {
+		if b.p.retryIsTheFrontiers(resp.Request) {
+			return
+		}
 		b.retry(resp, v, at)
 	}
 }

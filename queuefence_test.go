@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -78,8 +79,13 @@ func (f *fencedFrontier) takenLeft(host string) int {
 // collector's OnScraped) once the third page is done, and returns the host's arrivals, the audit trail,
 // and the errors OnError saw with whether they were Deferred.
 func fencedCrawl(t *testing.T, f *fencedFrontier, after func(c *colly.Collector), opts ...Option) (*fakeHost, *auditBuf, []string) {
+	return fencedCrawlOf(t, f, slowPage(10*time.Millisecond), after, opts...)
+}
+
+// fencedCrawlOf is fencedCrawl of a host that answers with page.
+func fencedCrawlOf(t *testing.T, f *fencedFrontier, page http.HandlerFunc, after func(c *colly.Collector), opts ...Option) (*fakeHost, *auditBuf, []string) {
 	n := newFakeNet(t)
-	h, base := n.host("a.test", slowPage(10*time.Millisecond))
+	h, base := n.host("a.test", page)
 	var buf auditBuf
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
@@ -189,6 +195,56 @@ func TestFleetQueueSendsNothingAfterAPauseBeyondItsLease(t *testing.T) {
 			})
 		})
 	}
+}
+
+// A member paused while a request was in flight, past its lease (its heartbeat paused too), reads on
+// resuming an answer that asks for a retry (here a 503 that came once the lease had run out): the
+// retry is the frontier's, which hands the request to the host's next holder as it does every request
+// taken and not done. The member neither queues it again (a retry is queued even though its key was,
+// and was sent a third time after issue 33's 20 s pause, the next holder having sent it already) nor
+// marks it done; OnError says Deferred, and fleet_lease_lost says what went back.
+func TestFleetQueueLeavesARetryAfterItsLeaseToTheFrontier(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFencedFrontier(2 * time.Second)
+		page := func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/p/3" {
+				time.Sleep(3 * time.Second) // the member's lease runs out meanwhile
+				w.WriteHeader(http.StatusServiceUnavailable)
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		h, buf, errs := fencedCrawlOf(t, f, page, func(*colly.Collector) {
+			f.memFrontier.mu.Lock()
+			f.renewFails = true // the whole process pauses: its heartbeat too
+			f.memFrontier.mu.Unlock()
+		})
+		if got := len(pageArrivals(h)); got != 4 {
+			t.Errorf("%d pages sent, want 4: /p/3 once, nothing after its lease ended", got)
+		}
+		f.memFrontier.mu.Lock()
+		var handedOut, queued int
+		for _, d := range f.taken["a.test"] {
+			if strings.HasSuffix(d.URL, "/p/3") {
+				handedOut++
+			}
+		}
+		for _, d := range f.queued["a.test"] {
+			if strings.HasSuffix(d.URL, "/p/3") {
+				queued++
+			}
+		}
+		f.memFrontier.mu.Unlock()
+		if handedOut != 1 || queued != 0 {
+			t.Errorf("/p/3 in the frontier: handed out %d, queued again %d; want still handed out (its next holder is handed it again), not queued", handedOut, queued)
+		}
+		if len(errs) != 1 || !strings.Contains(errs[0], "/p/3 deferred true") {
+			t.Errorf("OnError saw %q, want /p/3, deferred", errs)
+		}
+		if findEvent(t, buf, audit.EventFleetLeaseLost) == nil {
+			t.Errorf("no fleet_lease_lost event:\n%s", buf.String())
+		}
+	})
 }
 
 // A lease's token and ends, as a Queue keeps them: it holds until its local end (never later than the

@@ -20,7 +20,10 @@ import (
 type dispatch struct {
 	lease    *fleetLease // nil: not taken from a fleet's frontier
 	departed atomic.Bool // the pacer let it go (it may still be refused on its way: fenced)
-	fenced   atomic.Bool // not sent: its lease no longer held (ErrLeaseLost)
+	// fenced: its lease no longer held. Not sent (ErrLeaseLost), or its retry was asked for once the
+	// lease had ended (a pause outlasted it while the request was in flight): either way it is neither
+	// queued again nor marked done here, and the frontier hands it to the host's next holder.
+	fenced atomic.Bool
 }
 
 // send builds the Colly request for d and runs it on the worker's goroutine, under lease (nil: none).
@@ -55,6 +58,30 @@ func (q *Queue) send(c *colly.Collector, d DeferredRequest, lease *fleetLease) (
 	q.p.dispatching.Add(-1)
 	fenced = disp.fenced.Load()
 	return disp.departed.Load() && !fenced, fenced
+}
+
+// retryIsTheFrontiers reports whether r, a fleet Queue's request that asks for a retry, was taken under
+// a lease that no longer holds (a pause outlasted it while r was in flight: its timeout fired on
+// resuming): the frontier hands r to the host's next holder, as it does every request taken and not
+// done, and may have already; queued again here (a retry is queued even though its key was), it would be
+// sent once more. r is then deferred, as a request fenced before it left is: OnError's Deferred reports
+// true, and the worker neither queues nor marks it done.
+func (p *Pacer) retryIsTheFrontiers(r *colly.Request) bool {
+	if r.Headers == nil {
+		return false
+	}
+	disp := p.dispatchOf(*r.Headers)
+	if disp == nil || disp.lease == nil {
+		return false
+	}
+	now := p.now()
+	if holds, _ := disp.lease.holds(now); holds {
+		return false
+	}
+	disp.fenced.Store(true)
+	p.deferred.mark(r, now)
+	p.tries.settle(r, tryDeferred, now)
+	return true
 }
 
 // dispatchOf returns the Queue's dispatch of the request with this header map, nil when it is not a

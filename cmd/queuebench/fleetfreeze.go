@@ -274,6 +274,9 @@ func describeRun(r fleetRun, fault fleetFault) string {
 		f := r.freeze
 		line += fmt.Sprintf("; %d pauses: stale sends %d, in flight at a pause %d, duplicates beyond them %d, leases lost %d (%d requests given back)",
 			f.pauses, f.staleSends, f.inFlight, f.beyond, f.leasesLost, f.givenBack)
+		for _, u := range f.unexplained {
+			line += "\n    beyond: " + u
+		}
 	} else {
 		line += fmt.Sprintf("; %d in flight at the kill, duplicates beyond them %d, takeover %v", r.victimInFlight, r.victimBeyond, r.takeover.Round(10*time.Millisecond))
 	}
