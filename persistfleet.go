@@ -130,6 +130,13 @@ func (p *Pacer) fleetAdmit(ctx context.Context, h *host, gap time.Duration, now 
 		p.writeBack(end)
 	}
 	h.mu.Lock()
+	// The store keeps the newest model it was given, and an adaptive delay once given one: with an
+	// older model, or none, it no longer holds the state last written (its key expired, was evicted or
+	// deleted), which the next flush writes again.
+	forgotten := h.saved != nil && (a.ModelVersion < h.saved.st.ModelVersion || a.AdaptiveDelay == 0 && h.saved.st.AdaptiveDelay > 0)
+	if forgotten {
+		h.saved = nil
+	}
 	if a.ModelVersion > h.delay.Version() {
 		h.delay.Adopt(a.AdaptiveDelay, a.KnownLimit, a.RefusedInterval, a.ModelVersion, h.policy.BaseDelay, h.policy.MaxDelay)
 	}
@@ -146,6 +153,9 @@ func (p *Pacer) fleetAdmit(ctx context.Context, h *host, gap time.Duration, now 
 		noiseEv = h.adoptedNoiseEventLocked(a.Noise, "another process of the fleet", end)
 	}
 	h.mu.Unlock()
+	if forgotten {
+		h.markDirty(p)
+	}
 	if moved {
 		p.persistNow(h)
 	}

@@ -82,6 +82,11 @@ func WithTTL(d time.Duration) Option {
 	}
 }
 
+// HostTTL returns how long a host key lasts after its last write (WithTTL; 0: for ever). A pacer on
+// the Store reads it: its write-behind leaves out a host's state unchanged since its last write, and
+// writes it again before half of this has passed, so that the key never expires while it is active.
+func (s *Store) HostTTL() time.Duration { return s.ttl }
+
 // reject sets an option value aside as invalid: the default stays (see Option).
 func (s *Store) reject(option, value, why string) {
 	s.invalid = append(s.invalid, fmt.Errorf("%w: redisstore.%s(%s): %s", ext.ErrInvalidOption, option, value, why))
