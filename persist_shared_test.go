@@ -2,6 +2,8 @@ package ext
 
 import (
 	"context"
+	"fmt"
+	"net"
 	"net/http"
 	"sync"
 	"testing"
@@ -139,6 +141,58 @@ func TestSharedStoreStateLostByTheStoreWrittenAgain(t *testing.T) {
 		}
 		if st, ok, _ := s.LoadHost(t.Context(), "h.test"); !ok || st.AdaptiveDelay != time.Second {
 			t.Errorf("stored %+v (ok %v), want the state back", st, ok)
+		}
+	})
+}
+
+// wiredShared is a heldShared that ends a departure pending at its admission's instant at less cost
+// (DepartedAtAdmission, as redisstore does), and records how each departure was ended.
+type wiredShared struct {
+	*heldShared
+	ended []string // "admission", or "departed" (Departed, with the wire instant's ago)
+}
+
+func (s *wiredShared) Departed(context.Context, string, time.Duration) error {
+	s.mu.Lock()
+	s.ended = append(s.ended, "departed")
+	s.mu.Unlock()
+	return nil
+}
+
+func (s *wiredShared) DepartedAtAdmission(context.Context, string) error {
+	s.mu.Lock()
+	s.ended = append(s.ended, "admission")
+	s.mu.Unlock()
+	return nil
+}
+
+// Issue 35: a fleet departure whose request reached the wire at its admission (within the 1 ms slack)
+// is ended with the store's DepartedAtAdmission; one whose dial took 50 ms, with Departed (its wire
+// instant moves the last departure).
+func TestFleetDepartureEndedAtItsWireInstant(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := newFakeNet(t)
+		_, base := n.host("w.test", slowPage(0))
+		var dialDelay time.Duration
+		n.tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			time.Sleep(dialDelay)
+			return n.dial(ctx, network, addr)
+		}
+		s := &wiredShared{heldShared: newHeldShared(0)}
+		c, p := pacedCollector(n, WithBaseDelay(time.Second), WithoutRobots(), WithStore(s))
+		defer p.Close()
+		c.Async = false
+		for i, d := range []time.Duration{0, 50 * time.Millisecond} {
+			dialDelay = d
+			if err := c.Visit(fmt.Sprintf("%s/p/%d", base, i)); err != nil {
+				t.Fatal(err)
+			}
+			synctest.Wait()
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if fmt.Sprint(s.ended) != "[admission departed]" {
+			t.Errorf("departures ended by %v, want [admission departed]: the first at its admission, the second 50 ms after", s.ended)
 		}
 	})
 }

@@ -230,6 +230,16 @@ func (p *Pacer) checkLost() {
 // shared store is told the wire instant: a request's headers are normally written within microseconds.
 const fleetWireSlack = time.Millisecond
 
+// wireAtAdmissionStore is a SharedStore that ends a pending departure whose wire instant is its
+// admission's at less cost than Departed (redisstore: plain commands, no script). Unexported, as
+// sessionStore: a store implements its method, no user calls it.
+type wireAtAdmissionStore interface {
+	SharedStore
+	// DepartedAtAdmission is Departed with the ago of the departure's admission: it ends host's pending
+	// departure, and the last departure stays the admitted one.
+	DepartedAtAdmission(ctx context.Context, host string) error
+}
+
 // fleetWired ends the pending departure of h the store admitted at admitted: it reached the wire at at
 // (or never will: at is then admitted), so that no process departs within an interval of the wire
 // instant. It runs in the background: the store's answer does not hold up the request, and the other
@@ -239,11 +249,20 @@ func (p *Pacer) fleetWired(h *host, admitted, at time.Time) {
 	if at.Sub(admitted) <= fleetWireSlack {
 		at = admitted
 	}
+	atAdmission, _ := p.persist.shared.(wireAtAdmissionStore)
+	if !at.Equal(admitted) {
+		atAdmission = nil
+	}
 	go func() {
 		for backoff := storeRetryFirst; ; backoff = min(2*backoff, storeRetryMax) {
 			ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
 			start := p.now()
-			err := p.persist.shared.Departed(ctx, h.key, start.Sub(at))
+			var err error
+			if atAdmission != nil {
+				err = atAdmission.DepartedAtAdmission(ctx, h.key)
+			} else {
+				err = p.persist.shared.Departed(ctx, h.key, start.Sub(at))
+			}
 			cancel()
 			if err == nil {
 				return

@@ -551,6 +551,29 @@ func (s *Store) Departed(ctx context.Context, host string, ago time.Duration) er
 	return nil
 }
 
+// DepartedAtAdmission ends host's pending departure, which reached the wire at its admission (within
+// the pacer's slack of a millisecond) or never will: Departed with the ago of the admission, whose
+// instant the admission recorded as the last departure already. It is plain commands, one round trip:
+// an HDEL of the pending departure, and a PEXPIRE of the key with WithTTL. A pacer on the Store calls
+// it instead of Departed for such a departure.
+func (s *Store) DepartedAtAdmission(ctx context.Context, host string) error {
+	key := s.hostKey(host)
+	var err error
+	if ttl := s.ttlMS(); ttl > 0 {
+		_, err = s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+			p.HDel(ctx, key, "pending", "pending_by")
+			p.PExpire(ctx, key, time.Duration(ttl)*time.Millisecond)
+			return nil
+		})
+	} else {
+		err = s.c.HDel(ctx, key, "pending", "pending_by").Err()
+	}
+	if err != nil {
+		return wrapErr(err, "record the departure of host %q", host)
+	}
+	return nil
+}
+
 // Refused implements ext.SharedStore in one script run: the fleet's departure seq to host was refused.
 func (s *Store) Refused(ctx context.Context, host string, seq uint64) error {
 	if err := refusedScript.Run(ctx, s.c, []string{s.hostKey(host)}, seq, s.ttlMS()).Err(); err != nil {

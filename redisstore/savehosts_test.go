@@ -1,6 +1,7 @@
 package redisstore_test
 
 import (
+	"strconv"
 	"testing"
 	"time"
 
@@ -67,5 +68,42 @@ func TestUnchangedStateWrittenOnceAndAgainWhenGone(t *testing.T) {
 		if err := p.Close(); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// Issue 35: DepartedAtAdmission ends a pending departure as Departed with the admission's ago does,
+// in plain commands: another Store, held by the pending departure once the gap has passed, is admitted
+// once it has ended; the last departure stays the admission's instant, and with WithTTL the key's
+// expiry is refreshed.
+func TestDepartedAtAdmissionEndsThePending(t *testing.T) {
+	c := redistest.Start(t).Client()
+	a := redisstore.New(c, redisstore.WithTTL(time.Hour))
+	b := redisstore.New(c, redisstore.WithTTL(time.Hour))
+	key := redisstore.DefaultPrefix + "host:w.test"
+	const gap = 50 * time.Millisecond
+	adm, at, err := redisstore.AdmitNow(a, ctx, "w.test", gap)
+	if err != nil || !adm.OK {
+		t.Fatal(adm, err)
+	}
+	time.Sleep(gap + 10*time.Millisecond)
+	wait, err := b.Admit(ctx, "w.test", gap)
+	if err != nil || wait.OK || !wait.Pending {
+		t.Fatalf("another Store the gap after the admission, before its wire instant: %+v, %v; want a wait for the pending departure", wait, err)
+	}
+	c.PExpire(ctx, key, time.Minute)
+	if err := a.DepartedAtAdmission(ctx, "w.test"); err != nil {
+		t.Fatal(err)
+	}
+	if v := c.HGet(ctx, key, "last_departure").Val(); v != strconv.FormatInt(at.UnixNano(), 10) {
+		t.Errorf("last_departure %s after DepartedAtAdmission, want the admission's %d", v, at.UnixNano())
+	}
+	if c.HExists(ctx, key, "pending").Val() || c.HExists(ctx, key, "pending_by").Val() {
+		t.Error("still pending")
+	}
+	if d := c.PTTL(ctx, key).Val(); d <= 59*time.Minute {
+		t.Errorf("TTL %v, want refreshed to about an hour", d)
+	}
+	if adm, err := b.Admit(ctx, "w.test", gap); err != nil || !adm.OK || adm.Since < gap {
+		t.Errorf("another Store once the departure ended: %+v, %v; want admitted, at least the gap after the admission", adm, err)
 	}
 }
