@@ -68,6 +68,8 @@ type host struct {
 	departures    int64
 	refusals      uint32 // counters for HostSnapshot (a host refused or retried 4 billion times wraps)
 	retries       uint32
+	saveGen       uint32      // moves as each write of the state begins and ends (see hostWrite)
+	saved         *savedState // the state the shared store holds, as last written (nil: unknown)
 }
 
 func newHost(key string, p HostPolicy) *host {

@@ -40,6 +40,10 @@ type persistence struct {
 	sessionID string
 	restartAt time.Time
 
+	// keyTTL is how long the shared store keeps a host's state after its last write (0: for ever), as
+	// the store says (its HostTTL method): an unchanged state is written again before half of it.
+	keyTTL time.Duration
+
 	health storeHealth
 }
 
@@ -52,6 +56,9 @@ func (p *Pacer) startPersistence() {
 	p.persist = &persistence{store: p.cfg.store, stop: make(chan struct{}), stopped: make(chan struct{})}
 	if s, ok := p.cfg.store.(SharedStore); ok {
 		p.persist.shared = s
+		if t, ok := s.(interface{ HostTTL() time.Duration }); ok { // redisstore.WithTTL
+			p.persist.keyTTL = max(t.HostTTL(), 0)
+		}
 	} else if s, ok := p.cfg.store.(sessionStore); ok {
 		p.beginSession(s)
 	}
@@ -172,7 +179,9 @@ func (h *host) markDirty(p *Pacer) {
 	p.persist.mu.Unlock()
 }
 
-// flush writes every changed host in one batch, and returns the store's error.
+// flush writes every changed host in one batch, and returns the store's error. On a shared store it
+// leaves out a host whose state is the one last written but for the next departure and the write's
+// instant (unchangedLocked): the store's admission records every departure itself.
 func (p *Pacer) flush() error {
 	p.persist.mu.Lock()
 	hosts := p.persist.dirty
@@ -181,13 +190,105 @@ func (p *Pacer) flush() error {
 	if len(hosts) == 0 {
 		return nil
 	}
-	states := make([]StoredHost, len(hosts))
+	var w hostWrite
 	now := p.now()
-	for i, h := range hosts {
+	for _, h := range hosts {
 		h.dirty.Store(false)
-		states[i] = h.snapshot(now)
+		h.mu.Lock()
+		st := h.snapshotLocked(now)
+		if p.persist.shared != nil && h.unchangedLocked(st, now, p.persist.keyTTL) {
+			h.mu.Unlock()
+			continue
+		}
+		w.addLocked(h, st)
+		h.mu.Unlock()
 	}
-	return p.save(states, now)
+	if len(w.states) == 0 {
+		return nil
+	}
+	return p.writeHosts(&w, now)
+}
+
+// savedState is a host's state as last written to a shared store, and when: a flush need not write
+// the same state again (unchangedLocked). It is known only after a write that no other write of the
+// host's state overlapped (hostWrite): two writes on their way at once may reach the store in either
+// order.
+type savedState struct {
+	st StoredHost
+	at time.Time // when the write began, by the pacer's clock
+}
+
+// unchangedLocked reports whether st, h's state at now, is the one last written to the shared store but
+// for what the store records itself: the next departure (it follows from the last departure, which the
+// store's admission records) and the instant of the write. A store whose keys expire (keyTTL, from
+// redisstore.WithTTL) is written again once half of it has passed since that write, so that a key never
+// expires while its state is taken as held.
+func (h *host) unchangedLocked(st StoredHost, now time.Time, keyTTL time.Duration) bool {
+	s := h.saved
+	if s == nil || keyTTL > 0 && now.Sub(s.at) >= keyTTL/2 {
+		return false
+	}
+	return sameStoredState(s.st, st)
+}
+
+// sameStoredState reports whether a and b are the same state but for their next departure and their
+// UpdatedAt. Every other field counts, a new one too; times compare as written (monotonic readings
+// aside), so that two instants told apart only by their location count as a change (written again).
+func sameStoredState(a, b StoredHost) bool {
+	for _, s := range []*StoredHost{&a, &b} {
+		s.NextDeparture, s.UpdatedAt = time.Time{}, time.Time{}
+		s.HoldUntil, s.BreakerChanged = s.HoldUntil.Round(0), s.BreakerChanged.Round(0)
+		s.ParkUntil, s.RateUntil = s.ParkUntil.Round(0), s.RateUntil.Round(0)
+	}
+	return a == b
+}
+
+// hostWrite is one write of host states, and what it learns of each host: every write of a host's
+// state moves the host's saveGen when it begins and when it ends, so that a write whose host's saveGen
+// did not move meanwhile knows the store holds its state (savedState); any other write forgets it.
+type hostWrite struct {
+	hosts  []*host // hosts[i] is states[i]'s (nil: not in the pacer's table)
+	states []StoredHost
+	gens   []uint32 // each host's saveGen once this write began
+	record bool     // the flush's or persistNow's: the state held is recorded
+}
+
+// addLocked adds h's state st to the write, with h.mu held.
+func (w *hostWrite) addLocked(h *host, st StoredHost) {
+	h.saveGen++
+	w.hosts, w.states, w.gens = append(w.hosts, h), append(w.states, st), append(w.gens, h.saveGen)
+	w.record = true
+}
+
+// writeHosts writes w, and records what the store then holds of each host (savedState), or forgets it.
+// On failure, each host is written again at the next flush.
+func (p *Pacer) writeHosts(w *hostWrite, now time.Time) error {
+	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+	err := p.persist.store.SaveHosts(ctx, w.states)
+	cancel()
+	for i, h := range w.hosts {
+		if h == nil { // not in the pacer's table (evicted)
+			continue
+		}
+		h.mu.Lock()
+		h.saved = nil
+		if err == nil && w.record && p.persist.shared != nil && h.saveGen == w.gens[i] {
+			h.saved = &savedState{st: w.states[i], at: now}
+		}
+		h.saveGen++
+		h.mu.Unlock()
+	}
+	if err != nil {
+		p.storeFailed(w.states[0].Host, "write", err, now)
+		for _, h := range w.hosts { // written again at the next flush
+			if h != nil {
+				h.markDirty(p)
+			}
+		}
+		return err
+	}
+	p.storeRecovered(w.states[0].Host, now)
+	return nil
 }
 
 // persistNow writes h's state through, before its next departure: for what stops other processes
@@ -197,24 +298,26 @@ func (p *Pacer) persistNow(h *host) {
 		return
 	}
 	now := p.now()
-	p.save([]StoredHost{h.snapshot(now)}, now)
+	var w hostWrite
+	h.mu.Lock()
+	w.addLocked(h, h.snapshotLocked(now))
+	h.mu.Unlock()
+	p.writeHosts(&w, now)
 }
 
+// save writes states outside the flush and persistNow: written back, or repaired. What the store
+// holds of each host is forgotten.
 func (p *Pacer) save(states []StoredHost, now time.Time) error {
-	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
-	defer cancel()
-	err := p.persist.store.SaveHosts(ctx, states)
-	if err != nil {
-		p.storeFailed(states[0].Host, "write", err, now)
-		for _, st := range states { // written again at the next flush
-			if h, ok := p.hosts.Load(st.Host); ok {
-				h.markDirty(p)
-			}
+	w := hostWrite{states: states, hosts: make([]*host, len(states)), gens: make([]uint32, len(states))}
+	for i, st := range states {
+		if h, ok := p.hosts.Load(st.Host); ok {
+			h.mu.Lock()
+			h.saveGen++
+			h.mu.Unlock()
+			w.hosts[i] = h
 		}
-		return err
 	}
-	p.storeRecovered(states[0].Host, now)
-	return nil
+	return p.writeHosts(&w, now)
 }
 
 // stopMark is what of a host's state stops other processes' departures: its hold, the adaptive delay
@@ -242,6 +345,11 @@ func (m stopMark) stopsMore(before stopMark) bool {
 func (h *host) snapshot(now time.Time) StoredHost {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	return h.snapshotLocked(now)
+}
+
+// snapshotLocked is snapshot, with h.mu held.
+func (h *host) snapshotLocked(now time.Time) StoredHost {
 	hold, trigger := h.storedHoldLocked()
 	next := hold // zero when the host never departed and is not held
 	if !h.lastDeparture.IsZero() {

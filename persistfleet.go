@@ -130,6 +130,13 @@ func (p *Pacer) fleetAdmit(ctx context.Context, h *host, gap time.Duration, now 
 		p.writeBack(end)
 	}
 	h.mu.Lock()
+	// The store keeps the newest model it was given, and an adaptive delay once given one: with an
+	// older model, or none, it no longer holds the state last written (its key expired, was evicted or
+	// deleted), which the next flush writes again.
+	forgotten := h.saved != nil && (a.ModelVersion < h.saved.st.ModelVersion || a.AdaptiveDelay == 0 && h.saved.st.AdaptiveDelay > 0)
+	if forgotten {
+		h.saved = nil
+	}
 	if a.ModelVersion > h.delay.Version() {
 		h.delay.Adopt(a.AdaptiveDelay, a.KnownLimit, a.RefusedInterval, a.ModelVersion, h.policy.BaseDelay, h.policy.MaxDelay)
 	}
@@ -146,6 +153,9 @@ func (p *Pacer) fleetAdmit(ctx context.Context, h *host, gap time.Duration, now 
 		noiseEv = h.adoptedNoiseEventLocked(a.Noise, "another process of the fleet", end)
 	}
 	h.mu.Unlock()
+	if forgotten {
+		h.markDirty(p)
+	}
 	if moved {
 		p.persistNow(h)
 	}
@@ -220,6 +230,16 @@ func (p *Pacer) checkLost() {
 // shared store is told the wire instant: a request's headers are normally written within microseconds.
 const fleetWireSlack = time.Millisecond
 
+// wireAtAdmissionStore is a SharedStore that ends a pending departure whose wire instant is its
+// admission's at less cost than Departed (redisstore: plain commands, no script). Unexported, as
+// sessionStore: a store implements its method, no user calls it.
+type wireAtAdmissionStore interface {
+	SharedStore
+	// DepartedAtAdmission is Departed with the ago of the departure's admission: it ends host's pending
+	// departure, and the last departure stays the admitted one.
+	DepartedAtAdmission(ctx context.Context, host string) error
+}
+
 // fleetWired ends the pending departure of h the store admitted at admitted: it reached the wire at at
 // (or never will: at is then admitted), so that no process departs within an interval of the wire
 // instant. It runs in the background: the store's answer does not hold up the request, and the other
@@ -229,11 +249,20 @@ func (p *Pacer) fleetWired(h *host, admitted, at time.Time) {
 	if at.Sub(admitted) <= fleetWireSlack {
 		at = admitted
 	}
+	atAdmission, _ := p.persist.shared.(wireAtAdmissionStore)
+	if !at.Equal(admitted) {
+		atAdmission = nil
+	}
 	go func() {
 		for backoff := storeRetryFirst; ; backoff = min(2*backoff, storeRetryMax) {
 			ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
 			start := p.now()
-			err := p.persist.shared.Departed(ctx, h.key, start.Sub(at))
+			var err error
+			if atAdmission != nil {
+				err = atAdmission.DepartedAtAdmission(ctx, h.key)
+			} else {
+				err = p.persist.shared.Departed(ctx, h.key, start.Sub(at))
+			}
 			cancel()
 			if err == nil {
 				return

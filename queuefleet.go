@@ -32,6 +32,12 @@ const fleetTakeBatch = 16
 // again when none could be leased (the others hold them, or none is due yet).
 const fleetAskPoll = 100 * time.Millisecond
 
+// A member that holds its share of the fleet's hosts and was granted none at its last ask (the others
+// hold theirs) asks again no sooner than the frontier's next host is due (a host whose lease runs out
+// unrenewed: its member died) or one heartbeat later (which tells it its share), instead of every
+// fleetAskPoll: a lease ask is a script that reads the schedule and the members. It asks at once when it
+// holds fewer than its share: a heartbeat found its share grown, or a host of its own ended.
+
 // fleetLoadShare is the share of its workers' time a Queue commits to the hosts it leases: it leases
 // another host only while the estimated load of those it holds (time a request takes ÷ interval,
 // summed) stays under it, so that the hosts of an overcommitted process do not fall behind while
@@ -53,6 +59,7 @@ type queueFleet struct {
 	acks     map[string][]int64       // done requests whose FrontierDone failed: sent again
 	asking   bool                     // a worker asks the frontier for hosts
 	askAt    time.Time                // no ask before
+	quietTo  time.Time                // holding its share, no ask before (see askAtLocked)
 	left     int                      // the fleet's requests left, at the last ask
 	looked   bool                     // the last ask started after the last local change
 	cost     map[string]time.Duration // hosts held → a request's time, smoothed
@@ -127,7 +134,8 @@ func (q *Queue) fleetAdd(d DeferredRequest) (bool, error) {
 	if err == nil {
 		q.mu.Lock()
 		q.fleet.looked = false
-		q.signalLocked() // an idle worker may ask for the host
+		q.fleet.quietTo = time.Time{} // its share may have grown
+		q.signalLocked()              // an idle worker may ask for the host
 		q.mu.Unlock()
 	}
 	return n > 0, err
@@ -154,6 +162,15 @@ func (q *Queue) fleetMayAskLocked() bool {
 		}
 	}
 	return load < fleetLoadShare*float64(q.workers)
+}
+
+// askAtLocked is when an idle worker may next ask the frontier for hosts: askAt, or, while the member
+// holds its share (by its last heartbeat), quietTo when later.
+func (f *queueFleet) askAtLocked() time.Time {
+	if f.share > 0 && len(f.leased) >= f.share && f.quietTo.After(f.askAt) {
+		return f.quietTo
+	}
+	return f.askAt
 }
 
 // fleetAskLocked asks the frontier for hosts, with the lock released meanwhile, and puts those leased
@@ -184,6 +201,9 @@ func (q *Queue) fleetAskLocked(now time.Time) {
 	f.left = left
 	if len(leases) == 0 {
 		f.askAt = now.Add(min(max(next, time.Millisecond), fleetAskPoll))
+		if f.share > 0 && len(f.leased) >= f.share {
+			f.quietTo = now.Add(min(max(next, time.Millisecond), max(f.ttl/fleetBeats, fleetAskPoll)))
+		}
 	}
 	for _, l := range leases {
 		if old := f.leased[l.Host]; old != nil { // granted anew: the old token no longer holds

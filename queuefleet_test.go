@@ -28,6 +28,8 @@ type memFrontier struct {
 	renewFails bool
 	released   []string
 	share      int                  // the share FrontierRenew reports, and FrontierLease keeps to (0: none)
+	next       time.Duration        // when FrontierLease says the next host is due
+	leaseCalls []time.Time          // when FrontierLease was called
 	dueAt      map[string]time.Time // a released host is due at its next departure
 }
 
@@ -66,6 +68,7 @@ func (f *memFrontier) leftLocked() int {
 func (f *memFrontier) FrontierLease(_ context.Context, owner string, n int, held []string) ([]Lease, []string, int, time.Duration, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.leaseCalls = append(f.leaseCalls, time.Now())
 	if f.share > 0 {
 		n = min(n, f.share-len(held))
 	}
@@ -77,7 +80,7 @@ func (f *memFrontier) FrontierLease(_ context.Context, owner string, n int, held
 			out = append(out, Lease{Host: h, Token: f.seq, Until: time.Now().Add(f.ttl)})
 		}
 	}
-	return out, nil, f.leftLocked(), 0, nil
+	return out, nil, f.leftLocked(), f.next, nil
 }
 
 func (f *memFrontier) FrontierRenew(_ context.Context, owner string, hosts []string) ([]string, time.Time, int, error) {
@@ -294,6 +297,67 @@ func TestFleetQueueGivesUpHostsOverItsShare(t *testing.T) {
 					t.Errorf("%s: pages %d and %d %v apart, under the %v interval", h.name, i, i+1, g, interval)
 				}
 			}
+		}
+	})
+}
+
+// Issue 35: a member holding its share, granted nothing at its last ask, asks the frontier again when
+// its next host is due or after one heartbeat (500 ms with 2 s leases), not every fleetAskPoll; once a
+// heartbeat tells it its share grew, it leases at once. Share 2 of 3 hosts, the next due in 10 s: from
+// 1 s to 3 s at most 5 asks (20 at fleetAskPoll); its share grows to 3 at 3 s: the third host's first
+// page goes within a heartbeat.
+func TestFleetQueueAtItsShareAsksOncePerHeartbeat(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := newFakeNet(t)
+		f := newMemFrontier(2 * time.Second)
+		f.share, f.next = 2, 10*time.Second
+		c := colly.NewCollector()
+		p := AdaptivePacing(c, WithTransport(n.tr), WithJitter(0), WithBaseDelay(300*time.Millisecond), WithoutRobots(), WithStore(f))
+		defer p.Close()
+		q := NewQueue(p, 4)
+		var hosts []*fakeHost
+		for h := range 3 {
+			fh, base := n.host(fmt.Sprintf("s%d.test", h), slowPage(0))
+			hosts = append(hosts, fh)
+			for i := range 16 {
+				if err := q.AddURL(fmt.Sprintf("%s/p/%d", base, i)); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		t0 := time.Now()
+		grown := t0.Add(3 * time.Second)
+		go func() {
+			time.Sleep(time.Until(grown))
+			f.mu.Lock()
+			f.share = 3
+			f.mu.Unlock()
+		}()
+		if err := q.Run(c); err != nil {
+			t.Fatal(err)
+		}
+		f.mu.Lock()
+		asks := 0
+		for _, at := range f.leaseCalls {
+			if d := at.Sub(t0); d >= time.Second && d < 3*time.Second {
+				asks++
+			}
+		}
+		f.mu.Unlock()
+		if asks > 5 {
+			t.Errorf("%d lease asks from 1 s to 3 s at its share, want at most 5 (one a heartbeat)", asks)
+		}
+		var third *fakeHost
+		for _, h := range hosts {
+			if log := h.log(); len(log) > 0 && log[0].at.After(t0.Add(time.Second)) {
+				third = h
+			}
+		}
+		if third == nil {
+			t.Fatal("every host crawled from the start, want one held back by the share")
+		}
+		if first := third.log()[0].at; first.Before(grown) || first.After(grown.Add(600*time.Millisecond)) {
+			t.Errorf("the third host's first page at %v, want within a heartbeat (500 ms) of its share growing at 3s", first.Sub(t0))
 		}
 	})
 }

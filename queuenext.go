@@ -43,7 +43,7 @@ func (q *Queue) nextLocked(ctx context.Context) (task, bool) {
 		q.promoteLocked(now)
 		if q.ready.Len() == 0 {
 			mayAsk := q.fleetMayAskLocked()
-			if mayAsk && !now.Before(q.fleet.askAt) { // an idle worker: lease another host of the fleet
+			if mayAsk && !now.Before(q.fleet.askAtLocked()) { // an idle worker: lease another host of the fleet
 				q.fleetAskLocked(now)
 				continue
 			}
@@ -51,8 +51,10 @@ func (q *Queue) nextLocked(ctx context.Context) (task, bool) {
 			if q.waiting.Len() > 0 {
 				at = q.waiting.hosts[0].readyAt
 			}
-			if mayAsk && (at.IsZero() || q.fleet.askAt.Before(at)) {
-				at = q.fleet.askAt
+			if mayAsk {
+				if askAt := q.fleet.askAtLocked(); at.IsZero() || askAt.Before(at) {
+					at = askAt
+				}
 			}
 			q.waitLocked(ctx, at)
 			continue

@@ -16,7 +16,8 @@
 // and the caller is told how long to wait before asking again: nothing is ever booked for a request
 // that has not departed, and machines whose clocks differ share one schedule all the same. Departed
 // moves last_departure to the request's wire instant and ends its pending departure, so a slow dial
-// holds every process. SaveHosts applies the store's merge rule (next_departure, hold_until and
+// holds every process; DepartedAtAdmission ends the pending departure of a request that reached the
+// wire at its admission (an HDEL, no script). SaveHosts applies the store's merge rule (next_departure, hold_until and
 // rate_until keep the later value, the rest is overwritten) in one script run a host, a whole batch
 // pipelined; it also puts the hold and the rate-limit interval's end on the server's clock (hold_srv,
 // rate_srv = the server's now + the time left when sent), so what one process learned stops every

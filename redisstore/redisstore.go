@@ -82,6 +82,11 @@ func WithTTL(d time.Duration) Option {
 	}
 }
 
+// HostTTL returns how long a host key lasts after its last write (WithTTL; 0: for ever). A pacer on
+// the Store reads it: its write-behind leaves out a host's state unchanged since its last write, and
+// writes it again before half of this has passed, so that the key never expires while it is active.
+func (s *Store) HostTTL() time.Duration { return s.ttl }
+
 // reject sets an option value aside as invalid: the default stays (see Option).
 func (s *Store) reject(option, value, why string) {
 	s.invalid = append(s.invalid, fmt.Errorf("%w: redisstore.%s(%s): %s", ext.ErrInvalidOption, option, value, why))
@@ -541,6 +546,29 @@ func optionalDuration(s string) (time.Duration, error) {
 // server's now.
 func (s *Store) Departed(ctx context.Context, host string, ago time.Duration) error {
 	if err := departedScript.Run(ctx, s.c, []string{s.hostKey(host)}, int64(max(ago, 0)), s.ttlMS()).Err(); err != nil {
+		return wrapErr(err, "record the departure of host %q", host)
+	}
+	return nil
+}
+
+// DepartedAtAdmission ends host's pending departure, which reached the wire at its admission (within
+// the pacer's slack of a millisecond) or never will: Departed with the ago of the admission, whose
+// instant the admission recorded as the last departure already. It is plain commands, one round trip:
+// an HDEL of the pending departure, and a PEXPIRE of the key with WithTTL. A pacer on the Store calls
+// it instead of Departed for such a departure.
+func (s *Store) DepartedAtAdmission(ctx context.Context, host string) error {
+	key := s.hostKey(host)
+	var err error
+	if ttl := s.ttlMS(); ttl > 0 {
+		_, err = s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+			p.HDel(ctx, key, "pending", "pending_by")
+			p.PExpire(ctx, key, time.Duration(ttl)*time.Millisecond)
+			return nil
+		})
+	} else {
+		err = s.c.HDel(ctx, key, "pending", "pending_by").Err()
+	}
+	if err != nil {
 		return wrapErr(err, "record the departure of host %q", host)
 	}
 	return nil

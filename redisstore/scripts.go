@@ -174,15 +174,17 @@ if ld_s and not less(now_s, now_n, ld_s, ld_n) then
   since = format(d_s, d_n)
 end
 sq = sq + 1
-redis.call('HSET', KEYS[1], 'last_departure', format(now_s, now_n), 'seq', string.format('%d', sq))
+local nowText = format(now_s, now_n)
 local pend = tonumber(ARGV[4])
-if pend > 0 then
-  redis.call('HSET', KEYS[1], 'pending', format(add(now_s, now_n, math.floor(pend / E9), pend % E9)), 'pending_by', ARGV[6])
+if pend > 0 then -- one HSET: a command fewer than the departure and its pending apart
+  redis.call('HSET', KEYS[1], 'last_departure', nowText, 'seq', string.format('%d', sq),
+    'pending', format(add(now_s, now_n, math.floor(pend / E9), pend % E9)), 'pending_by', ARGV[6])
 else
+  redis.call('HSET', KEYS[1], 'last_departure', nowText, 'seq', string.format('%d', sq))
   redis.call('HDEL', KEYS[1], 'pending', 'pending_by')
 end
 refresh(ARGV[3])
-return {1, '0', format(now_s, now_n), ad, kl, 0, ri, mv, '', nv, 0, fence, sq, since, rq}
+return {1, '0', nowText, ad, kl, 0, ri, mv, '', nv, 0, fence, sq, since, rq}
 `)
 
 // refusedScript records that the fleet's departure numbered ARGV[1] to the host was refused, when

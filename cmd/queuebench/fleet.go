@@ -197,6 +197,11 @@ func measureFleet(ctx context.Context, cfg fleetConfig, fault fleetFault) (fleet
 		return fleetRun{}, err
 	}
 	// The fleet starts at once: no sleep after the seeding.
+	if slowlogOn() {
+		if err := rd.startSlowlog(ctx); err != nil {
+			return fleetRun{}, err
+		}
+	}
 	crawlStart, err := rd.read(ctx)
 	if err != nil {
 		return fleetRun{}, err
@@ -269,6 +274,11 @@ func measureFleet(ctx context.Context, cfg fleetConfig, fault fleetFault) (fleet
 	crawlEnd, err := rd.read(ctx)
 	if err != nil {
 		return fleetRun{}, err
+	}
+	if slowlogOn() {
+		if err := rd.writeSlowlog(ctx, os.Stderr, len(site.log())); err != nil {
+			return fleetRun{}, err
+		}
 	}
 	wire := map[int]map[string]time.Time{} // process → URL → when it wrote it
 	for i, res := range results {
