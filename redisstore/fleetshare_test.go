@@ -142,7 +142,7 @@ func TestFleetQueueStealsFromAnOverloadedMember(t *testing.T) {
 	if err := <-firstDone; err != nil {
 		t.Fatal(err)
 	}
-	site.check(t, hosts, interval, nil)
+	site.check(t, hosts, interval, nil, first, second)
 	a, b := first.fig.get(), second.fig.get()
 	if a.Stolen < 1 || b.Leased < 1 || a.TakenOver != 0 || b.TakenOver != 0 {
 		t.Errorf("figures: first %+v, second %+v; want hosts stolen from the first and leased by the second, none taken over", a, b)

@@ -8,6 +8,7 @@ import (
 	"github.com/collypace/ext/redisstore"
 	"github.com/collypace/ext/redisstore/internal/redistest"
 	"github.com/gocolly/colly/v2"
+	"github.com/rs/zerolog"
 )
 
 // On a local Redis Cluster of three masters, with the frontier in six shards: every script runs (a
@@ -26,7 +27,9 @@ func TestFrontierOnARedisCluster(t *testing.T) {
 	for range 2 {
 		st := redisstore.New(cl.Client(t), redisstore.WithPrefix(prefix), redisstore.WithFrontierShards(6))
 		c := colly.NewCollector()
-		p := ext.AdaptivePacing(c, ext.WithStore(st), ext.WithTransport(site.transport()), ext.WithBaseDelay(interval), ext.WithJitter(0), ext.WithoutRobots())
+		trail := &lockedTrail{}
+		p := ext.AdaptivePacing(c, ext.WithStore(st), ext.WithTransport(site.transport()), ext.WithBaseDelay(interval), ext.WithJitter(0), ext.WithoutRobots(),
+			ext.WithLogger(zerolog.New(trail).Level(zerolog.InfoLevel)))
 		t.Cleanup(func() { _ = p.Close() })
 		q := ext.NewQueue(p, 2)
 		c.OnHTML("a[href]", func(e *colly.HTMLElement) {
@@ -35,10 +38,10 @@ func TestFrontierOnARedisCluster(t *testing.T) {
 			}
 		})
 		seedHosts(t, q, hosts)
-		members = append(members, &frontierMember{st: st, c: c, p: p, q: q})
+		members = append(members, &frontierMember{st: st, c: c, p: p, q: q, trail: trail})
 	}
 	runMembers(t, members)
-	site.check(t, hosts, interval, nil)
+	site.check(t, hosts, interval, nil, members...)
 	c := cl.Client(t)
 	nodes := map[string]bool{}
 	for shard := range 6 {

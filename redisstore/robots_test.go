@@ -85,7 +85,7 @@ func TestFleetReadsRobotsOncePerHost(t *testing.T) {
 		members = append(members, newMemberWith(t, srv, site, prefix, 2, interval, nil))
 	}
 	runMembers(t, members)
-	site.check(t, hosts, interval, nil)
+	site.check(t, hosts, interval, nil, append(members, first)...)
 	robotsReads(t, site, hosts, "a fleet after a stopped member")
 	for _, m := range members {
 		if err := m.q.AddURL(fmt.Sprintf("http://h0.test/p/%d", pages)); err != nil {
