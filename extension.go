@@ -188,9 +188,7 @@ func (b *binding) retryRefused(f *flight, resp *colly.Response, err error) {
 		return
 	}
 	if errors.Is(err, ErrLeaseLost) { // not sent (the transport found its lease over): the frontier's
-		now := b.p.now()
-		b.p.deferred.mark(resp.Request, now)
-		b.p.tries.settle(resp.Request, tryDeferred, now)
+		b.p.leaveToFrontier(resp.Request, b.p.now())
 		return
 	}
 	v, at := b.verdict(f, resp, err)

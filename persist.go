@@ -43,6 +43,9 @@ type persistence struct {
 	// keyTTL is how long the shared store keeps a host's state after its last write (0: for ever), as
 	// the store says (its HostTTL method): an unchanged state is written again before half of it.
 	keyTTL time.Duration
+	// atAdmission is the shared store's cheaper end of a departure that reached the wire at its
+	// admission (nil: the store has none, Departed does it).
+	atAdmission wireAtAdmissionStore
 
 	health storeHealth
 }
@@ -59,6 +62,7 @@ func (p *Pacer) startPersistence() {
 		if t, ok := s.(interface{ HostTTL() time.Duration }); ok { // redisstore.WithTTL
 			p.persist.keyTTL = max(t.HostTTL(), 0)
 		}
+		p.persist.atAdmission, _ = s.(wireAtAdmissionStore)
 	} else if s, ok := p.cfg.store.(sessionStore); ok {
 		p.beginSession(s)
 	}

@@ -249,7 +249,7 @@ func (p *Pacer) fleetWired(h *host, admitted, at time.Time) {
 	if at.Sub(admitted) <= fleetWireSlack {
 		at = admitted
 	}
-	atAdmission, _ := p.persist.shared.(wireAtAdmissionStore)
+	atAdmission := p.persist.atAdmission
 	if !at.Equal(admitted) {
 		atAdmission = nil
 	}

@@ -79,9 +79,16 @@ func (p *Pacer) retryIsTheFrontiers(r *colly.Request) bool {
 		return false
 	}
 	disp.fenced.Store(true)
+	p.leaveToFrontier(r, now)
+	return true
+}
+
+// leaveToFrontier defers r, a fleet Queue's request whose lease no longer holds, to the frontier, which
+// hands it to the host's next holder: OnError's Deferred reports true, and a user's Retry of it would
+// send it twice.
+func (p *Pacer) leaveToFrontier(r *colly.Request, now time.Time) {
 	p.deferred.mark(r, now)
 	p.tries.settle(r, tryDeferred, now)
-	return true
 }
 
 // dispatchOf returns the Queue's dispatch of the request with this header map, nil when it is not a
