@@ -1,6 +1,7 @@
 package capacity
 
 import (
+	"math"
 	"testing"
 	"time"
 )
@@ -176,5 +177,67 @@ func TestPacedRefusalsWithNothingKnownStopAtTwiceTheOutageProbe(t *testing.T) {
 	}
 	if want := 2 * outageProbe(300*ms, time.Minute); a.delay > want {
 		t.Errorf("20 refusals with Retry-After, nothing accepted: delay %v, want at most %v", a.delay, want)
+	}
+}
+
+// cruising is a model that has learnt a host's interval (good) and holds it: its bounds close, its
+// good interval held longer than dropRun, its last refusal at refused.
+func cruising(good time.Duration, refused time.Time) Model {
+	return Model{delay: good, good: good, bad: good - good/64, gain: probeGain, held: dropRun, refused: refused.UnixNano()}
+}
+
+// A cruise probe a share g faster than the good interval is confirmed by about 1.5/g clean responses,
+// not confirmRun: HAProxy's window, which counts every request in periods, lets a pace 8% too fast
+// through for about 12 requests by phase before it refuses one, and a probe confirmed by 3 made the
+// model cruise under the host's limit and climb faster still (1.3 refusals a minute at 1/s).
+func TestCruiseProbeNeedsAsManyResponsesAsItsStep(t *testing.T) {
+	const floor = 50 * ms
+	a := cruising(time.Second, t0)
+	at := t0
+	for a.delay == time.Second {
+		at = at.Add(time.Second)
+		a.Succeed(Sample{Gen: a.gen, Credited: time.Second, Spacing: time.Second, At: at}, floor, time.Minute)
+		if at.Sub(t0) > 10*time.Minute {
+			t.Fatal("no cruise probe in 10 minutes")
+		}
+	}
+	probe := a.delay
+	g := float64(time.Second-probe) / float64(time.Second)
+	need := int(math.Ceil(stepConfirm / g))
+	for i := 1; i < need; i++ {
+		at = at.Add(probe)
+		a.Succeed(Sample{Gen: a.gen, Credited: probe, Spacing: probe, At: at}, floor, time.Minute)
+		if a.good != time.Second {
+			t.Fatalf("probe at %v (%.0f%% faster) confirmed after %d clean responses, want %d", probe, 100*g, i, need)
+		}
+	}
+	at = at.Add(probe)
+	a.Succeed(Sample{Gen: a.gen, Credited: probe, Spacing: probe, At: at}, floor, time.Minute)
+	if a.good != probe {
+		t.Errorf("probe at %v after %d clean responses: good %v, want the probe confirmed", probe, need, a.good)
+	}
+}
+
+// A refusal at the edge of what the host accepts (at the good interval, long held) shows there is no
+// capacity beyond it: the next cruise probe waits twice the probe wait, as after a refused probe, so a
+// host whose capacity holds sees at most about one refusal a minute once learnt.
+func TestEdgeRefusalDelaysTheNextProbe(t *testing.T) {
+	const floor = 50 * ms
+	a := cruising(500*ms, t0)
+	a.Refuse(Sample{Gen: a.gen, Kind: RefusedRate, Paced: true, Credited: 500 * ms, Spacing: 500 * ms, At: t0}, floor, time.Minute)
+	edge := a.delay
+	if a.good != edge || edge <= 500*ms {
+		t.Fatalf("refused at the good interval long held: delay %v good %v, want one edge step slower", edge, a.good)
+	}
+	at := t0
+	for a.delay == edge {
+		at = at.Add(edge)
+		a.Succeed(Sample{Gen: a.gen, Credited: edge, Spacing: edge, At: at}, floor, time.Minute)
+		if at.Sub(t0) > 10*time.Minute {
+			t.Fatal("no cruise probe in 10 minutes")
+		}
+	}
+	if wait := at.Sub(t0); wait < 2*cruiseMinTime {
+		t.Errorf("the next probe %v after an edge refusal, want at least %v", wait, 2*cruiseMinTime)
 	}
 }

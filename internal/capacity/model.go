@@ -43,10 +43,12 @@ const (
 	// once the bisection is done; probeGain is how much faster that probe goes. An accepted probe is
 	// followed by the next at once, each step twice the last (up to maxProbeGain), so a capacity that
 	// rose is climbed in a few seconds; each refused probe in a row doubles the wait, up to
-	// cruiseMaxTime (or what a long Retry-After hold demands: see spaceProbes), so a host whose
-	// capacity holds sees at most one probe a minute. Gains in percent.
+	// cruiseMaxTime (or what a long Retry-After hold demands: see spaceProbes), and so does a refusal
+	// at the edge (no capacity beyond it), so a host whose capacity holds sees at most about one refusal
+	// a minute once learnt. A climbing probe (after an accepted one) is confirmed by as many responses
+	// as its step needs (confirmNeed). Gains in percent.
 	cruiseBeforeProbe = 30
-	cruiseMinTime     = 15 * time.Second
+	cruiseMinTime     = 30 * time.Second
 	cruiseMaxTime     = 75 * time.Second
 	// probeCostShare is the share of the crawl's time that refused probes may cost (see spaceProbes).
 	probeCostShare = 0.05
@@ -347,6 +349,7 @@ func (a *Model) learnRefusal(s Sample, floor time.Duration, bursty bool) (next t
 		a.good = duration.Add(max(a.good, interval), max(a.good, interval)*edgeStep/100)
 		a.bad = max(min(refused, a.good), a.creep()) // the edge is known: no creep back to it
 		a.held = 0
+		a.misses = min(a.misses+1, 8) // no capacity beyond the edge: wait longer before the next probe
 		return a.good, false
 	}
 	if a.good == 0 {
@@ -439,7 +442,7 @@ func (a *Model) Succeed(s Sample, floor, ceiling time.Duration) int {
 			next = a.good
 		}
 		return a.set(next, floor, ceiling)
-	case int(a.clean) < a.confirmRun() && !a.returning:
+	case int(a.clean) < a.confirmNeed() && !a.returning:
 		return 0
 	case a.good == 0 || a.delay < a.good:
 		if a.probing {
@@ -501,6 +504,25 @@ func (a *Model) creep() time.Duration {
 func (a *Model) confirmRun() int {
 	return max(int(a.confirm), confirmRun)
 }
+
+// confirmNeed is how many clean responses confirm the delay under test: confirmRun, and for a cruise
+// probe a share g faster than the good interval at least stepConfirm/g (up to maxConfirmRun). A limiter
+// that counts every request in periods (HAProxy's window) or a bucket with a burst lets a pace a share
+// g too fast through for about 1/g requests, by phase or burst, before it refuses one: a probe
+// confirmed by three made the model cruise under the host's limit and climb faster still. A bisection
+// step is confirmed by confirmRun: a limiter without burst (nginx) refuses it at once, and learning
+// from below must take seconds, not minutes.
+func (a *Model) confirmNeed() int {
+	n := a.confirmRun()
+	if a.probing && a.delay < a.good {
+		g := float64(a.good-a.delay) / float64(a.good)
+		n = max(n, min(int(math.Ceil(stepConfirm/g)), maxConfirmRun))
+	}
+	return n
+}
+
+// stepConfirm: see confirmNeed.
+const stepConfirm = 1.5
 
 // apart reports whether the bounds are too far apart to cruise: good above bisectUntil × the refused
 // bound (the floor when nothing was refused).
