@@ -321,10 +321,7 @@ func simGrid(length time.Duration) []simCell {
 		}
 		if cfg.Name == "capacity" {
 			add(simCell{name: "demo-capacity", capacity: cfg.Capacity.Rate, base: scenario.DemoBaseDelay, limit: 5 * time.Minute,
-				hosts: []scenario.HostConfig{cfg}, targets: simTargets{noLoss: true, rateOnly: true, maxRefusals: 2, endsNoFasterThanRefused: true},
-				// The bucket's burst, refilled during each 2.2 s hold, lets three responses at a bisection
-				// step through: the step is confirmed, then refused once the burst is spent (BENCHMARKS.md).
-				known: map[string]string{"refusals": "a bucket's burst refilled by each hold confirms a bisection step it does not sustain"}})
+				hosts: []scenario.HostConfig{cfg}, targets: simTargets{noLoss: true, rateOnly: true, maxRefusals: 2, endsNoFasterThanRefused: true}})
 		}
 	}
 	return append(cells, lowRateCells()...)

@@ -148,9 +148,10 @@ func TestLimiterReadAsAnOutageFailsSlow(t *testing.T) {
 
 // A host that refuses a pace right after confirmRun clean responses confirmed it (a token bucket's
 // burst let them through: the example crawler's capacity host at its 300 ms floor) is bursty: its next
-// paces need twice as many clean responses to be confirmed, so a bucket refilled during a Retry-After
-// hold does not confirm a pace it cannot sustain. Before, it took one clean response more than a
-// confirmation run to tell, and the demo's host was refused 4 times in 30 pages (3 now).
+// paces need burstConfirm times as many clean responses to be confirmed, so a bucket refilled during a
+// Retry-After hold does not confirm a pace it cannot sustain. Before, it took one clean response more
+// than a confirmation run to tell, and the demo's host was refused 4 times in 30 pages; with twice as
+// many 3 times, and 2 now.
 func TestRefusedRightAfterItsConfirmationIsABurst(t *testing.T) {
 	a := New(300 * ms)
 	for range confirmRun {
@@ -160,8 +161,8 @@ func TestRefusedRightAfterItsConfirmationIsABurst(t *testing.T) {
 		t.Fatalf("%d clean responses at the floor: good %v, want 300ms", confirmRun, a.good)
 	}
 	a.Refuse(Sample{Gen: a.gen, Kind: RefusedRate, Paced: true, Credited: 310 * ms, Spacing: 310 * ms, At: t0}, 300*ms, time.Minute)
-	if a.confirmRun() != 2*confirmRun {
-		t.Errorf("refused right after %d clean responses confirmed the pace: a confirmation needs %d, want %d", confirmRun, a.confirmRun(), 2*confirmRun)
+	if a.confirmRun() != burstConfirm*confirmRun {
+		t.Errorf("refused right after %d clean responses confirmed the pace: a confirmation needs %d, want %d", confirmRun, a.confirmRun(), burstConfirm*confirmRun)
 	}
 }
 

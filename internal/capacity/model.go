@@ -26,10 +26,15 @@ const (
 	// refusalFactor multiplies the delay when the host fails (an outage), up to outageProbe.
 	refusalFactor = 2
 	// confirmRun is how many clean responses at a probed interval make it the known-good interval, at
-	// first; a host that refuses an interval lately confirmed (a token bucket's burst let the probe
-	// through) doubles it for that host, up to maxConfirmRun.
+	// first; a host that refuses an interval right after a confirmation run (a token bucket's burst let
+	// it through) needs burstConfirm runs from then on, and one that refuses a good interval lately
+	// confirmed doubles it again, up to maxConfirmRun.
 	confirmRun    = 3
 	maxConfirmRun = 48
+	// burstConfirm: a bucket refilled during a Retry-After hold lets its burst through at any pace, and
+	// a pace 10% too fast for about ten requests more (the demo's capacity host: 2/s, burst 2, confirmed
+	// 450 ms with two runs and was refused at it once its burst was spent).
+	burstConfirm = 4
 	// bisectUntil stops bisecting between the slowest refused and the fastest good interval once they
 	// are this close (good/refused); creepStep then moves good towards the refused bound in steps of
 	// this share of it, each confirmed before the next, until the next step would reach the bound: the
@@ -250,7 +255,7 @@ func (a *Model) Refuse(s Sample, floor, ceiling time.Duration) bool {
 			// Refused at an interval it had accepted a confirmation run in a row (or more), and not the
 			// first refusal at the edge: a token bucket's burst ran out (or its capacity dropped). Its
 			// acceptances prove little from now on.
-			a.confirm = uint8(max(int(a.confirm), 2*confirmRun))
+			a.confirm = uint8(max(int(a.confirm), burstConfirm*confirmRun))
 		}
 		if kind == RefusedUnclear {
 			a.undoGood, a.undoBad, a.undo = a.good, a.bad, true
