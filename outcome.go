@@ -311,7 +311,7 @@ func (h *host) sampleLocked(res Reservation, s outcomeSignals, now time.Time) ca
 		// spacing (a lower bound: the gap since its last accepted request is unknown).
 		smp.Spacing, smp.Credited = res.facts.since, res.facts.since
 		if res.facts.afterRefusal {
-			smp.Credited = 2 * res.facts.since
+			smp.Credited, smp.CreditLower = 2*res.facts.since, true
 		}
 	case !res.fleet && !res.At.IsZero():
 		if res.before != 0 {
@@ -366,8 +366,10 @@ func (p *Pacer) reportOutcome(h *host, res Reservation, s outcomeSignals, eff ou
 		}
 	}
 
-	if s.v.Refused {
+	if s.v.Refused || res.robots {
 		p.fleetRefused(h, res)
+	}
+	if s.v.Refused {
 		p.cfg.observer.Refused(h.key, s.v.Trigger)
 	}
 	if !s.hold.IsZero() {

@@ -46,8 +46,10 @@ type fleetFacts struct {
 	afterRefusal bool
 }
 
-// fleetRefused reports the refusal of the fleet's departure res to the shared store, so that the next
-// admissions know the departure before theirs was refused. A store that fails is audited as any stall.
+// fleetRefused reports the fleet's departure res to the shared store as one the host did not count as
+// an accepted page: a refusal, or a robots.txt read (whether the host's limiter counts it is unknown).
+// The next admission then knows that the gap since the departure before it is not the gap since the
+// host's last accepted request, only a lower bound of it. A store that fails is audited as any stall.
 func (p *Pacer) fleetRefused(h *host, res Reservation) {
 	if !p.fleetActive() || res.facts.seq == 0 {
 		return

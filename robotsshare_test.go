@@ -253,3 +253,26 @@ func TestRobotsStaleClaimBounded(t *testing.T) {
 		}
 	})
 }
+
+// A fleet's robots.txt read is a departure to the host but not a page its limiter is known to count:
+// it is reported to the store as the refusals are, so that the page after it credits only a lower bound
+// of the gap since the host's last accepted request (issue 32: a robots.txt read 10 ms before the first
+// page was taken as a 10 ms gap the host accepted, and every refusal after it read as not about speed).
+func TestFleetRobotsReadCreditsNoPage(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		shared := newSimShared()
+		f := newRobotsFleet(t, shared.view(1), 1, "User-agent: *\n")
+		c, _ := f.member()
+		f.crawl(c)
+		f.assertFetches("one member", 1)
+		shared.mu.Lock()
+		defer shared.mu.Unlock()
+		h := shared.fleet["h0.test"]
+		if h == nil || h.seq != 2 {
+			t.Fatalf("the fleet's departures to h0.test: %+v, want the robots.txt read and a page", h)
+		}
+		if h.refused != 1 {
+			t.Errorf("the robots.txt read (departure 1) is not reported as uncredited: the latest reported is %d", h.refused)
+		}
+	})
+}

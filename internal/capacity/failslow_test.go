@@ -242,3 +242,27 @@ func TestEdgeRefusalDelaysTheNextProbe(t *testing.T) {
 		t.Errorf("the next probe %v after an edge refusal, want at least %v", wait, 2*cruiseMinTime)
 	}
 }
+
+// A fleet member's credit after a departure the host did not count as an accepted page (a refusal, a
+// robots.txt read) is only a lower bound of the gap since the host's last accepted request. A clean
+// response credited with it sets no upper bound (a robots.txt read 10 ms before the first page made
+// 10 ms an interval the host accepted, and every refusal after it read as not about speed: 8 refusals
+// to climb from a 10 ms floor), and a refusal credited with it bounds the host's interval by the
+// departure's own spacing: HAProxy's window counts refused requests, and the doubled credit put the
+// refused bound above an interval the host then accepted, where no bisection could come back (a fleet
+// at two thirds of the rate for minutes). The next delay still reaches as far as the credit.
+func TestFleetCreditAfterAnUncountedDepartureIsALowerBound(t *testing.T) {
+	const floor = 10 * ms
+	a := New(floor)
+	a.Succeed(Sample{Gen: a.gen, Credited: 21 * ms, Spacing: 10 * ms, CreditLower: true, Fleet: true, At: t0}, floor, time.Minute)
+	if a.upper != 0 {
+		t.Fatalf("a clean response credited with a lower bound set the upper bound %v, want none", a.upper)
+	}
+	a.Refuse(Sample{Gen: a.gen, Kind: RefusedRate, Paced: true, Credited: 2200 * ms, Spacing: 1100 * ms, CreditLower: true, AfterHold: true, Fleet: true, At: t0.Add(time.Second)}, floor, time.Minute)
+	if a.bad != 1100*ms {
+		t.Errorf("refused 1.1s after the departure before, the credit a lower bound (2.2s): refused bound %v, want 1.1s", a.bad)
+	}
+	if want := outageProbe(floor, time.Minute); a.delay != want {
+		t.Errorf("the delay after it: %v, want as far as the credit reaches, up to the outage probe %v", a.delay, want)
+	}
+}

@@ -358,7 +358,7 @@ func (a *Model) learnRefusal(s Sample, floor time.Duration, bursty bool) (next t
 		return a.good, false
 	}
 	if a.good == 0 {
-		return a.learnFromBelow(refused, floor, s.Paced, s.Credited > 0), true
+		return a.learnFromBelow(s.bound(a.delay), refused, floor, s.Paced, s.Credited > 0), true
 	}
 	a.upper = a.good // accepted until now: a refusal at it again is not explained by speed
 	a.good, a.bad, a.prevGood = 0, interval, 0
@@ -369,8 +369,10 @@ func (a *Model) learnRefusal(s Sample, floor time.Duration, bursty bool) (next t
 	return next, true
 }
 
-// learnFromBelow is the delay after a rate refusal at gap (the longer reading) with nothing good known:
-// the refused gap is the lower bound, and the shortest gap accepted since (upper) the upper one.
+// learnFromBelow is the delay after a rate refusal at gap (the longer reading: reach) with nothing good
+// known: the refused gap is the lower bound (bound: the longer reading when it is known, the departure's
+// own spacing when the longer one is only a lower bound), and the shortest gap accepted since (upper)
+// the upper one.
 //   - With an upper bound, the next departures test the midpoint (the geometric one when the bounds are
 //     more than four times apart).
 //   - A refusal with a Retry-After (paced) backs off by rateBackoff, or to the refused gap when longer,
@@ -385,7 +387,7 @@ func (a *Model) learnRefusal(s Sample, floor time.Duration, bursty bool) (next t
 //
 // A refusal at a gap the host accepted since (upper ≤ gap) is not explained by speed: the delay backs
 // off by rateBackoff only, as before anything was learnt, and the noise test judges it.
-func (a *Model) learnFromBelow(gap, floor time.Duration, paced, credited bool) time.Duration {
+func (a *Model) learnFromBelow(gap, reach, floor time.Duration, paced, credited bool) time.Duration {
 	backoff := duration.Mul(max(a.delay, floor, minBackoff), rateBackoff)
 	if a.upper > 0 && a.upper <= gap {
 		a.bad, a.prevGood = a.delay, 0
@@ -400,7 +402,7 @@ func (a *Model) learnFromBelow(gap, floor time.Duration, paced, credited bool) t
 	}
 	a.upper = 0
 	if paced { // the hold spaces the first departure; the others, the refused gap at least, up to the outage probe
-		return max(backoff, min(a.bad, outageProbe(floor, duration.Max)))
+		return max(backoff, min(max(a.bad, reach), outageProbe(floor, duration.Max)))
 	}
 	if !credited {
 		return backoff
@@ -429,7 +431,7 @@ func (a *Model) Succeed(s Sample, floor, ceiling time.Duration) int {
 		return 0
 	}
 	a.failures, a.undo = 0, false
-	if a.good == 0 && !s.AfterHold && s.Credited > 0 && (a.upper == 0 || s.Credited < a.upper) {
+	if a.good == 0 && !s.AfterHold && !s.CreditLower && s.Credited > 0 && (a.upper == 0 || s.Credited < a.upper) {
 		a.upper = s.Credited
 	}
 	if (a.good == 0 || a.delay < a.good) && s.provesOnlyLonger(a.delay) {

@@ -34,13 +34,28 @@ type Sample struct {
 	Jitter    time.Duration // the jitter added to the delay (the generation's: the departure was paced by it)
 	Spacing   time.Duration // since the previous departure to the host (0: none known)
 	Credited  time.Duration // since the host's previous accepted departure (0: unknown)
-	Fleet     bool          // admitted by a shared store: one member's outcomes, a share of the fleet's
+	// CreditLower: Credited is a lower bound only (a fleet's departure before was refused or a
+	// robots.txt read, so the host's previous accepted one lies further back, by how much unknown).
+	CreditLower bool
+	Fleet       bool // admitted by a shared store: one member's outcomes, a share of the fleet's
 }
 
 // gap is the interval the host refused, on the longer reading (the bound it sets is then slower):
 // since the last accepted departure when known, the departure's own spacing otherwise.
 func (s Sample) gap(delay time.Duration) time.Duration {
 	return max(delay+s.Jitter, s.Credited)
+}
+
+// bound is the gap a refusal bounds the host's interval by: the longer reading (gap), unless that is
+// only a lower bound (CreditLower): then the departure's own spacing. A bound read too long would lie
+// above an interval the host then accepts, and the bounds could no longer be bisected: a fleet stuck at
+// half HAProxy's rate for minutes (its window counts refused requests, so the refusal after a refused
+// one said nothing of the gap since an accepted one).
+func (s Sample) bound(delay time.Duration) time.Duration {
+	if s.CreditLower {
+		return max(delay+s.Jitter, s.Spacing)
+	}
+	return s.gap(delay)
 }
 
 // provesOnlyLonger reports whether a clean response proves an interval longer than the one tested: the
