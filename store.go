@@ -156,8 +156,9 @@ type SharedStore interface {
 	// now, and the last departure moves to at least that instant (a request that never reached the
 	// wire is reported with the ago of its admission, which moves nothing).
 	Departed(ctx context.Context, host string, ago time.Duration) error
-	// Refused records that the fleet's departure numbered seq (Admission.Seq) to host was refused, when
-	// later than the one recorded: the next admissions return it as RefusedSeq.
+	// Refused records that the fleet's departure numbered seq (Admission.Seq) to host was refused (or
+	// was a robots.txt read: not a page the host is known to have counted as accepted), when later
+	// than the one recorded: the next admissions return it as RefusedSeq.
 	Refused(ctx context.Context, host string, seq uint64) error
 	// CheckLost reports whether the store lost what it held (a server restarted empty) since this
 	// Store last looked: the pacer then writes back every state it knows.
