@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"runtime"
 	"slices"
@@ -425,7 +426,8 @@ func (c simCell) crawl(t *testing.T) simFigures {
 	defer cancel()
 	// One collector and pacer a host (a fleet's processes each), each with its own seeded jitter
 	// source: hosts do not share a pacer's state, and their draws then do not interleave in an order
-	// the scheduler picks. A fleet shares one in-memory SharedStore, each process with its own view.
+	// the scheduler picks. A fleet shares one in-memory SharedStore, each process with its own view,
+	// and the network, each process reaching both after its own offset (simMemberOffset).
 	procs := max(c.fleet, 1)
 	crawlers := make([][]simCrawler, len(keys))
 	for i := range crawlers {
@@ -435,10 +437,12 @@ func (c simCell) crawl(t *testing.T) simFigures {
 		}
 		for j := range procs {
 			var opts []Option
+			var rt http.RoundTripper = net
 			if shared != nil {
 				opts = append(opts, WithStore(shared.view(j+1)))
+				rt = simMemberNet{simNet: net, token: j + 1}
 			}
-			crawlers[i] = append(crawlers[i], newSimCrawler(ctx, net, c.base, c.seed+uint64(i)<<32+uint64(j)<<16, opts...))
+			crawlers[i] = append(crawlers[i], newSimCrawler(ctx, rt, c.base, c.seed+uint64(i)<<32+uint64(j)<<16, opts...))
 		}
 	}
 
@@ -533,7 +537,7 @@ type simCrawler struct {
 
 // newSimCrawler returns a crawler over net that ends with ctx, with the default jitter drawn from a
 // source seeded with seed, and opts.
-func newSimCrawler(ctx context.Context, net *simNet, base time.Duration, seed uint64, opts ...Option) simCrawler {
+func newSimCrawler(ctx context.Context, net http.RoundTripper, base time.Duration, seed uint64, opts ...Option) simCrawler {
 	rng := rand.New(rand.NewPCG(seed, 0x5eed))
 	var mu sync.Mutex // protects rng
 	random := func() float64 {

@@ -2,6 +2,7 @@ package ext
 
 import (
 	"context"
+	"net/http"
 	"time"
 )
 
@@ -26,7 +27,9 @@ type simFleetHost struct {
 	pendingBy int       // the view that admitted it
 }
 
-// simSharedView is one pacer's handle on a simShared.
+// simSharedView is one pacer's handle on a simShared. Each of its calls takes the member's own
+// offset (simMemberOffset) before it reaches the shared state, as each of a fleet's round trips to
+// Redis takes time.
 type simSharedView struct {
 	*simShared
 	token int
@@ -44,6 +47,103 @@ func newSimShared() *simShared {
 
 // view returns the handle of the token-th pacer of the fleet (tokens distinct, from 1).
 func (s *simShared) view(token int) *simSharedView { return &simSharedView{simShared: s, token: token} }
+
+// simMemberOffset is how long each call of the token-th member of a fleet to what the fleet shares
+// (the store, the network) takes before it reaches it: distinct primes of nanoseconds. It makes a
+// fleet's run a function of its seed alone. The members' pacers wake at the same virtual instant
+// whenever their waits end at an instant they share (the crawl's start, a hold or an admission the
+// store computed, the same poll interval), and goroutines runnable at one instant run in the order the
+// Go scheduler picks, which differs from one binary to another (a -race build). Offset by distinct
+// primes, members that call at one instant reach the shared state at distinct instants, in an order
+// that depends on the token alone; a member's calls one after another cannot meet another's either,
+// short of a thousand of them at one instant (no multiple of one prime below 1009 is a multiple of another).
+func simMemberOffset(token int) time.Duration {
+	primes := [...]time.Duration{1009, 1013, 1019, 1021, 1031, 1033, 1039, 1049}
+	return primes[(token-1)%len(primes)]
+}
+
+// enter is the member's way to the shared state: it sleeps its offset.
+func (v *simSharedView) enter() { time.Sleep(simMemberOffset(v.token)) }
+
+// LoadHost implements Store, after the member's offset (enter), as every method of the view does.
+func (v *simSharedView) LoadHost(ctx context.Context, host string) (StoredHost, bool, error) {
+	v.enter()
+	return v.memoryStore.LoadHost(ctx, host)
+}
+
+func (v *simSharedView) SaveHosts(ctx context.Context, states []StoredHost) error {
+	v.enter()
+	return v.simShared.SaveHosts(ctx, states)
+}
+
+func (v *simSharedView) AddDeferred(ctx context.Context, r DeferredRequest) (int64, error) {
+	v.enter()
+	return v.memoryStore.AddDeferred(ctx, r)
+}
+
+func (v *simSharedView) ListDeferred(ctx context.Context, host string, limit int) ([]DeferredRequest, error) {
+	v.enter()
+	return v.memoryStore.ListDeferred(ctx, host, limit)
+}
+
+func (v *simSharedView) DeleteDeferred(ctx context.Context, ids []int64) error {
+	v.enter()
+	return v.memoryStore.DeleteDeferred(ctx, ids)
+}
+
+func (v *simSharedView) TakeDeferred(ctx context.Context, host string, limit int) ([]DeferredRequest, error) {
+	v.enter()
+	return v.memoryStore.TakeDeferred(ctx, host, limit)
+}
+
+func (v *simSharedView) SpillRequests(ctx context.Context, host string, reqs []DeferredRequest) error {
+	v.enter()
+	return v.memoryStore.SpillRequests(ctx, host, reqs)
+}
+
+func (v *simSharedView) TakeSpilled(ctx context.Context, host string, limit int) ([]DeferredRequest, error) {
+	v.enter()
+	return v.memoryStore.TakeSpilled(ctx, host, limit)
+}
+
+func (v *simSharedView) SpilledHosts(ctx context.Context) (map[string]int, error) {
+	v.enter()
+	return v.memoryStore.SpilledHosts(ctx)
+}
+
+func (v *simSharedView) LoadRobots(ctx context.Context, origin string) (int, []byte, time.Time, error) {
+	v.enter()
+	return v.memoryStore.LoadRobots(ctx, origin)
+}
+
+func (v *simSharedView) SaveRobots(ctx context.Context, origin string, status int, body []byte, fetchedAt time.Time, ttl time.Duration) error {
+	v.enter()
+	return v.memoryStore.SaveRobots(ctx, origin, status, body, fetchedAt, ttl)
+}
+
+func (v *simSharedView) ClaimRobots(ctx context.Context, origin, token string, ttl time.Duration) (bool, error) {
+	v.enter()
+	return v.memoryStore.ClaimRobots(ctx, origin, token, ttl)
+}
+
+func (v *simSharedView) ReleaseRobots(ctx context.Context, origin, token string) error {
+	v.enter()
+	return v.memoryStore.ReleaseRobots(ctx, origin, token)
+}
+
+// simMemberNet is a fleet member's way to the shared network: each request takes the member's
+// offset (simMemberOffset) before it is written.
+type simMemberNet struct {
+	*simNet
+	token int
+}
+
+func (n simMemberNet) RoundTrip(req *http.Request) (*http.Response, error) {
+	if !sleepCtx(req.Context(), simMemberOffset(n.token)) {
+		return nil, context.Cause(req.Context())
+	}
+	return n.simNet.RoundTrip(req)
+}
 
 // SaveHosts implements Store with the shared store's merge rule: memoryStore's (later departure, hold
 // and rate limit win), the newest capacity model of the fleet kept, and the greater noise verdict.
@@ -68,6 +168,7 @@ func (s *simShared) SaveHosts(_ context.Context, states []StoredHost) error {
 // last departure + the longest of gap, the stored adaptive delay, Crawl-delay and rate-limit interval,
 // and the stored hold, and no departure another view admitted is pending.
 func (v *simSharedView) Admit(_ context.Context, host string, gap time.Duration) (Admission, error) {
+	v.enter()
 	now := time.Now()
 	v.mu.Lock()
 	defer v.mu.Unlock()
@@ -117,6 +218,7 @@ func (v *simSharedView) Admit(_ context.Context, host string, gap time.Duration)
 
 // Refused implements SharedStore as refusedScript does: the latest departure reported refused.
 func (v *simSharedView) Refused(_ context.Context, host string, seq uint64) error {
+	v.enter()
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if f := v.fleet[host]; f != nil && seq > f.refused {
@@ -128,6 +230,7 @@ func (v *simSharedView) Refused(_ context.Context, host string, seq uint64) erro
 // Departed implements SharedStore: the last departure becomes at least ago before now, and the
 // pending departure ends.
 func (v *simSharedView) Departed(_ context.Context, host string, ago time.Duration) error {
+	v.enter()
 	now := time.Now()
 	v.mu.Lock()
 	defer v.mu.Unlock()

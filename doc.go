@@ -64,15 +64,16 @@
 //   - retryafter.go: a Retry-After's hold; internal/retryafter parses it (HTTP-dates and the server's
 //     clock in internal/httpfield), internal/ratelimit the rate-limit header families (X-RateLimit-*,
 //     RateLimit-*, structured RateLimit);
-//   - robotscache.go, robotsfetch.go, robotsshare.go: robots.txt, Crawl-delay and its cap, one fetch per origin a day
-//     (per fleet, with a store that shares reads); internal/robotstxt parses it;
+//   - robots.go, robotsread.go: robots.txt's Crawl-delay and its cap applied to the host, and what an
+//     unavailable one does to it; internal/robots caches it, one fetch per origin a day (per fleet,
+//     with a store that shares reads); internal/robotstxt parses it;
 //   - breaker.go (the state machine in internal/breaker), defer.go: the circuit breaker and the
 //     requests it defers;
 //   - queue.go, queuenext.go, queuesend.go, queuestore.go, queueheap.go: the host-aware Queue, its
 //     scheduler, its requests on their way, its store I/O and its heaps; queuefleet.go, fleetlease.go,
 //     fleetrenew.go: a Queue on a fleet's frontier (leases, heartbeats);
-//   - store.go, persist.go, persistfleet.go, memstore.go: the Store contract, write-behind and
-//     write-through of state, a shared store's admission;
+//   - store.go, persist.go, persistfleet.go, memstore.go, storehealth.go: the Store contract,
+//     write-behind and write-through of state, a shared store's admission, a failing store audited;
 //   - hostkey.go (internal/hostkey): what counts as one host ([DefaultHostKey],
 //     [ByRegistrableDomain], [ByIP]);
 //   - auditlog.go: writing audit events; their names, field keys and triggers are the

@@ -78,7 +78,10 @@ func (p *Pacer) evictShard(shard int, now time.Time) int {
 			evicted = append(evicted, h.key)
 		}
 	}
-	p.robots.hostsEvicted(p, evicted, now)
+	p.robots.HostsEvicted(evicted, now, p.cfg.robotsTTL, func(key string) bool {
+		_, back := p.hosts.Load(key)
+		return back
+	})
 	return len(evicted)
 }
 

@@ -18,6 +18,7 @@ import (
 
 	"github.com/collypace/ext/audit"
 	"github.com/collypace/ext/internal/hostkey"
+	"github.com/collypace/ext/internal/robots"
 	"github.com/gocolly/colly/v2"
 	"github.com/rs/zerolog"
 )
@@ -336,7 +337,7 @@ func TestHostileRobots(t *testing.T) {
 		{name: "redirect loop", robots: func(w http.ResponseWriter, r *http.Request) {
 			hop, _ := strconv.Atoi(r.URL.Query().Get("hop"))
 			http.Redirect(w, r, "/robots.txt?hop="+strconv.Itoa(hop+1), http.StatusFound)
-		}, gap: time.Second, firstPage: time.Second, hops: robotsMaxRedirects + 1, quiet: true, complies: true},
+		}, gap: time.Second, firstPage: time.Second, hops: robots.MaxRedirects + 1, quiet: true, complies: true},
 		// The redirect succeeds, the dead host fails: after robotsUnreachableLimit the breaker opens.
 		{name: "redirect to a dead host", robots: func(w http.ResponseWriter, r *http.Request) {
 			http.Redirect(w, r, "http://nowhere.test/robots.txt", http.StatusFound)

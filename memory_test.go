@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/collypace/ext/internal/robots"
 )
 
 // What the pacer keeps per host: its state, its place in the host map and its robots.txt rules,
@@ -75,23 +77,23 @@ func memoryPerHost(tb testing.TB, n int) (perHost float64, afterIdle int64) {
 // A host costs a bounded amount, robots.txt included (the benchmark measures 100 000 hosts; a host
 // state of about 700 bytes, a robots.txt entry of 144 and the maps' share come to about 1 080), and
 // once the hosts are idle and evicted the memory kept no longer depends on how many there were: the
-// robots cache keeps the rules of the last robotsIdleHosts evicted hosts only, and the maps shrink.
+// robots cache keeps the rules of the last robots.IdleHosts evicted hosts only, and the maps shrink.
 func TestMemoryPerHostBounded(t *testing.T) {
-	small, keptSmall := memoryPerHost(t, 2*robotsIdleHosts)
-	large, keptLarge := memoryPerHost(t, 6*robotsIdleHosts)
+	small, keptSmall := memoryPerHost(t, 2*robots.IdleHosts)
+	large, keptLarge := memoryPerHost(t, 6*robots.IdleHosts)
 	t.Logf("%.0f and %.0f bytes per host at %d and %d hosts; %d and %d bytes kept once idle",
-		small, large, 2*robotsIdleHosts, 6*robotsIdleHosts, keptSmall, keptLarge)
+		small, large, 2*robots.IdleHosts, 6*robots.IdleHosts, keptSmall, keptLarge)
 	// Issue 32: a field the model needs to be right is worth its bytes. The budget is 2 KiB a host with
 	// Colly's own share (about 490 B: its visited set and request state), so 1536 B for ours.
 	if large > 1536 {
-		t.Errorf("%.0f bytes per host at %d hosts, want at most 1536 (2 KiB with Colly's share)", large, 6*robotsIdleHosts)
+		t.Errorf("%.0f bytes per host at %d hosts, want at most 1536 (2 KiB with Colly's share)", large, 6*robots.IdleHosts)
 	}
-	if keptLarge > robotsIdleHosts*1024+256<<10 {
-		t.Errorf("%d bytes kept once %d hosts were idle and evicted, want at most %d", keptLarge, 6*robotsIdleHosts, robotsIdleHosts*1024+256<<10)
+	if keptLarge > robots.IdleHosts*1024+256<<10 {
+		t.Errorf("%d bytes kept once %d hosts were idle and evicted, want at most %d", keptLarge, 6*robots.IdleHosts, robots.IdleHosts*1024+256<<10)
 	}
 	if keptLarge-keptSmall > 128<<10 {
 		t.Errorf("memory kept once idle grows with the hosts seen: %d bytes after %d hosts, %d after %d",
-			keptSmall, 2*robotsIdleHosts, keptLarge, 6*robotsIdleHosts)
+			keptSmall, 2*robots.IdleHosts, keptLarge, 6*robots.IdleHosts)
 	}
 }
 

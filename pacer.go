@@ -10,6 +10,7 @@ import (
 
 	"github.com/collypace/ext/audit"
 	"github.com/collypace/ext/internal/hostkey"
+	"github.com/collypace/ext/internal/robots"
 	"github.com/collypace/ext/internal/shardmap"
 )
 
@@ -20,7 +21,7 @@ type Pacer struct {
 	audit      auditLog
 	now        func() time.Time
 	hosts      shardmap.Map[*host]
-	robots     robotsCache
+	robots     robots.Cache
 	rt         *transport // the pacing RoundTripper installed on collectors
 	warn       warnOnce
 	retrying   responseMarks
@@ -54,7 +55,7 @@ func NewPacer(opts ...Option) *Pacer {
 	}
 	p.watchAudit()
 	p.hosts.Init()
-	p.robots.init()
+	p.robots.Init()
 	p.rt = &transport{p: p, inner: cfg.transport}
 	p.rt.announced.index = byURL
 	p.fallback = newMemoryStore()

@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/collypace/ext/internal/robots"
 )
 
 // countingRobots is robotsInMemory counting the robots.txt reads.
@@ -20,14 +22,14 @@ func (c *countingRobots) RoundTrip(req *http.Request) (*http.Response, error) {
 	return robotsInMemory{}.RoundTrip(req)
 }
 
-// Evicted hosts keep their robots.txt rules up to robotsIdleHosts of them: the oldest beyond it
+// Evicted hosts keep their robots.txt rules up to robots.IdleHosts of them: the oldest beyond it
 // leave the robots cache, and its next request reads robots.txt again (its Crawl-delay applies again
 // from that read), while a recently evicted host's rules are applied again without a read.
 func TestRobotsCacheForgetsTheOldestEvictedHosts(t *testing.T) {
 	rt := &countingRobots{}
 	p := NewPacer(WithTransport(rt), WithBaseDelay(100*time.Millisecond))
 	now := time.Now()
-	n := robotsIdleHosts + 10
+	n := robots.IdleHosts + 10
 	fillHosts(t, p, n, now)
 	if got := int(rt.reads.Load()); got != n {
 		t.Fatalf("%d robots.txt reads for %d hosts", got, n)
@@ -35,19 +37,17 @@ func TestRobotsCacheForgetsTheOldestEvictedHosts(t *testing.T) {
 	if got := p.evictIdleAt(now.Add(defaultIdleEviction + time.Minute)); got != n {
 		t.Fatalf("evicted %d hosts, want %d", got, n)
 	}
-	p.robots.mu.Lock()
-	cached := len(p.robots.m)
+	cached, _, _ := p.robots.Sizes()
 	forgotten, kept := -1, -1 // a host whose rules left the cache, one whose rules stayed
 	for i := range n {
-		if _, ok := p.robots.m["http://host-"+strconv.Itoa(i)+".example"]; ok {
+		if p.robots.Lookup("http://host-"+strconv.Itoa(i)+".example") != nil {
 			kept = i
 		} else {
 			forgotten = i
 		}
 	}
-	p.robots.mu.Unlock()
-	if cached != robotsIdleHosts || forgotten < 0 || kept < 0 {
-		t.Fatalf("%d origins in the robots cache after evicting %d hosts, want %d", cached, n, robotsIdleHosts)
+	if cached != robots.IdleHosts || forgotten < 0 || kept < 0 {
+		t.Fatalf("%d origins in the robots cache after evicting %d hosts, want %d", cached, n, robots.IdleHosts)
 	}
 	read := func(i int) {
 		t.Helper()
@@ -59,7 +59,7 @@ func TestRobotsCacheForgetsTheOldestEvictedHosts(t *testing.T) {
 			t.Errorf("%s: Crawl-delay %v once back, want 1s", key, st.CrawlDelay)
 		}
 	}
-	read(kept) // among the last robotsIdleHosts evicted: still known
+	read(kept) // among the last robots.IdleHosts evicted: still known
 	if got := int(rt.reads.Load()); got != n {
 		t.Errorf("robots.txt read again for a host evicted last (%d reads, want %d)", got, n)
 	}
@@ -78,10 +78,8 @@ func TestRobotsCacheForgetsDueRulesOfEvictedHosts(t *testing.T) {
 	if got := p.evictIdleAt(now.Add(defaultRobotsTTL + time.Minute)); got != 3 {
 		t.Fatalf("evicted %d hosts, want 3", got)
 	}
-	p.robots.mu.Lock()
-	defer p.robots.mu.Unlock()
-	if len(p.robots.m) != 0 || len(p.robots.byKey) != 0 || len(p.robots.idle) != 0 {
+	if origins, keys, idle := p.robots.Sizes(); origins != 0 || keys != 0 || idle != 0 {
 		t.Errorf("robots cache after evicting hosts whose rules are due: %d origins, %d keys, %d idle",
-			len(p.robots.m), len(p.robots.byKey), len(p.robots.idle))
+			origins, keys, idle)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/collypace/ext/audit"
+	"github.com/collypace/ext/internal/robots"
 	"github.com/collypace/ext/internal/robotstxt"
 	"github.com/gocolly/colly/v2"
 	"github.com/rs/zerolog"
@@ -235,7 +236,7 @@ func TestRobotsBadStoredReadReadAgain(t *testing.T) {
 	}
 }
 
-// A member that waits for another's claim past robotsClaimWait (the claimant died) reads robots.txt
+// A member that waits for another's claim past robots.ClaimWait (the claimant died) reads robots.txt
 // itself.
 func TestRobotsStaleClaimBounded(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -248,8 +249,8 @@ func TestRobotsStaleClaimBounded(t *testing.T) {
 		start := time.Now()
 		f.crawl(c)
 		f.assertFetches("a claim left by a dead member", 1)
-		if waited := time.Since(start); waited < robotsClaimWait || waited > robotsClaimWait+time.Second {
-			t.Errorf("the page came %v after the visit, want the claim's wait bound %v (and its read)", waited, robotsClaimWait)
+		if waited := time.Since(start); waited < robots.ClaimWait || waited > robots.ClaimWait+time.Second {
+			t.Errorf("the page came %v after the visit, want the claim's wait bound %v (and its read)", waited, robots.ClaimWait)
 		}
 	})
 }

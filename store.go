@@ -9,6 +9,7 @@ import (
 
 	"github.com/collypace/ext/audit"
 	"github.com/collypace/ext/internal/duration"
+	"github.com/collypace/ext/internal/robots"
 )
 
 // StateVersion is the version of StoredHost's layout. Stores write it with every row and return rows
@@ -274,24 +275,9 @@ func (s StoredHost) repair(l repairLimits, now time.Time) (StoredHost, []string)
 
 // robotsStore is a Store that shares robots.txt reads among the pacers using it (redisstore.Store and
 // the in-memory store do), so that a fleet asks each origin for robots.txt once per expiry, whichever
-// member crawls it. The first pacer to miss claims the read (ClaimRobots); another that misses
-// meanwhile waits a bounded time for the result (robotsClaimWait), then reads it itself. Only reads
-// that say what applies are shared (robotsShareable): a 2xx, a 3xx (a redirect chain too long) and a
-// 4xx other than 429; an unreachable robots.txt (5xx, 429, a network error) is retried by each pacer
-// on its own schedule, holding the host meanwhile, as without a store. Unexported, as sessionStore: a
-// store implements its methods, no user calls them.
+// member crawls it: robots.Store holds the methods and what they promise. Unexported, as sessionStore:
+// a store implements its methods, no user calls them.
 type robotsStore interface {
 	Store
-	// LoadRobots returns origin's stored robots.txt read: its HTTP status, its body as read (at most
-	// 500 KiB + 1 bytes) and when it was read, by the reader's clock; status 0 when there is none or it
-	// expired. A record that cannot be decoded returns an error wrapping ErrCorruptState.
-	LoadRobots(ctx context.Context, origin string) (status int, body []byte, fetchedAt time.Time, err error)
-	// SaveRobots stores a read as origin's for ttl (nothing, and the old read dropped, when ttl ≤ 0),
-	// replacing any other, and ends any claim on origin.
-	SaveRobots(ctx context.Context, origin string, status int, body []byte, fetchedAt time.Time, ttl time.Duration) error
-	// ClaimRobots claims the read of origin's robots.txt for token, for ttl, and reports whether it got
-	// it: false while a claim holds.
-	ClaimRobots(ctx context.Context, origin, token string, ttl time.Duration) (bool, error)
-	// ReleaseRobots ends token's claim on origin; another token's claim is left.
-	ReleaseRobots(ctx context.Context, origin, token string) error
+	robots.Store
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/collypace/ext/audit"
+	"github.com/collypace/ext/internal/robots"
 )
 
 // transport is the RoundTripper the pacer installs on collectors. Every request that reaches the
@@ -67,10 +68,6 @@ func headerID(h http.Header) uintptr {
 	return reflect.ValueOf(h).Pointer()
 }
 
-// robotsFetchKey marks the context of the pacer's own robots.txt fetch; its value is the fetch's
-// *robotsClock.
-type robotsFetchKey struct{}
-
 // RoundTrip paces the request unless it was announced, sends it, and observes the outcome.
 func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	p := t.p
@@ -82,11 +79,11 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if req.Context().Err() != nil { // a request whose wait the crawl's end cut short: it does not leave
 			return nil, context.Cause(req.Context())
 		}
-		if p.cfg.robots && isRobotsRequest(req) && req.Context().Value(robotsFetchKey{}) == nil {
+		if p.cfg.robots && isRobotsRequest(req) && !robots.Fetching(req.Context()) {
 			return p.serveRobots(req)
 		}
 		key := p.cfg.hostKey(req.URL)
-		if p.cfg.robots && req.Context().Value(robotsFetchKey{}) == nil {
+		if p.cfg.robots && !robots.Fetching(req.Context()) {
 			// A redirect hop to an origin not seen before: learn its Crawl-delay first.
 			if _, err := p.ensureRobots(req.Context(), req.URL, key, req.Header.Get("User-Agent")); err != nil {
 				return nil, err
@@ -97,9 +94,8 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if f, err = p.depart(req.Context(), p.hostAt(key, now), req.URL, now, true, true); err != nil {
 			return nil, err
 		}
-		if clock, ok := req.Context().Value(robotsFetchKey{}).(*robotsClock); ok {
+		if robots.Departed(req.Context()) { // the hop departed: its network time counts from here
 			f.res.robots = true
-			clock.arm() // the hop departed: its network time counts from here
 		}
 	}
 	if d := f.disp; d != nil && d.lease != nil {
@@ -130,7 +126,7 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		o.Status, o.Header = resp.StatusCode, resp.Header
 	}
 	if err != nil {
-		if f.res.robots && !f.res.probe && unreachable(err) {
+		if f.res.robots && !f.res.probe && robots.Unreachable(err) {
 			// Nothing reached the host, nothing was learned of it: its schedule, its delay and its
 			// breaker stay as they were, and robotsFailed makes its requests fail at once. (A probe's
 			// failure still reopens the breaker.)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/collypace/ext/audit"
 	"github.com/collypace/ext/internal/breaker"
+	"github.com/collypace/ext/internal/robots"
 )
 
 // This file is a host's line: each request waits in its host's FIFO, at its head, until the breaker,
@@ -56,7 +57,7 @@ func (p *Pacer) depart(ctx context.Context, h *host, u *url.URL, start time.Time
 		if deadline, ok := ctx.Deadline(); ok {
 			var cancel context.CancelFunc
 			what := "redirect hop to"
-			if ctx.Value(robotsFetchKey{}) != nil {
+			if robots.Fetching(ctx) {
 				what = "robots.txt read of"
 			}
 			ctx, cancel = context.WithDeadlineCause(ctx, deadline.Add(-deadlineMargin),
