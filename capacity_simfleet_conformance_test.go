@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"github.com/collypace/ext"
-	"github.com/collypace/ext/internal/storetest"
+	"github.com/collypace/ext/storetest"
 )
 
 // The virtual-time grid's fleet store keeps the contracts redisstore keeps, so that a fleet's figures

@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"github.com/collypace/ext"
-	"github.com/collypace/ext/internal/storetest"
+	"github.com/collypace/ext/storetest"
 )
 
 func TestMemoryStoreConformance(t *testing.T) {

@@ -6,9 +6,9 @@ import (
 	"testing"
 
 	"github.com/collypace/ext"
-	"github.com/collypace/ext/internal/storetest"
 	"github.com/collypace/ext/redisstore"
 	"github.com/collypace/ext/redisstore/internal/redistest"
+	"github.com/collypace/ext/storetest"
 )
 
 // The benchmarks run against a private server on a unix socket. BenchmarkPing is one bare round trip

@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"github.com/collypace/ext"
-	"github.com/collypace/ext/internal/storetest"
 	"github.com/collypace/ext/redisstore"
+	"github.com/collypace/ext/storetest"
 )
 
 // FuzzDecodeHostHash decodes arbitrary host hashes, given as "field=value" lines: decoding never

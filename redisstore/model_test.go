@@ -6,9 +6,9 @@ import (
 
 	"github.com/collypace/ext"
 	"github.com/collypace/ext/audit"
-	"github.com/collypace/ext/internal/storetest"
 	"github.com/collypace/ext/redisstore"
 	"github.com/collypace/ext/redisstore/internal/redistest"
+	"github.com/collypace/ext/storetest"
 )
 
 // Issue 15 rule 4, in Redis: the fleet keeps its newest capacity model. A save with an older model

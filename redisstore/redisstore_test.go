@@ -18,9 +18,9 @@ import (
 	"time"
 
 	"github.com/collypace/ext"
-	"github.com/collypace/ext/internal/storetest"
 	"github.com/collypace/ext/redisstore"
 	"github.com/collypace/ext/redisstore/internal/redistest"
+	"github.com/collypace/ext/storetest"
 	"github.com/redis/go-redis/v9"
 )
 

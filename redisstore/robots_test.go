@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/collypace/ext"
-	"github.com/collypace/ext/internal/storetest"
 	"github.com/collypace/ext/redisstore"
 	"github.com/collypace/ext/redisstore/internal/redistest"
+	"github.com/collypace/ext/storetest"
 	"github.com/gocolly/colly/v2"
 )
 

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/collypace/ext"
-	"github.com/collypace/ext/internal/storetest"
+	"github.com/collypace/ext/storetest"
 )
 
 func batch(prefix string, n int) []ext.StoredHost {

@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"github.com/collypace/ext"
-	"github.com/collypace/ext/internal/storetest"
 	"github.com/collypace/ext/sqlitestore"
+	"github.com/collypace/ext/storetest"
 )
 
 // TestOpenRelativeAndOddPaths: the package doc's Open("pacing.db") once failed with

@@ -16,8 +16,8 @@ import (
 
 	"github.com/collypace/ext"
 	"github.com/collypace/ext/audit"
-	"github.com/collypace/ext/internal/storetest"
 	"github.com/collypace/ext/sqlitestore"
+	"github.com/collypace/ext/storetest"
 )
 
 func tempPath(t testing.TB) string { return filepath.Join(t.TempDir(), "pacing.db") }

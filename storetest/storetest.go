@@ -1,5 +1,7 @@
 // Package storetest is the conformance suite every ext.Store runs: the memory store, sqlitestore and
-// redisstore must behave the same.
+// redisstore behave the same, and a Store of your own runs it from its tests (Run; RunShared for a
+// store a fleet shares; RunRobots for one that shares robots.txt reads), as io/fs's fstest checks a
+// file system. It imports testing: use it from _test.go files only.
 package storetest
 
 import (
