@@ -369,10 +369,10 @@ func (a *Model) learnRefusal(s Sample, floor time.Duration, bursty bool) (next t
 	return next, true
 }
 
-// learnFromBelow is the delay after a rate refusal at gap (the longer reading: reach) with nothing good
-// known: the refused gap is the lower bound (bound: the longer reading when it is known, the departure's
-// own spacing when the longer one is only a lower bound), and the shortest gap accepted since (upper)
-// the upper one.
+// learnFromBelow is the delay after a rate refusal with nothing good known. gap is the refused gap the
+// lower bound is taken from (Sample.bound: the longer reading, or the departure's own spacing when the
+// longer one is only a lower bound), reach the longer reading, which a paced backoff may go as far as;
+// the shortest gap accepted since (upper) is the upper bound.
 //   - With an upper bound, the next departures test the midpoint (the geometric one when the bounds are
 //     more than four times apart).
 //   - A refusal with a Retry-After (paced) backs off by rateBackoff, or to the refused gap when longer,
