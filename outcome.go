@@ -307,10 +307,11 @@ func (h *host) sampleLocked(res Reservation, s outcomeSignals, now time.Time) ca
 	switch {
 	case res.fleet && res.facts.since > 0 && res.facts.since <= horizon:
 		// The fleet's spacing, by the store's clock. The departure before was accepted or is in flight
-		// (credited as spaced), or was reported refused: then the host counted at least twice the
-		// spacing (a lower bound: the gap since its last accepted request is unknown).
+		// (credited as spaced), or was reported as not an accepted page (refused, or a robots.txt read):
+		// then the gap since the host's last accepted request is unknown, and twice the spacing is
+		// credited as a lower bound (CreditLower).
 		smp.Spacing, smp.Credited = res.facts.since, res.facts.since
-		if res.facts.afterRefusal {
+		if res.facts.afterUncounted {
 			smp.Credited, smp.CreditLower = 2*res.facts.since, true
 		}
 	case !res.fleet && !res.At.IsZero():
@@ -367,7 +368,7 @@ func (p *Pacer) reportOutcome(h *host, res Reservation, s outcomeSignals, eff ou
 	}
 
 	if s.v.Refused || res.robots {
-		p.fleetRefused(h, res)
+		p.fleetUncounted(h, res)
 	}
 	if s.v.Refused {
 		p.cfg.observer.Refused(h.key, s.v.Trigger)

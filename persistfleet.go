@@ -39,18 +39,18 @@ const (
 
 // fleetFacts is what a shared store's admission says of the fleet's departures to a host (see
 // Admission): this departure's number, the gap since the fleet's previous departure, and whether that
-// one was reported refused.
+// one was reported as not an accepted page (refused, or a robots.txt read: fleetUncounted).
 type fleetFacts struct {
-	seq          uint64
-	since        time.Duration
-	afterRefusal bool
+	seq            uint64
+	since          time.Duration
+	afterUncounted bool
 }
 
-// fleetRefused reports the fleet's departure res to the shared store as one the host did not count as
+// fleetUncounted reports the fleet's departure res to the shared store as one the host did not count as
 // an accepted page: a refusal, or a robots.txt read (whether the host's limiter counts it is unknown).
 // The next admission then knows that the gap since the departure before it is not the gap since the
 // host's last accepted request, only a lower bound of it. A store that fails is audited as any stall.
-func (p *Pacer) fleetRefused(h *host, res Reservation) {
+func (p *Pacer) fleetUncounted(h *host, res Reservation) {
 	if !p.fleetActive() || res.facts.seq == 0 {
 		return
 	}
@@ -171,7 +171,7 @@ func (p *Pacer) fleetAdmit(ctx context.Context, h *host, gap time.Duration, now 
 		}
 	}
 	if a.OK {
-		return 0, true, false, fleetFacts{seq: a.Seq, since: a.Since, afterRefusal: a.Seq > 1 && a.RefusedSeq+1 == a.Seq}, nil
+		return 0, true, false, fleetFacts{seq: a.Seq, since: a.Since, afterUncounted: a.Seq > 1 && a.RefusedSeq+1 == a.Seq}, nil
 	}
 	return a.Wait + time.Duration(p.cfg.random()*float64(fleetReaskJitter)), false, a.Pending, facts, nil
 }
