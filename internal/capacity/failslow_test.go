@@ -266,3 +266,31 @@ func TestFleetCreditAfterAnUncountedDepartureIsALowerBound(t *testing.T) {
 		t.Errorf("the delay after it: %v, want as far as the credit reaches, up to the outage probe %v", a.delay, want)
 	}
 }
+
+// A rate refusal of the first departure after a Retry-After hold bounds the interval by the hold's
+// spacing (fail slow: nginx slower than its Retry-After refuses it so), but HAProxy's window refuses
+// it for the requests before the hold, whatever its rate. Once good is confirmed just above that
+// bound, the next departures probe below it at once, not after a cruise of 30 responses and 30 s. A
+// bound set by a departure spaced by the pace alone is cruised at as before.
+func TestBoundAfterAHoldIsProbedAtOnce(t *testing.T) {
+	const floor, ceiling = 10 * ms, time.Minute
+	for _, afterHold := range []bool{true, false} {
+		a := New(floor)
+		a.Refuse(Sample{Gen: a.gen, Kind: RefusedRate, Paced: true, Credited: 10 * ms, Spacing: 10 * ms, At: t0}, floor, ceiling)
+		a.Refuse(Sample{Gen: a.gen, Kind: RefusedRate, Paced: true, AfterHold: afterHold, Credited: 1150 * ms, Spacing: 1150 * ms, At: t0}, floor, ceiling)
+		// Confirmed at 1.17 s, within the bisection's last step of the refused 1.15 s: cruising.
+		a.good, a.delay, a.prevGood = 1170*ms, 1170*ms, 0
+		at := t0.Add(2 * time.Second)
+		for range confirmRun {
+			at = at.Add(1170 * ms)
+			a.Succeed(Sample{Gen: a.gen, Credited: 1170 * ms, Spacing: 1170 * ms, At: at}, floor, ceiling)
+		}
+		probing := a.delay < a.good
+		if afterHold && !probing {
+			t.Errorf("bound set after a hold: delay %v after %d clean responses at good %v, want a probe below it", a.delay, confirmRun, a.good)
+		}
+		if !afterHold && probing {
+			t.Errorf("bound set by the pace: delay %v after %d clean responses at good %v, want a cruise at good", a.delay, confirmRun, a.good)
+		}
+	}
+}

@@ -133,6 +133,11 @@ type Model struct {
 	// the way is a refused probe, which goes back to the last step accepted.
 	returning bool
 	undo      bool // the last refusal was unclear: undoGood and undoBad are the model before it
+	// holdBound: bad was set by the first departure after a Retry-After hold, refused at the hold's
+	// spacing, which a window that counts refused requests (HAProxy's) refuses for the requests before
+	// the hold, whatever the host's rate: once good is confirmed above it, it is probed at once, not
+	// after a cruise.
+	holdBound bool
 	noisy     bool // slowing down did not make refusals rarer: they do not move the delay (see noise)
 	// gen is bumped on every change of delay, good or bad: an outcome of an older generation is stale
 	// (it wraps after 4 billion changes, which no outcome in flight outlives).
@@ -335,6 +340,7 @@ func (a *Model) becomeNoisy(floor, ceiling time.Duration) {
 func (a *Model) learnRefusal(s Sample, floor time.Duration, bursty bool) (next time.Duration, backoff bool) {
 	interval, now := a.delay, s.At
 	refused := s.gap(a.delay) // the gap the host refused was at least this, on the longer reading
+	a.holdBound = false
 	if a.good > 0 && interval < a.good {
 		a.bad = min(max(a.bad, refused), a.good)
 		if a.probing {
@@ -358,7 +364,9 @@ func (a *Model) learnRefusal(s Sample, floor time.Duration, bursty bool) (next t
 		return a.good, false
 	}
 	if a.good == 0 {
-		return a.learnFromBelow(s.bound(a.delay), refused, floor, s.Paced, s.Credited > 0), true
+		next = a.learnFromBelow(s.bound(a.delay), refused, floor, s.Paced, s.Credited > 0)
+		a.holdBound = s.AfterHold && a.bad > 0
+		return next, true
 	}
 	a.upper = a.good // accepted until now: a refusal at it again is not explained by speed
 	a.good, a.bad, a.prevGood = 0, interval, 0
@@ -459,7 +467,7 @@ func (a *Model) Succeed(s Sample, floor, ceiling time.Duration) int {
 		a.prevGood, a.good, a.probing, a.held, a.upper = a.good, a.delay, false, 0, 0
 		a.returning = a.returning && a.apart(floor)
 		return a.next(floor, ceiling, now)
-	case a.apart(floor) || a.creep() > max(a.bad, floor) || a.cruised(now):
+	case a.apart(floor) || a.creep() > max(a.bad, floor) || a.cruised(now) || a.holdBound:
 		return a.next(floor, ceiling, now) // bisect, creep, or after a cruise probe
 	}
 	return 0
@@ -552,7 +560,7 @@ func (a *Model) next(floor, ceiling time.Duration, now time.Time) int {
 		return a.increase(floor, floor, ceiling)
 	case a.creep() > max(a.bad, floor):
 		return a.increase(a.creep(), floor, ceiling)
-	case a.gain <= probeGain && !a.cruised(now): // not climbing (the last probe accepted), nor cruised
+	case a.gain <= probeGain && !a.cruised(now) && !a.holdBound: // not climbing (the last probe accepted), nor cruised
 		return 0
 	}
 	probe := max(a.good-a.good*time.Duration(a.gain)/100, floor)
@@ -560,7 +568,7 @@ func (a *Model) next(floor, ceiling time.Duration, now time.Time) int {
 		return 0 // the floor keeps the probe within 4% of what was refused: not worth a refusal
 	}
 	a.bad = min(a.bad, probe) // a probe below what was refused: forget the old bound
-	a.probing = true
+	a.probing, a.holdBound = true, false
 	return a.increase(max(probe, floor), floor, ceiling)
 }
 
