@@ -56,6 +56,8 @@ type host struct {
 	delay         capacity.Model
 	lastDeparture time.Time // when the latest departure reached the wire (its admission until then)
 	lastAccepted  time.Time // when the latest departure the host accepted (any response but a refusal) was admitted
+	fleetSeq      uint64    // the fleet's number of this process's latest departure to the host (0: none)
+	fleetSeqGen   uint32    // the model's generation that departure was made in
 	pendingSince  time.Time // when the oldest departure admitted but not on the wire yet was admitted
 	pendingWire   int32     // departures admitted whose headers have not reached the wire yet
 	inFlight      int32     // departures of the blocking path whose flight has not finished: at most the cap (capLocked)
@@ -240,6 +242,13 @@ func (h *host) departLocked(res *Reservation, now time.Time, traced bool) {
 	}
 	h.lastDeparture = later(h.lastDeparture, now)
 	h.departures++
+	if res.fleet && res.facts.seq > h.fleetSeq {
+		res.facts.span = 1
+		if h.fleetSeq > 0 && h.fleetSeqGen == res.gen {
+			res.facts.span = uint8(min(res.facts.seq-h.fleetSeq, maxFleetSpan))
+		}
+		h.fleetSeq, h.fleetSeqGen = res.facts.seq, res.gen
+	}
 	res.traced = traced && (res.Interval > 0 || res.fleet)
 	if res.traced {
 		if h.pendingWire == 0 {

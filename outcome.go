@@ -310,7 +310,7 @@ func (h *host) sampleLocked(res Reservation, s outcomeSignals, now time.Time) ca
 		// (credited as spaced), or was reported as not an accepted page (refused, or a robots.txt read):
 		// then the gap since the host's last accepted request is unknown, and twice the spacing is
 		// credited as a lower bound (CreditLower).
-		smp.Spacing, smp.Credited = res.facts.since, res.facts.since
+		smp.Spacing, smp.Credited, smp.Span = res.facts.since, res.facts.since, res.facts.span
 		if res.facts.afterUncounted {
 			smp.Credited, smp.CreditLower = 2*res.facts.since, true
 		}

@@ -24,3 +24,38 @@ func TestFleetMemberSampleCarriesTheFleetsSpacing(t *testing.T) {
 		t.Fatalf("a fleet member's sample with the fleet's facts: spacing %v, fleet %v; want the fleet's 3s", smp.Spacing, smp.Fleet)
 	}
 }
+
+// A fleet member's departure stands for the fleet's departures since its previous one under the same
+// model (the others were paced by it too), up to maxFleetSpan, and for itself alone after a change of
+// the model or as its first: three members sharing a host each see a third of its responses, and
+// confirmed a step three times slower than one process.
+func TestFleetDepartureSpansTheOthersSinceItsLast(t *testing.T) {
+	h := newHost("fleet.test", HostPolicy{BaseDelay: 100 * ms, MaxDelay: time.Minute})
+	depart := func(seq uint64, gen uint32) uint8 {
+		res := Reservation{gen: gen, fleet: true, facts: fleetFacts{seq: seq, since: 500 * ms}}
+		h.departLocked(&res, t0, false)
+		return res.facts.span
+	}
+	g := h.delay.Gen()
+	for _, tc := range []struct {
+		seq  uint64
+		gen  uint32
+		want uint8
+		why  string
+	}{
+		{5, g, 1, "its first departure"},
+		{8, g, 3, "two others' departures since its last, same model"},
+		{9, g, 1, "no other departure since its last"},
+		{30, g, maxFleetSpan, "twenty others' departures since its last"},
+		{33, g + 1, 1, "the model changed since its last"},
+	} {
+		if got := depart(tc.seq, tc.gen); got != tc.want {
+			t.Errorf("departure %d (%s): span %d, want %d", tc.seq, tc.why, got, tc.want)
+		}
+	}
+	refusal := outcomeSignals{o: Outcome{Status: 200}, v: classify(Outcome{Status: 200})}
+	res := Reservation{gen: g, fleet: true, At: t0, facts: fleetFacts{seq: 36, since: 500 * ms, span: 3}}
+	if smp := h.sampleLocked(res, refusal, t0); smp.Span != 3 {
+		t.Errorf("a fleet member's sample: span %d, want its departure's 3", smp.Span)
+	}
+}

@@ -44,7 +44,18 @@ type fleetFacts struct {
 	seq            uint64
 	since          time.Duration
 	afterUncounted bool
+	// span is how many of the fleet's departures this one stands for, itself included: those since this
+	// process's previous departure to the host, when both were made in the same generation of the model
+	// (the others' were paced by the model this one was), up to maxFleetSpan; 1 otherwise. A clean
+	// response counts as that many towards confirming the model's step, so a fleet confirms as fast as
+	// one process would, not a member's share of its departures at a time (departLocked).
+	span uint8
 }
+
+// maxFleetSpan bounds a fleet departure's span: the others' departures in it were paced by the same
+// model but are not all answered yet, and a member that changed its model last paced its first one by
+// the model before, so the span is a fleet's count of a few, not of any size.
+const maxFleetSpan = 4
 
 // fleetUncounted reports the fleet's departure res to the shared store as one the host did not count as
 // an accepted page: a refusal, or a robots.txt read (whether the host's limiter counts it is unknown).

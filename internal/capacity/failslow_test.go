@@ -270,27 +270,63 @@ func TestFleetCreditAfterAnUncountedDepartureIsALowerBound(t *testing.T) {
 // A rate refusal of the first departure after a Retry-After hold bounds the interval by the hold's
 // spacing (fail slow: nginx slower than its Retry-After refuses it so), but HAProxy's window refuses
 // it for the requests before the hold, whatever its rate. Once good is confirmed just above that
-// bound, the next departures probe below it at once, not after a cruise of 30 responses and 30 s. A
-// bound set by a departure spaced by the pace alone is cruised at as before.
+// bound, the next departures probe below it at once, not after a cruise of 30 responses and 30 s. So
+// does a fleet member's refusal right after a refused departure of the fleet (CreditLower: it came
+// after that refusal's hold, which this member may not have heard of). A bound set by a departure
+// spaced by the pace alone is cruised at as before.
 func TestBoundAfterAHoldIsProbedAtOnce(t *testing.T) {
 	const floor, ceiling = 10 * ms, time.Minute
-	for _, afterHold := range []bool{true, false} {
+	for _, tc := range []struct {
+		name                    string
+		afterHold, fleet, lower bool
+		probe                   bool
+	}{
+		{"after a hold", true, false, false, true},
+		{"a fleet's, after a refused departure", false, true, true, true},
+		{"spaced by the pace", false, false, false, false},
+		{"a fleet's, spaced by the pace", false, true, false, false},
+	} {
 		a := New(floor)
 		a.Refuse(Sample{Gen: a.gen, Kind: RefusedRate, Paced: true, Credited: 10 * ms, Spacing: 10 * ms, At: t0}, floor, ceiling)
-		a.Refuse(Sample{Gen: a.gen, Kind: RefusedRate, Paced: true, AfterHold: afterHold, Credited: 1150 * ms, Spacing: 1150 * ms, At: t0}, floor, ceiling)
+		a.Refuse(Sample{Gen: a.gen, Kind: RefusedRate, Paced: true, AfterHold: tc.afterHold, Fleet: tc.fleet, CreditLower: tc.lower,
+			Credited: 1150 * ms, Spacing: 1150 * ms, At: t0}, floor, ceiling)
 		// Confirmed at 1.17 s, within the bisection's last step of the refused 1.15 s: cruising.
 		a.good, a.delay, a.prevGood = 1170*ms, 1170*ms, 0
 		at := t0.Add(2 * time.Second)
 		for range confirmRun {
 			at = at.Add(1170 * ms)
-			a.Succeed(Sample{Gen: a.gen, Credited: 1170 * ms, Spacing: 1170 * ms, At: at}, floor, ceiling)
+			a.Succeed(Sample{Gen: a.gen, Credited: 1170 * ms, Spacing: 1170 * ms, Fleet: tc.fleet, At: at}, floor, ceiling)
 		}
-		probing := a.delay < a.good
-		if afterHold && !probing {
-			t.Errorf("bound set after a hold: delay %v after %d clean responses at good %v, want a probe below it", a.delay, confirmRun, a.good)
+		if probing := a.delay < a.good; probing != tc.probe {
+			t.Errorf("%s: delay %v after %d clean responses at good %v; want a probe below it: %v", tc.name, a.delay, confirmRun, a.good, tc.probe)
 		}
-		if !afterHold && probing {
-			t.Errorf("bound set by the pace: delay %v after %d clean responses at good %v, want a cruise at good", a.delay, confirmRun, a.good)
+	}
+}
+
+// A fleet member's clean response counts as the fleet's departures it stands for (Sample.Span): a
+// cruise probe 8% faster than good, which one process confirms with 19 clean responses, a member whose
+// responses each stand for three confirms with 7, and not with 6.
+func TestFleetSpanConfirmsAsOneProcess(t *testing.T) {
+	const floor, ceiling = 10 * ms, time.Minute
+	for _, span := range []uint8{1, 3} {
+		a := cruising(500*ms, t0)
+		a.clean = cruiseBeforeProbe
+		at := t0.Add(2 * time.Minute)
+		a.Succeed(Sample{Gen: a.gen, Credited: 500 * ms, Spacing: 500 * ms, At: at}, floor, ceiling) // the probe starts
+		if !a.probing {
+			t.Fatalf("span %d: no cruise probe after the cruise (delay %v, good %v)", span, a.delay, a.good)
+		}
+		need := (a.confirmNeed() + int(span) - 1) / int(span)
+		probe := a.delay
+		for i := 1; i <= need; i++ {
+			if a.good == probe {
+				t.Fatalf("span %d: the probe %v confirmed after %d clean responses, want %d", span, probe, i-1, need)
+			}
+			at = at.Add(probe)
+			a.Succeed(Sample{Gen: a.gen, Credited: probe, Spacing: probe, Span: span, At: at, Fleet: span > 1}, floor, ceiling)
+		}
+		if a.good != probe {
+			t.Errorf("span %d: the probe %v not confirmed after %d clean responses (good %v)", span, probe, need, a.good)
 		}
 	}
 }

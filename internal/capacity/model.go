@@ -365,7 +365,9 @@ func (a *Model) learnRefusal(s Sample, floor time.Duration, bursty bool) (next t
 	}
 	if a.good == 0 {
 		next = a.learnFromBelow(s.bound(a.delay), refused, floor, s.Paced, s.Credited > 0)
-		a.holdBound = s.AfterHold && a.bad > 0
+		// A fleet member whose departure followed a refused one (CreditLower) came after the hold that
+		// refusal set, in the store, whether or not this member heard of it.
+		a.holdBound = (s.AfterHold || s.Fleet && s.CreditLower) && a.bad > 0
 		return next, true
 	}
 	a.upper = a.good // accepted until now: a refusal at it again is not explained by speed
@@ -445,9 +447,10 @@ func (a *Model) Succeed(s Sample, floor, ceiling time.Duration) int {
 	if (a.good == 0 || a.delay < a.good) && s.provesOnlyLonger(a.delay) {
 		return 0
 	}
-	a.clean = satInc(a.clean)
+	span := max(s.Span, 1) // a fleet's departures confirm as one process's do
+	a.clean = satAdd(a.clean, span)
 	if a.delay == a.good {
-		a.held = satInc(a.held)
+		a.held = satAdd(a.held, span)
 	}
 	switch {
 	case a.good > 0 && a.delay > a.good:

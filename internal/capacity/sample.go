@@ -38,6 +38,9 @@ type Sample struct {
 	// robots.txt read, so the host's previous accepted one lies further back, by how much unknown).
 	CreditLower bool
 	Fleet       bool // admitted by a shared store: one member's outcomes, a share of the fleet's
+	// Span: how many of the fleet's departures a clean response stands for, its own and the other
+	// members' since this member's previous one under the same model (0 or 1: itself alone).
+	Span uint8
 }
 
 // gap is the interval the host refused, on the longer reading (the bound it sets is then slower):
