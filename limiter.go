@@ -242,12 +242,12 @@ func (h *host) departLocked(res *Reservation, now time.Time, traced bool) {
 	}
 	h.lastDeparture = later(h.lastDeparture, now)
 	h.departures++
-	if res.fleet && res.facts.seq > h.fleetSeq {
+	if res.fleet && res.facts.seq > 0 {
 		res.facts.span = 1
-		if h.fleetSeq > 0 && h.fleetSeqGen == res.gen {
-			res.facts.span = uint8(min(res.facts.seq-h.fleetSeq, maxFleetSpan))
+		if prev := h.fleetSeq; prev > 0 && res.facts.seq > prev && h.fleetSeqGen == res.gen {
+			res.facts.span = uint8(min(res.facts.seq-prev, maxFleetSpan))
 		}
-		h.fleetSeq, h.fleetSeqGen = res.facts.seq, res.gen
+		h.fleetSeq, h.fleetSeqGen = res.facts.seq, res.gen // a lower number: the store lost its count, which starts again
 	}
 	res.traced = traced && (res.Interval > 0 || res.fleet)
 	if res.traced {

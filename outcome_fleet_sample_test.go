@@ -48,6 +48,8 @@ func TestFleetDepartureSpansTheOthersSinceItsLast(t *testing.T) {
 		{9, g, 1, "no other departure since its last"},
 		{30, g, maxFleetSpan, "twenty others' departures since its last"},
 		{33, g + 1, 1, "the model changed since its last"},
+		{2, g + 1, 1, "a number below its last: the store lost its state and numbers again"},
+		{4, g + 1, 2, "one other departure since, counted from the store's new numbers"},
 	} {
 		if got := depart(tc.seq, tc.gen); got != tc.want {
 			t.Errorf("departure %d (%s): span %d, want %d", tc.seq, tc.why, got, tc.want)
