@@ -133,10 +133,10 @@ type Model struct {
 	// the way is a refused probe, which goes back to the last step accepted.
 	returning bool
 	undo      bool // the last refusal was unclear: undoGood and undoBad are the model before it
-	// holdBound: bad was set by the first departure after a Retry-After hold, refused at the hold's
-	// spacing, which a window that counts refused requests (HAProxy's) refuses for the requests before
-	// the hold, whatever the host's rate: once good is confirmed above it, it is probed at once, not
-	// after a cruise.
+	// holdBound: bad was set by the first departure after a Retry-After hold (a fleet member's: after a
+	// refused departure of the fleet), refused at the hold's spacing, which a window that counts refused
+	// requests (HAProxy's) refuses for the requests before the hold, whatever the host's rate: once good
+	// is confirmed above it, it is probed at once, not after a cruise.
 	holdBound bool
 	noisy     bool // slowing down did not make refusals rarer: they do not move the delay (see noise)
 	// gen is bumped on every change of delay, good or bad: an outcome of an older generation is stale
