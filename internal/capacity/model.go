@@ -366,7 +366,9 @@ func (a *Model) learnRefusal(s Sample, floor time.Duration, bursty bool) (next t
 	if a.good == 0 {
 		next = a.learnFromBelow(s.bound(a.delay), refused, floor, s.Paced, s.Credited > 0)
 		// A fleet member whose departure followed a refused one (CreditLower) came after the hold that
-		// refusal set, in the store, whether or not this member heard of it.
+		// refusal set, in the store, whether or not this member heard of it. (CreditLower also follows a
+		// robots.txt read, which sets no hold: the bound is then the page's own short spacing, and the
+		// rule costs at most one early probe, until the next refusal clears it.)
 		a.holdBound = (s.AfterHold || s.Fleet && s.CreditLower) && a.bad > 0
 		return next, true
 	}
