@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -16,7 +17,7 @@ import (
 )
 
 // Cluster is a private Redis Cluster of masters on 127.0.0.1, without replicas or persistence, for
-// the benchmark programs (the tests' own is redisstore/internal/redistest's).
+// the benchmark programs and the tests (redisstore/internal/redistest wraps it).
 type Cluster struct {
 	Addrs []string // each master's "127.0.0.1:port"
 	dir   string
@@ -24,13 +25,30 @@ type Cluster struct {
 	ended []chan struct{} // closed when the node's process has been waited for
 }
 
+// clusterAttempts bounds how many times StartCluster starts the nodes afresh when one of them exits
+// before answering: its port was taken between the check and redis-server's bind.
+const clusterAttempts = 3
+
+// errNodeExited says a node's process ended before it answered PING.
+var errNodeExited = errors.New("exited before answering")
+
 // StartCluster starts a cluster of n masters sharing the 16384 slots, and waits until every node says
 // the cluster is ok. Close it when done.
-func StartCluster(ctx context.Context, name string, n int) (cl *Cluster, err error) {
+func StartCluster(ctx context.Context, name string, n int) (*Cluster, error) {
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
 		return nil, ErrNotFound
 	}
+	for attempt := 1; ; attempt++ {
+		cl, err := startCluster(ctx, bin, name, n)
+		if err == nil || !errors.Is(err, errNodeExited) || attempt == clusterAttempts {
+			return cl, err
+		}
+	}
+}
+
+// startCluster is one attempt of StartCluster.
+func startCluster(ctx context.Context, bin, name string, n int) (cl *Cluster, err error) {
 	dir, err := os.MkdirTemp("", name+"-cluster")
 	if err != nil {
 		return nil, err
@@ -39,14 +57,16 @@ func StartCluster(ctx context.Context, name string, n int) (cl *Cluster, err err
 	defer func() {
 		if err != nil {
 			cl.Close()
+			cl = nil
 		}
 	}()
+	ports, err := freePorts(2 * n)
+	if err != nil {
+		return nil, err
+	}
 	var buses []int
 	for i := range n {
-		port, bus, err := freePorts()
-		if err != nil {
-			return nil, err
-		}
+		port, bus := ports[2*i], ports[2*i+1]
 		node := filepath.Join(dir, strconv.Itoa(i))
 		if err := os.Mkdir(node, 0o700); err != nil {
 			return nil, err
@@ -72,21 +92,25 @@ func StartCluster(ctx context.Context, name string, n int) (cl *Cluster, err err
 	}
 	for i, addr := range cl.Addrs {
 		if err := waitOK(ctx, addr, n); err != nil {
-			return nil, fmt.Errorf("cluster node %d: %w: %s", i, err, LogTail(filepath.Join(dir, strconv.Itoa(i), "redis.log")))
+			return nil, fmt.Errorf("cluster node %d: %w: %s", i, err, cl.logTail(i))
 		}
 	}
 	return cl, nil
 }
 
-// join gives node i its share of the slots and, past the first, introduces it to the first node.
+// join waits until node i answers, gives it its share of the slots and, past the first, introduces it
+// to the first node.
 func (cl *Cluster) join(ctx context.Context, i int, addr string, n, firstBus int) error {
 	c := redis.NewClient(&redis.Options{Addr: addr})
 	defer c.Close()
 	for c.Ping(ctx).Err() != nil {
-		if ctx.Err() != nil {
-			return fmt.Errorf("cluster node %d did not answer: %s", i, LogTail(filepath.Join(cl.dir, strconv.Itoa(i), "redis.log")))
+		select {
+		case <-cl.ended[i]:
+			return fmt.Errorf("cluster node %d %w: %s", i, errNodeExited, cl.logTail(i))
+		case <-ctx.Done():
+			return fmt.Errorf("cluster node %d did not answer within %v: %s", i, startTimeout, cl.logTail(i))
+		case <-time.After(5 * time.Millisecond):
 		}
-		time.Sleep(5 * time.Millisecond)
 	}
 	lo, hi := i*16384/n, (i+1)*16384/n-1
 	if err := c.ClusterAddSlotsRange(ctx, lo, hi).Err(); err != nil {
@@ -99,6 +123,11 @@ func (cl *Cluster) join(ctx context.Context, i int, addr string, n, firstBus int
 		}
 	}
 	return nil
+}
+
+// logTail is the end of node i's log, for an error message.
+func (cl *Cluster) logTail(i int) string {
+	return LogTail(filepath.Join(cl.dir, strconv.Itoa(i), "redis.log"))
 }
 
 // waitOK waits until the node at addr knows n nodes and says the cluster is ok.
@@ -126,16 +155,31 @@ func (cl *Cluster) Close() {
 	_ = os.RemoveAll(cl.dir)
 }
 
-// freePorts returns two TCP ports free on 127.0.0.1 a moment ago: a node's and its cluster bus's.
-func freePorts() (int, int, error) {
+// Ports are drawn below Linux's ephemeral range (32768-60999 by default), so that no client socket of
+// a test running beside the cluster takes one between the check and redis-server's bind.
+const portLow, portHigh = 20000, 32768
+
+// freePorts returns k distinct TCP ports of 127.0.0.1, each free a moment ago: all are held open
+// together while drawn, so none is handed out twice.
+func freePorts(k int) ([]int, error) {
 	var ports []int
-	for range 2 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return 0, 0, err
+	var held []net.Listener
+	defer func() {
+		for _, l := range held {
+			_ = l.Close()
 		}
-		defer l.Close()
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}()
+	for tries := 0; len(ports) < k; tries++ {
+		if tries == 1000 {
+			return nil, fmt.Errorf("no %d free ports in %d-%d", k, portLow, portHigh)
+		}
+		port := portLow + rand.IntN(portHigh-portLow)
+		l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
+		if err != nil {
+			continue // in use, or drawn twice while held
+		}
+		held = append(held, l)
+		ports = append(ports, port)
 	}
-	return ports[0], ports[1], nil
+	return ports, nil
 }
