@@ -201,8 +201,17 @@ func (a *Model) ObserveQueue(latency time.Duration, inFlight int, iv time.Durati
 // off has not made refusals rarer (noise) changes nothing: the Retry-After hold, applied apart from the
 // model, is all it costs. It reports whether the delay went up.
 func (a *Model) Refuse(s Sample, floor, ceiling time.Duration) bool {
+	before, searching := a.delay, a.good == 0 && !a.noisy
+	up := a.refuse(s, floor, ceiling)
+	// The search from below slowing by governSlow or more answers its refusal as the governor would.
+	a.govern.answered = searching && s.Gen == a.gen-1 && a.delay >= duration.Mul(before, governSlow)
+	return up
+}
+
+// refuse is Refuse before the governor's reading of it.
+func (a *Model) refuse(s Sample, floor, ceiling time.Duration) bool {
 	now, kind := s.At, s.Kind
-	if a.noise.observe(s.Gen, true, a.noisy) {
+	if a.noise.observe(s.Gen, true, a.noisy, s.exactCredit()) {
 		a.noisy = false // refused clearly more often than the noise: a rate signal again
 	}
 	if kind == RefusedRate && a.spacedAtAcceptedPace(s) {
@@ -436,7 +445,7 @@ const fromBelowStep = 3
 // unless a hold set it: a Retry-After's length says nothing about the host's rate).
 func (a *Model) Succeed(s Sample, floor, ceiling time.Duration) int {
 	now := s.At
-	if a.noise.observe(s.Gen, false, a.noisy) {
+	if a.noise.observe(s.Gen, false, a.noisy, s.exactCredit()) {
 		a.noisy = false
 	}
 	if s.Gen != a.gen {

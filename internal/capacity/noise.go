@@ -1,5 +1,10 @@
 package capacity
 
+import (
+	"math"
+	"time"
+)
+
 // noise tells refusals that speed does not cause (a flaky backend, random 503s, timeouts) from a rate
 // limit's. It counts the outcomes of departures on each side of the last backoff (by generation) and
 // compares them when a refusal would back off again (slowedInVain):
@@ -10,6 +15,10 @@ package capacity
 //   - with a Retry-After, the holds space the departures whatever the pace, so a limiter's share can
 //     stay the same across a backoff: only a share that did not fall at all reads as noise, and a
 //     refusal of a departure spaced by a whole hold (refusedSpaced), which no limiter refuses, twice.
+//
+// Either way, slowedInVain reads noise only once a refusal came clearly later after the host's
+// previous accepted request than a request it accepted (refusedPastAccepted): a limiter that counts
+// from its last accepted request never refuses so, whatever its share at two paces suggests.
 //
 // The model then (adaptive.noisy) stops backing off for refusals and decays to the floor. It treats
 // refusals as a rate signal again when a window of them is clearly more frequent than that noise
@@ -23,19 +32,50 @@ type noise struct {
 	after   counts // outcomes since (in noise mode: the current window)
 }
 
-// counts is a number of outcomes and how many of them were refusals.
-type counts struct{ n, refused uint8 }
+// counts is a number of outcomes, how many of them were refusals, and the extremes of the gaps since
+// the host's previous accepted request (Sample.Credited) they came at: the shortest the host accepted
+// and the longest it refused, in milliseconds (0: none known).
+type counts struct {
+	n, refused                    uint8
+	shortestClean, longestRefused uint32
+}
 
 // bounded halves c until it holds fewer than 2×noiseWindow outcomes: the older outcomes weigh half.
 func (c counts) bounded() counts {
 	for c.n >= 2*noiseWindow {
-		c = counts{c.n / 2, c.refused / 2}
+		c.n, c.refused = c.n/2, c.refused/2
 	}
 	return c
 }
 
 // plus is c and d together, bounded.
-func (c counts) plus(d counts) counts { return counts{c.n + d.n, c.refused + d.refused}.bounded() }
+func (c counts) plus(d counts) counts {
+	c.n, c.refused = c.n+d.n, c.refused+d.refused
+	c.shortestClean = minKnown(c.shortestClean, d.shortestClean)
+	c.longestRefused = max(c.longestRefused, d.longestRefused)
+	return c.bounded()
+}
+
+// add counts one outcome, credited (0: unknown) since the host's previous accepted request.
+func (c *counts) add(refused bool, credited time.Duration) {
+	c.n++
+	ms := uint32(min(credited.Milliseconds(), math.MaxUint32))
+	switch {
+	case refused:
+		c.refused++
+		c.longestRefused = max(c.longestRefused, ms)
+	case ms > 0:
+		c.shortestClean = minKnown(c.shortestClean, ms)
+	}
+}
+
+// minKnown is the smaller of two extremes, 0 standing for none known.
+func minKnown(a, b uint32) uint32 {
+	if a == 0 || b == 0 {
+		return max(a, b)
+	}
+	return min(a, b)
+}
 
 func (c counts) share() float64 {
 	if c.n == 0 {
@@ -70,12 +110,16 @@ const (
 	// noiseGenReach is how far (in generations) an outcome may lie from the last backoff's and still
 	// be placed on its side; past it the backoff is long gone and the outcome counts after it.
 	noiseGenReach = 1 << 14
+	// creditSeparation and creditSeparationMin (ms): a refusal is clearly later after the host's last
+	// accepted request than an accepted one when later by a tenth of it and at least 10 ms.
+	creditSeparation    = 10
+	creditSeparationMin = 10
 )
 
-// observe counts an outcome of a departure made in generation gen. In noise mode (noisy) it reports
-// whether the last noiseWindow outcomes were refused clearly more often than the noise: a rate signal
-// again.
-func (n *noise) observe(gen uint32, refused, noisy bool) (rate bool) {
+// observe counts an outcome of a departure made in generation gen, credited (0: unknown, or only a
+// lower bound) since the host's previous accepted request. In noise mode (noisy) it reports whether the
+// last noiseWindow outcomes were refused clearly more often than the noise: a rate signal again.
+func (n *noise) observe(gen uint32, refused, noisy bool, credited time.Duration) (rate bool) {
 	c := &n.before
 	if n.gen != 0 {
 		// Serial arithmetic: generations wrap at 16 bits. The last backoff's generation is kept
@@ -88,10 +132,7 @@ func (n *noise) observe(gen uint32, refused, noisy bool) (rate bool) {
 			c = &n.after
 		}
 	}
-	c.n++
-	if refused {
-		c.refused++
-	}
+	c.add(refused, credited)
 	n.before, n.after = n.before.bounded(), n.after.bounded() // in noise mode, after is a window: never this long
 	if !noisy || n.after.n < noiseWindow {
 		return false
@@ -145,6 +186,20 @@ func (n *noise) tooSoon() bool {
 	return n.gen != 0 && n.after.n < noiseSamples
 }
 
+// refusedPastAccepted reports whether, on the outcomes each side of the last backoff, a refusal came
+// clearly later after the host's previous accepted request than a request the host accepted (by
+// creditSeparation, for the network's and the clocks' noise). A limiter that counts from its last
+// accepted request (nginx, a token bucket without burst) never does so: it refuses under its interval
+// and accepts from it on, whatever the pace, so however its refused share moves with the pace it is
+// never read as noise (in a few outcomes, nginx's share can fall as little as noise's would).
+func (n *noise) refusedPastAccepted() bool {
+	c := n.before.plus(n.after)
+	if c.shortestClean == 0 || c.longestRefused == 0 {
+		return false
+	}
+	return c.longestRefused >= c.shortestClean+max(c.shortestClean/creditSeparation, creditSeparationMin)
+}
+
 // slowedInVain reports whether another backoff would buy nothing: both sides of the last backoff hold
 // noiseSamples outcomes, clean ones and refusals (refusals in a row are an outage, which outageProbe
 // bounds, not noise), and, paced by Retry-After holds, the share refused did not fall; else the share
@@ -152,7 +207,7 @@ func (n *noise) tooSoon() bool {
 // the rate before times the backoff's slowdown, rateBackoff).
 func (n *noise) slowedInVain(paced bool) bool {
 	mixed := func(c counts) bool { return c.n >= noiseSamples && c.refused > 0 && c.refused < c.n }
-	if n.refuted || n.gen == 0 || !mixed(n.before) || !mixed(n.after) {
+	if n.refuted || n.gen == 0 || !mixed(n.before) || !mixed(n.after) || !n.refusedPastAccepted() {
 		return false
 	}
 	if paced {

@@ -246,7 +246,7 @@ func TestNoiseModeEndsWhenRefusalsRise(t *testing.T) {
 	n := noise{gen: 1, before: third}
 	for w := range 3 { // three windows a little above a third each: not clearly more
 		for i := range noiseWindow {
-			if n.observe(1, i%5 < 2, true) { // 40% refused, under a third + 15 points
+			if n.observe(1, i%5 < 2, true, 0) { // 40% refused, under a third + 15 points
 				t.Fatalf("window %d, 40%% refused against a third: read as a rate signal", w)
 			}
 		}
@@ -256,7 +256,7 @@ func TestNoiseModeEndsWhenRefusalsRise(t *testing.T) {
 	}
 	rate := false
 	for i := range noiseWindow {
-		rate = n.observe(1, i%2 == 0, true) || rate // half refused, against a third
+		rate = n.observe(1, i%2 == 0, true, 0) || rate // half refused, against a third
 	}
 	if !rate || !n.refuted || n.gen != 0 {
 		t.Fatalf("half refused after a third: rate signal %v, noise %+v; want a rate signal, refuted, the counts afresh", rate, n)
@@ -433,4 +433,30 @@ func later(a, b time.Time) time.Time {
 		return a
 	}
 	return b
+}
+
+// A refusal reads as noise only when it came clearly later after the host's previous accepted request
+// than a request the host accepted: nginx refuses under its interval and accepts from it on, so in a
+// few outcomes its refused share can fall as little as noise's (a third, then two fifths refused at a
+// pace half as slow again) without its refusals being noise.
+func TestNoiseNeedsARefusalPastAnAcceptedGap(t *testing.T) {
+	for _, c := range []struct {
+		refusedAt time.Duration // the credit of the last refusal after the backoff
+		noise     bool
+	}{
+		{refusedAt: 1050 * ms, noise: false}, // under the shortest accepted (1 s) plus a tenth: a limiter's edge
+		{refusedAt: 1500 * ms, noise: true},  // refused half a second later than a gap the host accepted
+	} {
+		var n noise
+		for i, credit := range []time.Duration{1000 * ms, 500 * ms, 1100 * ms} { // a third refused
+			n.observe(1, i == 1, false, credit)
+		}
+		n.backoff(2, false)
+		for i, credit := range []time.Duration{1000 * ms, 600 * ms, 1200 * ms, c.refusedAt, 1300 * ms} { // two fifths
+			n.observe(2, i == 1 || i == 3, false, credit)
+		}
+		if got := n.slowedInVain(false); got != c.noise {
+			t.Errorf("refused %v after the last accepted request, the shortest accepted gap 1s: noise %v, want %v", c.refusedAt, got, c.noise)
+		}
+	}
 }

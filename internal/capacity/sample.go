@@ -61,6 +61,14 @@ func (s Sample) bound(delay time.Duration) time.Duration {
 	return s.gap(delay)
 }
 
+// exactCredit is Credited when it is exact: 0 when unknown or only a lower bound (CreditLower).
+func (s Sample) exactCredit() time.Duration {
+	if s.CreditLower {
+		return 0
+	}
+	return s.Credited
+}
+
 // provesOnlyLonger reports whether a clean response proves an interval longer than the one tested: the
 // limiter counted since its last accepted request, and a refusal (or a hold) came in between. It then
 // confirms nothing about the delay under test (creditSlack for the network's and the clock's noise).
