@@ -121,6 +121,35 @@ func TestGovernorSlowsAHostNoiseModeKeepsFast(t *testing.T) {
 	}
 }
 
+// A limiter's rate sought from a floor far under it (1/s from 10 ms, 429 + Retry-After 1 s) costs a
+// refusal a step, each a slowdown of 1.5 or more, and their holds pace the search: 8 of its first 20
+// outcomes refused are the search's, answered as the governor would, and do not trip it (they held the
+// host 1.5× slower than it was found for a minute after). The same refusals at a pace the model can no
+// longer slow (its ceiling) trip it.
+func TestGovernorLeavesTheSearchFromBelowAlone(t *testing.T) {
+	for _, c := range []struct {
+		ceiling time.Duration
+		trips   bool
+	}{{ceiling: time.Minute, trips: false}, {ceiling: 10 * ms, trips: true}} {
+		a := New(10 * ms)
+		tripped := false
+		at := t0
+		for i := range GovernJudge {
+			refused := i < 16 && i%2 == 0 // a refusal and a clean response after its hold, 8 times
+			at = at.Add(time.Second)
+			if refused {
+				a.Refuse(Sample{Gen: a.gen, Kind: RefusedRate, Paced: true, Credited: a.delay, Spacing: a.delay, At: at}, 10*ms, c.ceiling)
+			} else {
+				a.Succeed(Sample{Gen: a.gen, AfterHold: true, Credited: 1100 * ms, Spacing: 1100 * ms, At: at}, 10*ms, c.ceiling)
+			}
+			tripped = a.Governed(refused, a.delay, 10*ms, c.ceiling) || tripped
+		}
+		if tripped != c.trips {
+			t.Errorf("ceiling %v: 8 refusals of the search in 20 outcomes tripped the governor %v, want %v (delay %v)", c.ceiling, tripped, c.trips, a.delay)
+		}
+	}
+}
+
 // A limiter read as an outage (503s in a row, nothing good known) fails slow: on the way back down
 // from the outage probe, each step is a probe that one clean response confirms, and the step the
 // host refuses sends the delay back to the last one it accepted, never further down. Before, the floor

@@ -15,10 +15,19 @@ import (
 // measured (48-61% of requests refused) is over the bound within governJudge outcomes; a host refusing
 // a third of first attempts at any pace (about a quarter of all requests) reaches it by chance in about
 // one window in forty.
+//
+// A refusal the model's search from below answered by slowing governSlow or more (a limiter's rate
+// sought from a floor far under it: a refusal a step, each step a slowdown of rateBackoff or more) is
+// not counted: the model already did what the governor would, and counting the search's refusals held
+// a host found within seconds 1.5× slower for a minute after. A model that stops slowing (at its cap,
+// in noise mode, or once anything good is known) is counted as before.
 type governor struct {
 	min    time.Duration // the delay's minimum (0: none)
 	window uint32        // the last outcomes, a bit each (1: refused), newest lowest
 	n      uint8         // outcomes in the window, up to governWindow
+	// answered: the last refusal was answered by the model's search from below (nothing good known)
+	// slowing by governSlow or more, as the governor would: it is not counted (see Model.Refuse).
+	answered bool
 }
 
 const (
@@ -59,6 +68,10 @@ func (g *governor) observe(refused bool, interval time.Duration) bool {
 // governed counts an outcome for the refusal governor and, when it trips, applies its minimum to the
 // delay (a new generation: the outcomes in flight were sent faster). It reports whether it tripped.
 func (a *Model) Governed(refused bool, interval, floor, ceiling time.Duration) bool {
+	if refused && a.govern.answered {
+		a.govern.answered = false
+		return false
+	}
 	if !a.govern.observe(refused, interval) {
 		return false
 	}
