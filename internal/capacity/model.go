@@ -127,6 +127,7 @@ type Model struct {
 	failures uint8  // consecutive refusals (saturating)
 	clean    uint8  // clean responses of the current generation (saturating)
 	held     uint8  // clean responses at good since it was confirmed or last refused (saturating)
+	regain   uint8  // the gain of the probe after a refused climbing one, set by learnRefusal for refuse
 	probing  bool   // the delay is a cruise probe (not a bisection step)
 	// returning: an outage was read with nothing good known, and the delay comes back down by
 	// bisection towards the floor, each step confirmed by one clean response (see Succeed): a refusal on
@@ -308,7 +309,8 @@ func (a *Model) refuse(s Sample, floor, ceiling time.Duration) bool {
 	case backoff:
 		a.noise.backoff(a.gen+1, paced)
 	}
-	a.gain, a.probing = probeGain, false
+	a.gain, a.probing = max(probeGain, a.regain), false
+	a.regain = 0
 	return a.increase(next, floor, ceiling) > 0
 }
 
@@ -338,6 +340,7 @@ func (a *Model) becomeNoisy(floor, ceiling time.Duration) {
 // returns the delay to go on with:
 //   - a probe below the good interval: good (the probe's interval becomes the refused bound); a
 //     cruise probe refused leaves the bounds close (no bisection) and doubles the wait before the next;
+//     a climbing one (more than twice probeGain) is followed at once by one half as far;
 //   - good lately confirmed (fewer than 4 confirmation runs: a burst, or lucky jitter, let it
 //     through): the good before it;
 //   - the good interval, refused after dropRun clean responses at it: one edgeStep slower;
@@ -352,7 +355,15 @@ func (a *Model) learnRefusal(s Sample, floor time.Duration, bursty bool) (next t
 	a.holdBound = false
 	if a.good > 0 && interval < a.good {
 		a.bad = min(max(a.bad, refused), a.good)
-		if a.probing {
+		switch {
+		case a.probing && a.gain > 2*probeGain:
+			// A climbing probe refused (the step before it was accepted: the capacity rose). It lies
+			// between good and this probe: the next probe goes half as far, at once, rather than a
+			// cruise of a minute at good after a step that went too far (a limiter found from a Retry-After
+			// hold's bound climbed to within 20% and cruised there).
+			a.regain = a.gain / 2
+			a.bad = max(a.bad, a.creep())
+		case a.probing:
 			// A cruise probe refused: the capacity did not rise. Cruise again (no bisection: the
 			// bounds were close before the probe), and wait longer before the next probe.
 			a.misses = min(a.misses+1, 8)
@@ -481,8 +492,8 @@ func (a *Model) Succeed(s Sample, floor, ceiling time.Duration) int {
 		a.prevGood, a.good, a.probing, a.held, a.upper = a.good, a.delay, false, 0, 0
 		a.returning = a.returning && a.apart(floor)
 		return a.next(floor, ceiling, now)
-	case a.apart(floor) || a.creep() > max(a.bad, floor) || a.cruised(now) || a.holdBound:
-		return a.next(floor, ceiling, now) // bisect, creep, or after a cruise probe
+	case a.apart(floor) || a.creep() > max(a.bad, floor) || a.cruised(now) || a.holdBound || a.gain > probeGain:
+		return a.next(floor, ceiling, now) // bisect, creep, after a cruise, or climbing again
 	}
 	return 0
 }

@@ -386,3 +386,31 @@ func TestLatencyJitterIsNotSlowness(t *testing.T) {
 		}
 	}
 }
+
+// A climbing probe refused (50% below a good interval reached by accepted probes) says the capacity
+// lies between them: after the good interval's confirmation run, the next probe goes half as far
+// (25%), at once. A cruise probe refused (8%) waits for the cruise before the next.
+func TestRefusedClimbProbesHalfAsFarAtOnce(t *testing.T) {
+	for _, c := range []struct {
+		gain uint8
+		next time.Duration // the delay after the confirmation run at good
+	}{
+		{gain: 50, next: 450 * ms}, // 600 ms less a quarter
+		{gain: probeGain, next: 600 * ms},
+	} {
+		a := New(10 * ms)
+		a.good, a.bad, a.gain, a.probing = 600*ms, 0, c.gain, true
+		a.set(a.good-a.good*time.Duration(c.gain)/100, 10*ms, time.Minute)
+		a.refused = t0.UnixNano()
+		a.Refuse(Sample{Gen: a.gen, Kind: RefusedRate, Paced: true, At: t0.Add(time.Second)}, 10*ms, time.Minute)
+		if a.delay != 600*ms {
+			t.Fatalf("gain %d%%: refused probe: delay %v, want back at good 600ms", c.gain, a.delay)
+		}
+		for i := range confirmRun {
+			a.Succeed(Sample{Gen: a.gen, At: t0.Add(time.Duration(2+i) * time.Second)}, 10*ms, time.Minute)
+		}
+		if a.delay != c.next {
+			t.Errorf("gain %d%% refused, %d clean at good: delay %v, want %v", c.gain, confirmRun, a.delay, c.next)
+		}
+	}
+}
