@@ -359,3 +359,24 @@ func TestFleetSpanConfirmsAsOneProcess(t *testing.T) {
 		}
 	}
 }
+
+// A fleet probes as one crawler: a cruise probe refused elsewhere doubles the probe wait of a member
+// that never saw the probe start (the refusal came before its next admission), as it did the prober's.
+// Before, such a member probed after the first wait (30 s), refused in turn: the fleet's members took
+// turns, one refused probe every 30-37 s (1.7 refusals a minute on real nginx at 2/s).
+func TestFleetRefusedProbeDoublesEveryMembersWait(t *testing.T) {
+	a := New(10 * ms)
+	a.good, a.bad, a.delay = 500*ms, 460*ms, 500*ms
+	a.clean = 2 * cruiseBeforeProbe
+	a.refused = t0.UnixNano()
+	// Elsewhere: a probe at 460 ms, refused; the fleet's model is back at good, the bound at its creep.
+	version := t0.Add(time.Minute).UnixNano()
+	a.Adopt(500*ms, 500*ms, 490*ms, version, 10*ms, time.Minute)
+	a.clean = 2 * cruiseBeforeProbe
+	if at := t0.Add(time.Minute + cruiseMinTime + time.Second); a.cruised(at) {
+		t.Errorf("%v after a probe refused elsewhere: cruised (misses %d); want the wait doubled to %v", cruiseMinTime+time.Second, a.misses, 2*cruiseMinTime)
+	}
+	if at := t0.Add(time.Minute + 2*cruiseMinTime + time.Second); !a.cruised(at) {
+		t.Errorf("%v after a probe refused elsewhere: not cruised (misses %d)", 2*cruiseMinTime+time.Second, a.misses)
+	}
+}

@@ -56,7 +56,8 @@ func (a *Model) AdoptVerdict(v audit.NoiseVerdict, floor, ceiling time.Duration)
 // fleet. The outcomes in flight were sent under the old one: a new generation. A good interval the
 // fleet holds counts as held a while here: a refusal at it is the edge, as in the process that learnt
 // it, not a drop. A model that moved up (a refusal elsewhere) restarts the probe wait from its version
-// (the unix nanoseconds of the change), a cruise probe refused elsewhere counts as refused here, and a
+// (the unix nanoseconds of the change), a refusal elsewhere that leaves the fleet cruising (a probe's,
+// the edge's) doubles the probe wait here as it did there, and a
 // cruise probe started elsewhere is one here: the fleet probes as one crawler, not once per member.
 func (a *Model) Adopt(delay, good, bad time.Duration, version int64, floor, ceiling time.Duration) {
 	a.version = version
@@ -68,8 +69,11 @@ func (a *Model) Adopt(delay, good, bad time.Duration, version int64, floor, ceil
 	}
 	if delay > a.delay || bad > a.bad { // a refusal elsewhere: the probe wait counts from it
 		a.refused = max(a.refused, version)
-		if a.probing && good == a.good && delay == good {
-			a.misses = min(a.misses+1, 8) // the cruise probe was refused elsewhere
+		if delay == good && good >= a.good && a.good > 0 {
+			// Cruising again after a refusal elsewhere: a cruise probe or the edge refused, which
+			// doubles the probe wait here too, whether or not this member saw the probe start (one
+			// that had not probed every 30 s in turn, each refused: 1.7 refusals a minute).
+			a.misses = min(a.misses+1, 8)
 		}
 	}
 	// A cruise probe (at or below the refused bound it set) started elsewhere is probing here too.
