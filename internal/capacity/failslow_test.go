@@ -380,3 +380,19 @@ func TestFleetRefusedProbeDoublesEveryMembersWait(t *testing.T) {
 		t.Errorf("%v after a probe refused elsewhere: not cruised (misses %d)", 2*cruiseMinTime+time.Second, a.misses)
 	}
 }
+
+// A refusal elsewhere ends a member's climb: a member whose last probe was accepted (its next step
+// twice as far, 16%) and then adopts a refusal of the fleet's next step does not take its own step at
+// its next clean responses; it cruises, as the fleet does.
+func TestFleetRefusalElsewhereEndsTheClimb(t *testing.T) {
+	a := New(10 * ms)
+	a.good, a.bad, a.delay, a.gain = 500*ms, 400*ms, 500*ms, 2*probeGain
+	a.refused = t0.UnixNano()
+	a.Adopt(500*ms, 500*ms, 490*ms, t0.Add(time.Second).UnixNano(), 10*ms, time.Minute)
+	for i := range 2 * confirmRun {
+		a.Succeed(Sample{Gen: a.gen, At: t0.Add(time.Duration(2+i) * time.Second)}, 10*ms, time.Minute)
+	}
+	if a.delay != 500*ms || a.gain != probeGain {
+		t.Errorf("a refusal elsewhere, then %d clean responses at good: delay %v, gain %d%%; want 500ms, %d%% (cruising)", 2*confirmRun, a.delay, a.gain, probeGain)
+	}
+}

@@ -69,6 +69,10 @@ func (a *Model) Adopt(delay, good, bad time.Duration, version int64, floor, ceil
 	}
 	if delay > a.delay || bad > a.bad { // a refusal elsewhere: the probe wait counts from it
 		a.refused = max(a.refused, version)
+		// It ends this member's climb too: a step twice the last, or half a refused one, is the
+		// prober's to take (members with a climbing gain left probed at once, in turn: 8 refusals in
+		// two minutes on HAProxy's window at 2/s).
+		a.gain, a.regain = probeGain, 0
 		if delay == good && good >= a.good && a.good > 0 {
 			// Cruising again after a refusal elsewhere: a cruise probe or the edge refused, which
 			// doubles the probe wait here too, whether or not this member saw the probe start (one

@@ -127,7 +127,7 @@ type Model struct {
 	failures uint8  // consecutive refusals (saturating)
 	clean    uint8  // clean responses of the current generation (saturating)
 	held     uint8  // clean responses at good since it was confirmed or last refused (saturating)
-	regain   uint8  // the gain of the probe after a refused climbing one, set by learnRefusal for refuse
+	regain   uint8  // after a refused climbing probe, the next one's gain, taken at once (0: none)
 	probing  bool   // the delay is a cruise probe (not a bisection step)
 	// returning: an outage was read with nothing good known, and the delay comes back down by
 	// bisection towards the floor, each step confirmed by one clean response (see Succeed): a refusal on
@@ -228,6 +228,7 @@ func (a *Model) refuse(s Sample, floor, ceiling time.Duration) bool {
 		return false
 	}
 	a.failures = satInc(a.failures)
+	a.regain = 0 // set again below by a refused climbing probe only
 	a.refused = now.UnixNano()
 	returning := a.returning // on the way back from an outage, no step of it accepted yet
 	a.returning = false
@@ -310,7 +311,6 @@ func (a *Model) refuse(s Sample, floor, ceiling time.Duration) bool {
 		a.noise.backoff(a.gen+1, paced)
 	}
 	a.gain, a.probing = max(probeGain, a.regain), false
-	a.regain = 0
 	return a.increase(next, floor, ceiling) > 0
 }
 
@@ -492,7 +492,7 @@ func (a *Model) Succeed(s Sample, floor, ceiling time.Duration) int {
 		a.prevGood, a.good, a.probing, a.held, a.upper = a.good, a.delay, false, 0, 0
 		a.returning = a.returning && a.apart(floor)
 		return a.next(floor, ceiling, now)
-	case a.apart(floor) || a.creep() > max(a.bad, floor) || a.cruised(now) || a.holdBound || a.gain > probeGain:
+	case a.apart(floor) || a.creep() > max(a.bad, floor) || a.cruised(now) || a.holdBound || a.regain > 0:
 		return a.next(floor, ceiling, now) // bisect, creep, after a cruise, or climbing again
 	}
 	return 0
@@ -593,7 +593,7 @@ func (a *Model) next(floor, ceiling time.Duration, now time.Time) int {
 		return 0 // the floor keeps the probe within 4% of what was refused: not worth a refusal
 	}
 	a.bad = min(a.bad, probe) // a probe below what was refused: forget the old bound
-	a.probing, a.holdBound = true, false
+	a.probing, a.holdBound, a.regain = true, false, 0
 	return a.increase(max(probe, floor), floor, ceiling)
 }
 
