@@ -244,7 +244,7 @@ func (h *host) departLocked(res *Reservation, now time.Time, traced bool) {
 	h.departures++
 	if res.fleet && res.facts.seq > 0 {
 		res.facts.span = 1
-		if prev := h.fleetSeq; prev > 0 && res.facts.seq > prev && h.fleetSeqGen == res.gen {
+		if prev := h.fleetSeq; prev > 0 && res.facts.seq > prev && h.fleetSeqGen == res.gen && res.facts.refusedSeq <= prev {
 			res.facts.span = uint8(min(res.facts.seq-prev, maxFleetSpan))
 		}
 		h.fleetSeq, h.fleetSeqGen = res.facts.seq, res.gen // a lower number: the store lost its count, which starts again

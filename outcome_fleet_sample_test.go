@@ -31,27 +31,30 @@ func TestFleetMemberSampleCarriesTheFleetsSpacing(t *testing.T) {
 // confirmed a step three times slower than one process.
 func TestFleetDepartureSpansTheOthersSinceItsLast(t *testing.T) {
 	h := newHost("fleet.test", HostPolicy{BaseDelay: 100 * ms, MaxDelay: time.Minute})
-	depart := func(seq uint64, gen uint32) uint8 {
-		res := Reservation{gen: gen, fleet: true, facts: fleetFacts{seq: seq, since: 500 * ms}}
+	depart := func(seq, refused uint64, gen uint32) uint8 {
+		res := Reservation{gen: gen, fleet: true, facts: fleetFacts{seq: seq, since: 500 * ms, refusedSeq: refused}}
 		h.departLocked(&res, t0, false)
 		return res.facts.span
 	}
 	g := h.delay.Gen()
 	for _, tc := range []struct {
-		seq  uint64
-		gen  uint32
-		want uint8
-		why  string
+		seq     uint64
+		refused uint64 // the fleet's latest departure reported refused
+		gen     uint32
+		want    uint8
+		why     string
 	}{
-		{5, g, 1, "its first departure"},
-		{8, g, 3, "two others' departures since its last, same model"},
-		{9, g, 1, "no other departure since its last"},
-		{30, g, maxFleetSpan, "twenty others' departures since its last"},
-		{33, g + 1, 1, "the model changed since its last"},
-		{2, g + 1, 1, "a number below its last: the store lost its state and numbers again"},
-		{4, g + 1, 2, "one other departure since, counted from the store's new numbers"},
+		{5, 0, g, 1, "its first departure"},
+		{8, 0, g, 3, "two others' departures since its last, same model"},
+		{9, 0, g, 1, "no other departure since its last"},
+		{30, 0, g, maxFleetSpan, "twenty others' departures since its last"},
+		{33, 0, g + 1, 1, "the model changed since its last"},
+		{2, 0, g + 1, 1, "a number below its last: the store lost its state and numbers again"},
+		{4, 0, g + 1, 2, "one other departure since, counted from the store's new numbers"},
+		{7, 6, g + 1, 1, "two others' departures since its last, one of them reported refused"},
+		{10, 7, g + 1, 3, "two others' since its last, the refused one before its last"},
 	} {
-		if got := depart(tc.seq, tc.gen); got != tc.want {
+		if got := depart(tc.seq, tc.refused, tc.gen); got != tc.want {
 			t.Errorf("departure %d (%s): span %d, want %d", tc.seq, tc.why, got, tc.want)
 		}
 	}

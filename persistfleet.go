@@ -46,10 +46,14 @@ type fleetFacts struct {
 	afterUncounted bool
 	// span is how many of the fleet's departures this one stands for, itself included: those since this
 	// process's previous departure to the host, when both were made in the same generation of the model
-	// (the others' were paced by the model this one was), up to maxFleetSpan; 1 otherwise. A clean
+	// (the others' were paced by the model this one was) and none of them was reported refused (nor a
+	// robots.txt read), up to maxFleetSpan; 1 otherwise. A clean
 	// response counts as that many towards confirming the model's step, so a fleet confirms as fast as
 	// one process would, not a member's share of its departures at a time (departLocked).
 	span uint8
+	// refusedSeq is the number of the fleet's latest departure reported refused (0: none): a span
+	// holding it is 1, since a refused departure confirms nothing.
+	refusedSeq uint64
 }
 
 // maxFleetSpan bounds a fleet departure's span: the others' departures in it were paced by the same
@@ -182,7 +186,7 @@ func (p *Pacer) fleetAdmit(ctx context.Context, h *host, gap time.Duration, now 
 		}
 	}
 	if a.OK {
-		return 0, true, false, fleetFacts{seq: a.Seq, since: a.Since, afterUncounted: a.Seq > 1 && a.RefusedSeq+1 == a.Seq}, nil
+		return 0, true, false, fleetFacts{seq: a.Seq, since: a.Since, afterUncounted: a.Seq > 1 && a.RefusedSeq+1 == a.Seq, refusedSeq: a.RefusedSeq}, nil
 	}
 	return a.Wait + time.Duration(p.cfg.random()*float64(fleetReaskJitter)), false, a.Pending, facts, nil
 }
