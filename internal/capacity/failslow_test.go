@@ -396,3 +396,19 @@ func TestFleetRefusalElsewhereEndsTheClimb(t *testing.T) {
 		t.Errorf("a refusal elsewhere, then %d clean responses at good: delay %v, gain %d%%; want 500ms, %d%% (cruising)", 2*confirmRun, a.delay, a.gain, probeGain)
 	}
 }
+
+// A bound a hold set in this member (holdBound) is the fleet's to probe once: a member adopting a model
+// whose refused bound moved since (a probe elsewhere, refused) no longer probes at once at its next
+// clean responses at good; it waits for the cruise, as the fleet does.
+func TestFleetHoldBoundEndsWhenTheFleetMovesTheBound(t *testing.T) {
+	a := New(10 * ms)
+	a.good, a.bad, a.delay, a.holdBound = 506*ms, 480*ms, 506*ms, true
+	a.refused = t0.UnixNano()
+	a.Adopt(506*ms, 506*ms, 496*ms, t0.Add(time.Second).UnixNano(), 10*ms, time.Minute)
+	for i := range 2 * confirmRun {
+		a.Succeed(Sample{Gen: a.gen, At: t0.Add(time.Duration(2+i) * time.Second)}, 10*ms, time.Minute)
+	}
+	if a.delay != 506*ms {
+		t.Errorf("the fleet's bound moved, then %d clean responses at good: delay %v; want 506ms (cruising, no probe at once)", 2*confirmRun, a.delay)
+	}
+}

@@ -67,6 +67,12 @@ func (a *Model) Adopt(delay, good, bad time.Duration, version int64, floor, ceil
 	if good != a.good {
 		a.held = dropRun
 	}
+	if bad != a.bad || delay > a.delay {
+		// The bound a hold set here (holdBound) was probed or moved by the fleet since: this member's
+		// next clean response is no reason to probe at once (members that kept it probed in turn, a
+		// refused probe every 35-48 s rather than 60-75).
+		a.holdBound = false
+	}
 	if delay > a.delay || bad > a.bad { // a refusal elsewhere: the probe wait counts from it
 		a.refused = max(a.refused, version)
 		// It ends this member's climb too: a step twice the last, or half a refused one, is the
