@@ -311,7 +311,7 @@ func (h *host) sampleLocked(res Reservation, s outcomeSignals, now time.Time) ca
 		// then the gap since the host's last accepted request is unknown, and twice the spacing is
 		// credited as a lower bound (CreditLower).
 		smp.Spacing, smp.Credited, smp.Span = res.facts.since, res.facts.since, res.facts.span
-		if res.facts.afterUncounted {
+		if res.facts.afterUncounted() {
 			smp.Credited, smp.CreditLower = 2*res.facts.since, true
 		}
 	case !res.fleet && !res.At.IsZero():

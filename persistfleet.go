@@ -38,12 +38,11 @@ const (
 )
 
 // fleetFacts is what a shared store's admission says of the fleet's departures to a host (see
-// Admission): this departure's number, the gap since the fleet's previous departure, and whether that
-// one was reported as not an accepted page (refused, or a robots.txt read: fleetUncounted).
+// Admission): this departure's number, the gap since the fleet's previous departure, and the number of
+// the latest one reported as not an accepted page (refused, or a robots.txt read: fleetUncounted).
 type fleetFacts struct {
-	seq            uint64
-	since          time.Duration
-	afterUncounted bool
+	seq   uint64
+	since time.Duration
 	// span is how many of the fleet's departures this one stands for, itself included: those since this
 	// process's previous departure to the host, when both were made in the same generation of the model
 	// (the others' were paced by the model this one was) and none of them was reported refused (nor a
@@ -51,10 +50,14 @@ type fleetFacts struct {
 	// response counts as that many towards confirming the model's step, so a fleet confirms as fast as
 	// one process would, not a member's share of its departures at a time (departLocked).
 	span uint8
-	// refusedSeq is the number of the fleet's latest departure reported refused (0: none): a span
-	// holding it is 1, since a refused departure confirms nothing.
+	// refusedSeq is the number of the fleet's latest departure reported refused or a robots.txt read
+	// (0: none): a span holding it is 1, since such a departure confirms nothing.
 	refusedSeq uint64
 }
+
+// afterUncounted reports whether the fleet's departure before this one was reported as not an accepted
+// page: the gap since it is then not the gap since the host's last accepted request.
+func (f fleetFacts) afterUncounted() bool { return f.seq > 1 && f.refusedSeq+1 == f.seq }
 
 // maxFleetSpan bounds a fleet departure's span: the others' departures in it were paced by the same
 // model but are not all answered yet, and a member that changed its model last paced its first one by
@@ -186,7 +189,7 @@ func (p *Pacer) fleetAdmit(ctx context.Context, h *host, gap time.Duration, now 
 		}
 	}
 	if a.OK {
-		return 0, true, false, fleetFacts{seq: a.Seq, since: a.Since, afterUncounted: a.Seq > 1 && a.RefusedSeq+1 == a.Seq, refusedSeq: a.RefusedSeq}, nil
+		return 0, true, false, fleetFacts{seq: a.Seq, since: a.Since, refusedSeq: a.RefusedSeq}, nil
 	}
 	return a.Wait + time.Duration(p.cfg.random()*float64(fleetReaskJitter)), false, a.Pending, facts, nil
 }
