@@ -279,7 +279,9 @@ func TestEdgeRefusalDelaysTheNextProbe(t *testing.T) {
 // to climb from a 10 ms floor), and a refusal credited with it bounds the host's interval by the
 // departure's own spacing: HAProxy's window counts refused requests, and the doubled credit put the
 // refused bound above an interval the host then accepted, where no bisection could come back (a fleet
-// at two thirds of the rate for minutes). The next delay still reaches as far as the credit.
+// at two thirds of the rate for minutes). Nor does the next delay reach as far as the doubled credit:
+// it is the departure's own spacing (a fleet on HAProxy's window at 2/s went to the 2 s outage probe
+// after the first refusal past a hold, and took 45-90 s to come back to the rate).
 func TestFleetCreditAfterAnUncountedDepartureIsALowerBound(t *testing.T) {
 	const floor = 10 * ms
 	a := New(floor)
@@ -291,8 +293,8 @@ func TestFleetCreditAfterAnUncountedDepartureIsALowerBound(t *testing.T) {
 	if a.bad != 1100*ms {
 		t.Errorf("refused 1.1s after the departure before, the credit a lower bound (2.2s): refused bound %v, want 1.1s", a.bad)
 	}
-	if want := outageProbe(floor, time.Minute); a.delay != want {
-		t.Errorf("the delay after it: %v, want as far as the credit reaches, up to the outage probe %v", a.delay, want)
+	if a.delay != 1100*ms {
+		t.Errorf("the delay after it: %v, want the refused spacing 1.1s, not the doubled credit", a.delay)
 	}
 }
 
@@ -332,6 +334,62 @@ func TestBoundAfterAHoldIsProbedAtOnce(t *testing.T) {
 	}
 }
 
+// A fleet member that adopted the bound another member's refusal past a hold set (the shared model
+// carries the bounds, not that member's holdBound) and confirms good at that bound probes below it at
+// once: the host accepted the interval it refused, so that refusal was not about it. Before, the
+// member that confirmed cruised at the bound for 30 responses and 30 s (the fleet on HAProxy's window
+// at 2/s: 44 s at 1.1 s). A good confirmed above its refused bound is cruised at as before.
+func TestFleetConfirmedAtAnAdoptedBoundProbesAtOnce(t *testing.T) {
+	const floor, ceiling = 10 * ms, time.Minute
+	for _, tc := range []struct {
+		name       string
+		delay, bad time.Duration
+		probe      bool
+	}{
+		{"confirmed at the refused bound", 1107 * ms, 1107 * ms, true},
+		{"confirmed above it (a creep step follows)", 1200 * ms, 1107 * ms, false},
+	} {
+		a := New(floor)
+		a.Adopt(tc.delay, 0, tc.bad, t0.UnixNano(), floor, ceiling) // another member's refusal past a hold
+		at := t0
+		for range confirmRun {
+			at = at.Add(tc.delay)
+			a.Succeed(Sample{Gen: a.gen, Credited: tc.delay, Spacing: tc.delay, Fleet: true, At: at}, floor, ceiling)
+		}
+		if a.good != tc.delay {
+			t.Fatalf("%s: good %v after %d clean responses at %v, want it confirmed", tc.name, a.good, confirmRun, tc.delay)
+		}
+		if a.probing != tc.probe {
+			t.Errorf("%s: delay %v once good %v is confirmed (refused bound %v); want a probe below the bound: %v", tc.name, a.delay, a.good, tc.bad, tc.probe)
+		}
+	}
+}
+
+// A fleet climbs as one crawler: a member that confirms a climbing probe another member started (a
+// step of 32% below good) takes the next step from the prober's, twice as far (50% at most), at once.
+// Before, it doubled its own gain (8% → 16%), and a refusal of that step read as a cruise probe's: a
+// minute at 16% below HAProxy's rate at 2/s.
+func TestFleetConfirmedProbeClimbsFromTheProbersStep(t *testing.T) {
+	const floor, ceiling = 10 * ms, time.Minute
+	a := cruising(850*ms, t0)
+	probe := 578 * ms // 32% below good: the prober's third step
+	a.Adopt(probe, 850*ms, probe, t0.Add(time.Second).UnixNano(), floor, ceiling)
+	if !a.probing {
+		t.Fatalf("adopted a probe 32%% below good: probing %v", a.probing)
+	}
+	at := t0.Add(time.Second)
+	for range a.confirmNeed() {
+		at = at.Add(probe)
+		a.Succeed(Sample{Gen: a.gen, Credited: probe, Spacing: probe, Fleet: true, At: at}, floor, ceiling)
+	}
+	if a.good != probe {
+		t.Fatalf("good %v after the probe's confirmation, want %v", a.good, probe)
+	}
+	if want := probe - probe*maxProbeGain/100; a.delay != want {
+		t.Errorf("the next step after a 32%% step confirmed: %v, want %v (%d%% below %v)", a.delay, want, maxProbeGain, probe)
+	}
+}
+
 // A fleet member's clean response counts as the fleet's departures it stands for (Sample.Span): a
 // cruise probe 8% faster than good, which one process confirms with 19 clean responses, a member whose
 // responses each stand for three confirms with 7, and not with 6.
@@ -364,20 +422,33 @@ func TestFleetSpanConfirmsAsOneProcess(t *testing.T) {
 // that never saw the probe start (the refusal came before its next admission), as it did the prober's.
 // Before, such a member probed after the first wait (30 s), refused in turn: the fleet's members took
 // turns, one refused probe every 30-37 s (1.7 refusals a minute on real nginx at 2/s).
+//
+// So does a model that comes back with the member's own bounds under a newer version: the probe started
+// and was refused between two of this member's admissions (it is refused within a departure or two),
+// and the bound was at its creep already. Before, such a member kept its own wait and probed 26-46 s
+// after the fleet's refused probe (3 refusals in the last two minutes on nginx at 2/s).
 func TestFleetRefusedProbeDoublesEveryMembersWait(t *testing.T) {
-	a := New(10 * ms)
-	a.good, a.bad, a.delay = 500*ms, 460*ms, 500*ms
-	a.clean = 2 * cruiseBeforeProbe
-	a.refused = t0.UnixNano()
-	// Elsewhere: a probe at 460 ms, refused; the fleet's model is back at good, the bound at its creep.
-	version := t0.Add(time.Minute).UnixNano()
-	a.Adopt(500*ms, 500*ms, 490*ms, version, 10*ms, time.Minute)
-	a.clean = 2 * cruiseBeforeProbe
-	if at := t0.Add(time.Minute + cruiseMinTime + time.Second); a.cruised(at) {
-		t.Errorf("%v after a probe refused elsewhere: cruised (misses %d); want the wait doubled to %v", cruiseMinTime+time.Second, a.misses, 2*cruiseMinTime)
-	}
-	if at := t0.Add(time.Minute + 2*cruiseMinTime + time.Second); !a.cruised(at) {
-		t.Errorf("%v after a probe refused elsewhere: not cruised (misses %d)", 2*cruiseMinTime+time.Second, a.misses)
+	for _, tc := range []struct {
+		name string
+		bad  time.Duration // this member's bound before the fleet's probe
+	}{
+		{"the bound moved to its creep", 460 * ms},
+		{"the bound at its creep already", 490 * ms},
+	} {
+		a := New(10 * ms)
+		a.good, a.bad, a.delay = 500*ms, tc.bad, 500*ms
+		a.clean = 2 * cruiseBeforeProbe
+		a.refused = t0.UnixNano()
+		// Elsewhere: a probe at 460 ms, refused; the fleet's model is back at good, the bound at its creep.
+		version := t0.Add(time.Minute).UnixNano()
+		a.Adopt(500*ms, 500*ms, 490*ms, version, 10*ms, time.Minute)
+		a.clean = 2 * cruiseBeforeProbe
+		if at := t0.Add(time.Minute + cruiseMinTime + time.Second); a.cruised(at) {
+			t.Errorf("%s: %v after a probe refused elsewhere: cruised (misses %d); want the wait doubled to %v", tc.name, cruiseMinTime+time.Second, a.misses, 2*cruiseMinTime)
+		}
+		if at := t0.Add(time.Minute + 2*cruiseMinTime + time.Second); !a.cruised(at) {
+			t.Errorf("%s: %v after a probe refused elsewhere: not cruised (misses %d)", tc.name, 2*cruiseMinTime+time.Second, a.misses)
+		}
 	}
 }
 

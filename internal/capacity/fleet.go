@@ -62,6 +62,14 @@ func (a *Model) AdoptVerdict(v audit.NoiseVerdict, floor, ceiling time.Duration)
 func (a *Model) Adopt(delay, good, bad time.Duration, version int64, floor, ceiling time.Duration) {
 	a.version = version
 	if (Bounds{delay, good, bad}) == a.Bounds() {
+		if delay == good && a.good > 0 {
+			// The fleet's model moved and came back to this member's, cruising: a cruise probe started
+			// and was refused elsewhere between two of its admissions (with the bound at its creep
+			// already). It doubles the probe wait here too (a member that kept its own wait probed
+			// 26-46 s after the fleet's refused probe).
+			a.refused = max(a.refused, version)
+			a.misses = min(a.misses+1, 8)
+		}
 		return
 	}
 	if good != a.good {
@@ -86,8 +94,14 @@ func (a *Model) Adopt(delay, good, bad time.Duration, version int64, floor, ceil
 			a.misses = min(a.misses+1, 8)
 		}
 	}
-	// A cruise probe (at or below the refused bound it set) started elsewhere is probing here too.
+	// A cruise probe (at or below the refused bound it set) started elsewhere is probing here too, with
+	// its step as the gain: a member that confirms it climbs from the prober's step, not from its own
+	// (a climb's 32% step confirmed by another member was followed by a 16% one, refused and read as a
+	// cruise probe: a minute at 16% below the rate on HAProxy's window).
 	a.probing = delay < good && bad > 0 && delay <= bad
+	if a.probing {
+		a.gain = uint8(min(max(int64(good-delay)*100/int64(good), probeGain), maxProbeGain))
+	}
 	a.good, a.bad = min(max(good, 0), ceiling), min(max(bad, 0), ceiling)
 	a.increase(delay, floor, ceiling)
 }

@@ -384,7 +384,14 @@ func (a *Model) learnRefusal(s Sample, floor time.Duration, bursty bool) (next t
 		return a.good, false
 	}
 	if a.good == 0 {
-		next = a.learnFromBelow(s.bound(a.delay), refused, floor, s.Paced, s.Credited > 0)
+		// A credit that is only a lower bound (CreditLower) reaches no further than the bound: a fleet on
+		// HAProxy's window at 2/s went to the outage probe after the first refusal past a hold, and took
+		// 45-90 s to come back to the rate.
+		reach := refused
+		if s.CreditLower {
+			reach = s.bound(a.delay)
+		}
+		next = a.learnFromBelow(s.bound(a.delay), reach, floor, s.Paced, s.Credited > 0)
 		// A fleet member whose departure followed a refused one (CreditLower) came after the hold that
 		// refusal set, in the store, whether or not this member heard of it. (CreditLower also follows a
 		// robots.txt read, which sets no hold: the bound is then the page's own short spacing, and the
@@ -489,7 +496,13 @@ func (a *Model) Succeed(s Sample, floor, ceiling time.Duration) int {
 			a.gain = min(a.gain*2, maxProbeGain) // a faster rate held: the next probe goes further, at once
 			a.misses = 0
 		}
+		// The first good confirmed at the bound a refusal set: that refusal was not about this interval
+		// (a hold's, or in a fleet another member's, whose holdBound this member does not hold: the fleet
+		// cruised at the bound for 45 s before its first probe), so the bound is probed at once, as
+		// holdBound is. (A probe's own bound is the probe: its confirmation is not this.)
+		atBound := a.good == 0 && a.bad >= a.delay
 		a.prevGood, a.good, a.probing, a.held, a.upper = a.good, a.delay, false, 0, 0
+		a.holdBound = a.holdBound || atBound
 		a.returning = a.returning && a.apart(floor)
 		return a.next(floor, ceiling, now)
 	case a.apart(floor) || a.creep() > max(a.bad, floor) || a.cruised(now) || a.holdBound || a.regain > 0:
