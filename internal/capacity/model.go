@@ -492,7 +492,14 @@ func (a *Model) Succeed(s Sample, floor, ceiling time.Duration) int {
 	case int(a.clean) < a.confirmNeed() && !a.returning:
 		return 0
 	case a.good == 0 || a.delay < a.good:
-		if a.probing {
+		switch {
+		case a.probing && a.regain > 0:
+			// The half step after a refused climbing one held: the host's limit lies between them, within
+			// this step. The climb ends here (a step twice as far went past the refused one, refused
+			// again, and so was its half: five refusals in 35 s on HAProxy's window at 2/s); the cruise
+			// probes test the rest.
+			a.gain, a.regain, a.misses = probeGain, 0, 0
+		case a.probing:
 			a.gain = min(a.gain*2, maxProbeGain) // a faster rate held: the next probe goes further, at once
 			a.misses = 0
 		}
@@ -605,8 +612,8 @@ func (a *Model) next(floor, ceiling time.Duration, now time.Time) int {
 	if probe >= a.bad-a.bad/25 {
 		return 0 // the floor keeps the probe within 4% of what was refused: not worth a refusal
 	}
-	a.bad = min(a.bad, probe) // a probe below what was refused: forget the old bound
-	a.probing, a.holdBound, a.regain = true, false, 0
+	a.bad = min(a.bad, probe)            // a probe below what was refused: forget the old bound
+	a.probing, a.holdBound = true, false // regain stays set until the probe is confirmed or refused
 	return a.increase(max(probe, floor), floor, ceiling)
 }
 

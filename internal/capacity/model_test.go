@@ -414,3 +414,33 @@ func TestRefusedClimbProbesHalfAsFarAtOnce(t *testing.T) {
 		}
 	}
 }
+
+// The half step after a refused climbing one, accepted, ends the climb: the host's limit lies between
+// the two, and the model cruises at the half step rather than climbing twice as far from it, past the
+// interval just refused (on HAProxy's window at 2/s that step was refused, and so was its half).
+func TestAcceptedHalfStepEndsTheClimb(t *testing.T) {
+	const floor, ceiling = 10 * ms, time.Minute
+	a := New(floor)
+	a.good, a.bad, a.gain, a.probing = 600*ms, 0, maxProbeGain, true
+	a.set(300*ms, floor, ceiling)
+	a.refused = t0.UnixNano()
+	a.Refuse(Sample{Gen: a.gen, Kind: RefusedRate, Paced: true, At: t0.Add(time.Second)}, floor, ceiling) // the 50% step
+	at := t0.Add(time.Second)
+	for a.delay == 600*ms && at.Before(t0.Add(time.Minute)) {
+		at = at.Add(600 * ms)
+		a.Succeed(Sample{Gen: a.gen, Credited: 600 * ms, Spacing: 600 * ms, At: at}, floor, ceiling)
+	}
+	if a.delay != 450*ms {
+		t.Fatalf("after the refused 50%% step: delay %v, want the half step 450ms", a.delay)
+	}
+	for a.good != 450*ms && at.Before(t0.Add(time.Minute)) {
+		at = at.Add(450 * ms)
+		a.Succeed(Sample{Gen: a.gen, Credited: 450 * ms, Spacing: 450 * ms, At: at}, floor, ceiling)
+	}
+	if a.good != 450*ms {
+		t.Fatalf("the half step not confirmed in a minute: good %v, delay %v", a.good, a.delay)
+	}
+	if a.delay != 450*ms || a.gain != probeGain {
+		t.Errorf("the half step 450ms confirmed: delay %v, gain %d%%; want a cruise at 450ms, gain %d%% (the refused 300ms lies within the next step)", a.delay, a.gain, probeGain)
+	}
+}
