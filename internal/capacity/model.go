@@ -127,7 +127,7 @@ type Model struct {
 	failures uint8  // consecutive refusals (saturating)
 	clean    uint8  // clean responses of the current generation (saturating)
 	held     uint8  // clean responses at good since it was confirmed or last refused (saturating)
-	regain   uint8  // after a refused climbing probe, the next one's gain, taken at once (0: none)
+	regain   uint8  // after a refused climbing probe, the next one's gain, taken at once, kept while it runs (0: none)
 	probing  bool   // the delay is a cruise probe (not a bisection step)
 	// returning: an outage was read with nothing good known, and the delay comes back down by
 	// bisection towards the floor, each step confirmed by one clean response (see Succeed): a refusal on
@@ -610,6 +610,7 @@ func (a *Model) next(floor, ceiling time.Duration, now time.Time) int {
 	}
 	probe := max(a.good-a.good*time.Duration(a.gain)/100, floor)
 	if probe >= a.bad-a.bad/25 {
+		a.regain = 0
 		return 0 // the floor keeps the probe within 4% of what was refused: not worth a refusal
 	}
 	a.bad = min(a.bad, probe)            // a probe below what was refused: forget the old bound
