@@ -65,10 +65,8 @@ func (a *Model) Adopt(delay, good, bad time.Duration, version int64, floor, ceil
 		if delay == good && a.good > 0 {
 			// The fleet's model moved and came back to this member's, cruising: a cruise probe started
 			// and was refused elsewhere between two of its admissions (with the bound at its creep
-			// already). It doubles the probe wait here too (a member that kept its own wait probed
-			// 26-46 s after the fleet's refused probe).
-			a.refused = max(a.refused, version)
-			a.misses = min(a.misses+1, 8)
+			// already); a member that kept its own wait probed 26-46 s after the fleet's refused probe.
+			a.refusedElsewhere(version, true)
 		}
 		return
 	}
@@ -81,18 +79,15 @@ func (a *Model) Adopt(delay, good, bad time.Duration, version int64, floor, ceil
 		// refused probe every 35-48 s rather than 60-75).
 		a.holdBound = false
 	}
-	if delay > a.delay || bad > a.bad { // a refusal elsewhere: the probe wait counts from it
-		a.refused = max(a.refused, version)
+	if delay > a.delay || bad > a.bad { // a refusal elsewhere
+		// Cruising again after it (a cruise probe or the edge refused) doubles the probe wait here,
+		// whether or not this member saw the probe start (one that had not probed every 30 s in turn,
+		// each refused: 1.7 refusals a minute).
+		a.refusedElsewhere(version, delay == good && good >= a.good && a.good > 0)
 		// It ends this member's climb too: a step twice the last, or half a refused one, is the
 		// prober's to take (members with a climbing gain left probed at once, in turn: 8 refusals in
 		// two minutes on HAProxy's window at 2/s).
 		a.gain, a.regain = probeGain, 0
-		if delay == good && good >= a.good && a.good > 0 {
-			// Cruising again after a refusal elsewhere: a cruise probe or the edge refused, which
-			// doubles the probe wait here too, whether or not this member saw the probe start (one
-			// that had not probed every 30 s in turn, each refused: 1.7 refusals a minute).
-			a.misses = min(a.misses+1, 8)
-		}
 	}
 	// A cruise probe (at or below the refused bound it set) started elsewhere is probing here too, with
 	// its step as the gain: a member that confirms it climbs from the prober's step, not from its own
@@ -104,4 +99,14 @@ func (a *Model) Adopt(delay, good, bad time.Duration, version int64, floor, ceil
 	}
 	a.good, a.bad = min(max(good, 0), ceiling), min(max(bad, 0), ceiling)
 	a.increase(delay, floor, ceiling)
+}
+
+// refusedElsewhere takes a refusal another member met (version: the instant of its change) into this
+// member's probe wait, which counts from it; one that left the fleet cruising (a cruise probe's or the
+// edge's) doubles the wait, as it did in the member that met it.
+func (a *Model) refusedElsewhere(version int64, cruising bool) {
+	a.refused = max(a.refused, version)
+	if cruising {
+		a.missed()
+	}
 }

@@ -366,7 +366,7 @@ func (a *Model) learnRefusal(s Sample, floor time.Duration, bursty bool) (next t
 		case a.probing:
 			// A cruise probe refused: the capacity did not rise. Cruise again (no bisection: the
 			// bounds were close before the probe), and wait longer before the next probe.
-			a.misses = min(a.misses+1, 8)
+			a.missed()
 			a.bad = max(a.bad, a.creep())
 		}
 		return a.good, false
@@ -380,7 +380,7 @@ func (a *Model) learnRefusal(s Sample, floor time.Duration, bursty bool) (next t
 		a.good = duration.Add(max(a.good, interval), max(a.good, interval)*edgeStep/100)
 		a.bad = max(min(refused, a.good), a.creep()) // the edge is known: no creep back to it
 		a.held = 0
-		a.misses = min(a.misses+1, 8) // no capacity beyond the edge: wait longer before the next probe
+		a.missed() // no capacity beyond the edge: wait longer before the next probe
 		return a.good, false
 	}
 	if a.good == 0 {
@@ -529,7 +529,7 @@ func (a *Model) SpaceProbes(hold time.Duration) {
 	if need > cruiseMaxTime {
 		a.holdWait = uint16((min(need, maxHoldWait) + time.Second - 1) / time.Second) // rounded up
 	}
-	for a.misses < 8 && cruiseMinTime<<a.misses < need && cruiseMinTime<<a.misses < cruiseMaxTime {
+	for a.misses < maxMisses && cruiseMinTime<<a.misses < need && cruiseMinTime<<a.misses < cruiseMaxTime {
 		a.misses++
 	}
 }
@@ -543,7 +543,7 @@ const maxHoldWait = 4 * time.Hour
 // is in responses rather than seconds, sees at most a refused probe per 120 of its responses), and the probe wait since the last refusal (cruiseMinTime, doubled by each refused
 // probe in a row, up to cruiseMaxTime), or what the last Retry-After hold demands, if longer.
 func (a *Model) cruised(now time.Time) bool {
-	wait := max(min(cruiseMinTime<<min(a.misses, 8), cruiseMaxTime), time.Duration(a.holdWait)*time.Second)
+	wait := max(min(cruiseMinTime<<min(a.misses, maxMisses), cruiseMaxTime), time.Duration(a.holdWait)*time.Second)
 	return int(a.clean) >= cruiseBeforeProbe<<min(a.misses, 2) && time.Duration(now.UnixNano()-a.refused) >= wait
 }
 
@@ -554,6 +554,13 @@ func (a *Model) cruised(now time.Time) bool {
 func (a *Model) ProbingFaster() bool {
 	return a.good > 0 && a.delay < a.good
 }
+
+// maxMisses bounds the refused probes counted in a row (misses): each doubles the probe wait, which
+// cruiseMaxTime caps long before.
+const maxMisses = 8
+
+// missed counts a refused probe in a row, or a refusal at the edge: the next probe waits twice as long.
+func (a *Model) missed() { a.misses = min(a.misses+1, maxMisses) }
 
 // creep is the next step of the creep towards the refused bound: creepStep below good.
 func (a *Model) creep() time.Duration {
