@@ -390,96 +390,32 @@ func TestFleetConfirmedProbeClimbsFromTheProbersStep(t *testing.T) {
 	}
 }
 
-// A fleet member's clean response counts as the fleet's departures it stands for (Sample.Span): a
-// cruise probe 8% faster than good, which one process confirms with 19 clean responses, a member whose
-// responses each stand for three confirms with 7, and not with 6.
-func TestFleetSpanConfirmsAsOneProcess(t *testing.T) {
+// A fleet member that confirms the half step another member took after its climbing probe was
+// refused ends the climb there, as the prober does (TestAcceptedHalfStepEndsTheClimb): it cruises at
+// the half step rather than going twice as far again, past the refused probe; whether it heard of the
+// refusal before the half step or with it.
+func TestFleetConfirmedHalfStepEndsTheClimb(t *testing.T) {
 	const floor, ceiling = 10 * ms, time.Minute
-	for _, span := range []uint8{1, 3} {
-		a := cruising(500*ms, t0)
-		a.clean = cruiseBeforeProbe
-		at := t0.Add(2 * time.Minute)
-		a.Succeed(Sample{Gen: a.gen, Credited: 500 * ms, Spacing: 500 * ms, At: at}, floor, ceiling) // the probe starts
+	for _, heard := range []bool{true, false} {
+		a := cruising(850*ms, t0.Add(-time.Minute))
+		a.Adopt(578*ms, 850*ms, 578*ms, t0.UnixNano(), floor, ceiling) // the prober's 32% step
+		if heard {
+			a.Adopt(850*ms, 850*ms, 833*ms, t0.Add(time.Second).UnixNano(), floor, ceiling) // refused
+		}
+		a.Adopt(714*ms, 850*ms, 714*ms, t0.Add(2*time.Second).UnixNano(), floor, ceiling) // its half step, 16%
 		if !a.probing {
-			t.Fatalf("span %d: no cruise probe after the cruise (delay %v, good %v)", span, a.delay, a.good)
+			t.Fatalf("heard of the refusal %v: adopted the half step, probing %v", heard, a.probing)
 		}
-		need := (a.confirmNeed() + int(span) - 1) / int(span)
-		probe := a.delay
-		for i := 1; i <= need; i++ {
-			if a.good == probe {
-				t.Fatalf("span %d: the probe %v confirmed after %d clean responses, want %d", span, probe, i-1, need)
-			}
-			at = at.Add(probe)
-			a.Succeed(Sample{Gen: a.gen, Credited: probe, Spacing: probe, Span: span, At: at, Fleet: span > 1}, floor, ceiling)
+		at := t0.Add(2 * time.Second)
+		for range a.confirmNeed() {
+			at = at.Add(714 * ms)
+			a.Succeed(Sample{Gen: a.gen, Credited: 714 * ms, Spacing: 714 * ms, Fleet: true, At: at}, floor, ceiling)
 		}
-		if a.good != probe {
-			t.Errorf("span %d: the probe %v not confirmed after %d clean responses (good %v)", span, probe, need, a.good)
+		if a.good != 714*ms {
+			t.Fatalf("heard of the refusal %v: good %v after the half step's confirmation, want 714ms", heard, a.good)
 		}
-	}
-}
-
-// A fleet probes as one crawler: a cruise probe refused elsewhere doubles the probe wait of a member
-// that never saw the probe start (the refusal came before its next admission), as it did the prober's.
-// Before, such a member probed after the first wait (30 s), refused in turn: the fleet's members took
-// turns, one refused probe every 30-37 s (1.7 refusals a minute on real nginx at 2/s).
-//
-// So does a model that comes back with the member's own bounds under a newer version: the probe started
-// and was refused between two of this member's admissions (it is refused within a departure or two),
-// and the bound was at its creep already. Before, such a member kept its own wait and probed 26-46 s
-// after the fleet's refused probe (3 refusals in the last two minutes on nginx at 2/s).
-func TestFleetRefusedProbeDoublesEveryMembersWait(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		bad  time.Duration // this member's bound before the fleet's probe
-	}{
-		{"the bound moved to its creep", 460 * ms},
-		{"the bound at its creep already", 490 * ms},
-	} {
-		a := New(10 * ms)
-		a.good, a.bad, a.delay = 500*ms, tc.bad, 500*ms
-		a.clean = 2 * cruiseBeforeProbe
-		a.refused = t0.UnixNano()
-		// Elsewhere: a probe at 460 ms, refused; the fleet's model is back at good, the bound at its creep.
-		version := t0.Add(time.Minute).UnixNano()
-		a.Adopt(500*ms, 500*ms, 490*ms, version, 10*ms, time.Minute)
-		a.clean = 2 * cruiseBeforeProbe
-		if at := t0.Add(time.Minute + cruiseMinTime + time.Second); a.cruised(at) {
-			t.Errorf("%s: %v after a probe refused elsewhere: cruised (misses %d); want the wait doubled to %v", tc.name, cruiseMinTime+time.Second, a.misses, 2*cruiseMinTime)
+		if a.delay != 714*ms || a.gain != probeGain {
+			t.Errorf("heard of the refusal %v: the half step 714ms confirmed: delay %v, gain %d%%; want a cruise at 714ms, gain %d%% (the refused 578ms lies within the next step)", heard, a.delay, a.gain, probeGain)
 		}
-		if at := t0.Add(time.Minute + 2*cruiseMinTime + time.Second); !a.cruised(at) {
-			t.Errorf("%s: %v after a probe refused elsewhere: not cruised (misses %d)", tc.name, 2*cruiseMinTime+time.Second, a.misses)
-		}
-	}
-}
-
-// A refusal elsewhere ends a member's climb: a member whose last probe was accepted (its next step
-// twice as far, 16%) and then adopts a refusal of the fleet's next step does not take its own step at
-// its next clean responses; it cruises, as the fleet does.
-func TestFleetRefusalElsewhereEndsTheClimb(t *testing.T) {
-	a := New(10 * ms)
-	a.good, a.bad, a.delay, a.gain = 500*ms, 400*ms, 500*ms, 2*probeGain
-	a.refused = t0.UnixNano()
-	a.Adopt(500*ms, 500*ms, 490*ms, t0.Add(time.Second).UnixNano(), 10*ms, time.Minute)
-	for i := range 2 * confirmRun {
-		a.Succeed(Sample{Gen: a.gen, At: t0.Add(time.Duration(2+i) * time.Second)}, 10*ms, time.Minute)
-	}
-	if a.delay != 500*ms || a.gain != probeGain {
-		t.Errorf("a refusal elsewhere, then %d clean responses at good: delay %v, gain %d%%; want 500ms, %d%% (cruising)", 2*confirmRun, a.delay, a.gain, probeGain)
-	}
-}
-
-// A bound a hold set in this member (holdBound) is the fleet's to probe once: a member adopting a model
-// whose refused bound moved since (a probe elsewhere, refused) no longer probes at once at its next
-// clean responses at good; it waits for the cruise, as the fleet does.
-func TestFleetHoldBoundEndsWhenTheFleetMovesTheBound(t *testing.T) {
-	a := New(10 * ms)
-	a.good, a.bad, a.delay, a.holdBound = 506*ms, 480*ms, 506*ms, true
-	a.refused = t0.UnixNano()
-	a.Adopt(506*ms, 506*ms, 496*ms, t0.Add(time.Second).UnixNano(), 10*ms, time.Minute)
-	for i := range 2 * confirmRun {
-		a.Succeed(Sample{Gen: a.gen, At: t0.Add(time.Duration(2+i) * time.Second)}, 10*ms, time.Minute)
-	}
-	if a.delay != 506*ms {
-		t.Errorf("the fleet's bound moved, then %d clean responses at good: delay %v; want 506ms (cruising, no probe at once)", 2*confirmRun, a.delay)
 	}
 }

@@ -61,6 +61,8 @@ func (a *Model) AdoptVerdict(v audit.NoiseVerdict, floor, ceiling time.Duration)
 // cruise probe started elsewhere is one here: the fleet probes as one crawler, not once per member.
 func (a *Model) Adopt(delay, good, bad time.Duration, version int64, floor, ceiling time.Duration) {
 	a.version = version
+	halfOf := a.halfOf // a climbing probe refused elsewhere, adopted before this: is this its half step?
+	a.halfOf = 0
 	if (Bounds{delay, good, bad}) == a.Bounds() {
 		if delay == good && a.good > 0 {
 			// The fleet's model moved and came back to this member's, cruising: a cruise probe started
@@ -84,6 +86,11 @@ func (a *Model) Adopt(delay, good, bad time.Duration, version int64, floor, ceil
 		// whether or not this member saw the probe start (one that had not probed every 30 s in turn,
 		// each refused: 1.7 refusals a minute).
 		a.refusedElsewhere(version, delay == good && good >= a.good && a.good > 0)
+		if a.probing && a.gain > 2*probeGain {
+			// The refused probe was a climbing one, this member's as much as its prober's: the next
+			// probe, half as far, is its half step (below).
+			halfOf, a.halfOf = a.gain, a.gain
+		}
 		// It ends this member's climb too: a step twice the last, or half a refused one, is the
 		// prober's to take (members with a climbing gain left probed at once, in turn: 8 refusals in
 		// two minutes on HAProxy's window at 2/s).
@@ -96,6 +103,12 @@ func (a *Model) Adopt(delay, good, bad time.Duration, version int64, floor, ceil
 	a.probing = delay < good && bad > 0 && delay <= bad
 	if a.probing {
 		a.gain = uint8(min(max(int64(good-delay)*100/int64(good), probeGain), maxProbeGain))
+		// The half step after a refused climbing probe, started by its prober: confirmed, it ends the
+		// climb here as there (a member that confirmed another's half step went twice as far again and
+		// was refused: HAProxy's window at 2/s).
+		if a.gain < halfOf {
+			a.regain, a.halfOf = a.gain, 0
+		}
 	}
 	a.good, a.bad = min(max(good, 0), ceiling), min(max(bad, 0), ceiling)
 	a.increase(delay, floor, ceiling)

@@ -128,6 +128,7 @@ type Model struct {
 	clean    uint8  // clean responses of the current generation (saturating)
 	held     uint8  // clean responses at good since it was confirmed or last refused (saturating)
 	regain   uint8  // after a refused climbing probe, the next one's gain, taken at once, kept while it runs (0: none)
+	halfOf   uint8  // a fleet's climbing probe refused elsewhere: its gain, until the next adoption (see Adopt)
 	probing  bool   // the delay is a cruise probe (not a bisection step)
 	// returning: an outage was read with nothing good known, and the delay comes back down by
 	// bisection towards the floor, each step confirmed by one clean response (see Succeed): a refusal on
