@@ -2,7 +2,9 @@ package redisstore_test
 
 import (
 	"context"
+	"fmt"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -268,5 +270,59 @@ func TestBatchReleaseAfterDone(t *testing.T) {
 	}
 	if len(got) != 2 {
 		t.Errorf("the next holder took %d requests, want 2 (the one released unsent and the one never taken)", len(got))
+	}
+}
+
+// A Store's commands run concurrently, each carrying what the others buffered: a flush under way is
+// waited for, so a host's buffered departure's end never reaches the server after the Store's next
+// admission of the host (it would end that admission's pending departure). The ends cost no round
+// trip of their own.
+func TestBatchConcurrentOrder(t *testing.T) {
+	srv := redistest.Start(t)
+	prefix := newPrefix()
+	c, look, trips := srv.Client(), srv.Client(), &tripCounter{}
+	c.AddHook(trips)
+	st := redisstore.New(c, redisstore.WithPrefix(prefix))
+	defer st.Close()
+	redisstore.SetLinger(st, time.Hour)
+	const workers, rounds = 16, 300
+	var wg sync.WaitGroup
+	var lost atomic.Int64
+	for w := range workers {
+		wg.Go(func() {
+			host := fmt.Sprintf("h%d.test", w)
+			for range rounds {
+				if a, err := st.Admit(ctx, host, 0); err != nil || !a.OK {
+					t.Errorf("admission of %s = %+v, %v", host, a, err)
+					return
+				}
+				if err := st.DepartedAtAdmission(ctx, host); err != nil {
+					t.Error(err)
+					return
+				}
+				if a, err := st.Admit(ctx, host, 0); err != nil || !a.OK {
+					t.Errorf("admission of %s = %+v, %v", host, a, err)
+					return
+				}
+				if err := redisstore.Flush(st); err != nil {
+					t.Error(err)
+					return
+				}
+				if !look.HExists(ctx, prefix+"host:"+host, "pending").Val() {
+					lost.Add(1)
+				}
+				if err := st.DepartedAtAdmission(ctx, host); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if n, most := trips.n.Load(), int64(3*workers*rounds+workers); n > most { // 2 admissions and a flush a round (the first runs' NOSCRIPT aside)
+		t.Errorf("%d round trips for %d rounds of 2 admissions, 2 departures' ends and a flush: want at most %d", n, workers*rounds, most)
+	}
+	if n := lost.Load(); n > 0 {
+		t.Errorf("%d of %d admissions lost their pending departure to an earlier departure's end sent after them", n, workers*rounds)
 	}
 }
