@@ -39,10 +39,11 @@ func (s *Store) markAlive(ctx context.Context, p redis.Pipeliner) {
 // endDeadPending ends host's pending departure admitted by the Store named by token, when that
 // Store's alive key is gone, and reports whether it did.
 func (s *Store) endDeadPending(ctx context.Context, host, token string) bool {
-	n, err := s.c.Exists(ctx, s.aliveKey(token)).Result()
-	if err != nil || n != 0 {
+	var exists *redis.IntCmd
+	_, _ = s.pipelined(ctx, func(p redis.Pipeliner) { exists = p.Exists(ctx, s.aliveKey(token)) })
+	if n, err := exists.Result(); err != nil || n != 0 {
 		return false
 	}
-	ended, err := deadPendingScript.Run(ctx, s.c, []string{s.hostKey(host)}, token, s.ttlMS()).Int()
+	ended, err := s.run(ctx, deadPendingScript, []string{s.hostKey(host)}, token, s.ttlMS()).Int()
 	return err == nil && ended == 1
 }

@@ -17,12 +17,28 @@
 // that has not departed, and machines whose clocks differ share one schedule all the same. Departed
 // moves last_departure to the request's wire instant and ends its pending departure, so a slow dial
 // holds every process; DepartedAtAdmission ends the pending departure of a request that reached the
-// wire at its admission (an HDEL, no script). SaveHosts applies the store's merge rule (next_departure, hold_until and
+// wire at its admission (an HDEL, no script, written behind: below). SaveHosts applies the store's merge rule (next_departure, hold_until and
 // rate_until keep the later value, the rest is overwritten) in one script run a host, a whole batch
 // pipelined; it also puts the hold and the rate-limit interval's end on the server's clock (hold_srv,
 // rate_srv = the server's now + the time left when sent), so what one process learned stops every
 // other at its next Admit. Each script touches one key, so a Redis Cluster client works too (Admit
 // pipelines a GET of the epoch with its script).
+//
+// # Written behind
+//
+// FrontierDone and DepartedAtAdmission are written behind (batch.go): a Store buffers them and sends
+// them ahead of its next command (an admission, a loss check, a take, a lease, a renewal, a release…),
+// in that command's pipeline, a round trip made anyway; alone 20 ms after the first was buffered when
+// nothing else goes; and at Close. A done is durable within 20 ms, and a pending departure ends up to
+// 20 ms later: the other processes wait that much longer, never less. Each command waits for a flush
+// under way, so a host's done requests reach the server before this Store's next take, lease or
+// release, and a pending departure's end before its next admission of the host. A flush that fails
+// keeps what it carried for the next one (4,096 writes at most: beyond, a write is flushed at once,
+// and fails alone), and the next FrontierDone or DepartedAtAdmission returns its error. A process
+// killed loses its last 20 ms of them at most: the requests done then are handed out again, as those
+// in flight are, and a departure left pending holds its host until the store finds the process dead
+// (its alive key). The done script takes a shard's hosts in one run; the HDELs are commands of their
+// own, since a host's hash and its frontier shard are in different slots of a cluster.
 //
 // A take (TakeSpilled, TakeDeferred) is two scripts on one key: the first marks the entries it hands
 // out with a token of its own, in place (a spill list's head, or the deferred set scored -ID), and the

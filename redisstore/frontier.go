@@ -124,12 +124,12 @@ func (s *Store) FrontierAdd(ctx context.Context, host string, reqs []ext.Deferre
 		args = append(args, fingerprint(keys[i]), b)
 	}
 	keyNames := []string{sched, s.oldSeenKey(shard), count, seq, s.frontierBase(shard) + "q:" + host}
-	n, err := frontierAddScript.Run(ctx, s.c, keyNames, args...).Int()
+	n, err := s.run(ctx, frontierAddScript, keyNames, args...).Int()
 	if err == nil && n < 0 {
 		if err = s.migrateSeen(ctx, shard); err != nil {
 			return 0, err
 		}
-		n, err = frontierAddScript.Run(ctx, s.c, keyNames, args...).Int()
+		n, err = s.run(ctx, frontierAddScript, keyNames, args...).Int()
 	}
 	if err != nil {
 		return 0, wrapErr(err, "frontier add for host %q", host)
@@ -256,7 +256,7 @@ func (s *Store) FrontierLeave(ctx context.Context, owner string) error {
 func (s *Store) FrontierTake(ctx context.Context, owner, host string, n int) ([]ext.DeferredRequest, bool, error) {
 	shard := s.shardOf(host)
 	sched, _, _ := s.shardKeys(shard)
-	res, err := frontierTakeScript.Run(ctx, s.c, []string{sched}, owner, s.frontierBase(shard), host, max(n, 1)).Slice()
+	res, err := s.run(ctx, frontierTakeScript, []string{sched}, owner, s.frontierBase(shard), host, max(n, 1)).Slice()
 	if err != nil {
 		return nil, false, wrapErr(err, "frontier take for host %q", host)
 	}
@@ -293,28 +293,27 @@ func (s *Store) FrontierTake(ctx context.Context, owner, host string, n int) ([]
 	return out, true, nil
 }
 
-// FrontierDone implements ext.Frontier: one script run on host's shard.
+// FrontierDone implements ext.Frontier, written behind (batch.go): the IDs go with the Store's next
+// command (a take, lease, renewal or release of the host among them, ahead of it), at most
+// batchLinger later, in one script run a shard with every host's done there. A process killed loses
+// the last of them: their requests are handed out again, as requests in flight are. The error is an
+// earlier write's that failed, kept for the next flush (these IDs are buffered all the same).
 func (s *Store) FrontierDone(ctx context.Context, host string, ids []int64) error {
 	if len(ids) == 0 {
 		return nil
 	}
-	shard := s.shardOf(host)
-	_, count, _ := s.shardKeys(shard)
-	args := []any{s.frontierBase(shard), host}
-	for _, id := range ids {
-		args = append(args, id)
-	}
-	if err := frontierDoneScript.Run(ctx, s.c, []string{count}, args...).Err(); err != nil {
+	if err := s.buffer(ctx, func(b *batch) int { return addIDs(b, host, ids) }); err != nil {
 		return wrapErr(err, "frontier done for host %q", host)
 	}
 	return nil
 }
 
-// FrontierRelease implements ext.Frontier: one script run on host's shard.
+// FrontierRelease implements ext.Frontier: one script run on host's shard, after what is buffered
+// (the host's done requests first).
 func (s *Store) FrontierRelease(ctx context.Context, owner, host string, after time.Duration) error {
 	shard := s.shardOf(host)
 	sched, _, _ := s.shardKeys(shard)
-	if err := frontierReleaseScript.Run(ctx, s.c, []string{sched}, owner, s.frontierBase(shard), host, max(after, 0).Milliseconds()).Err(); err != nil {
+	if err := s.run(ctx, frontierReleaseScript, []string{sched}, owner, s.frontierBase(shard), host, max(after, 0).Milliseconds()).Err(); err != nil {
 		return wrapErr(err, "frontier release of host %q", host)
 	}
 	return nil
@@ -324,12 +323,11 @@ func (s *Store) FrontierRelease(ctx context.Context, owner, host string, after t
 func (s *Store) FrontierSize(ctx context.Context) (int, error) {
 	shards := s.shardCount()
 	cmds := make([]*redis.StringCmd, shards)
-	_, err := s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+	_, err := s.pipelined(ctx, func(p redis.Pipeliner) {
 		for i := range shards {
 			_, count, _ := s.shardKeys(i)
 			cmds[i] = p.Get(ctx, count)
 		}
-		return nil
 	})
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return 0, wrapErr(err, "frontier size")
@@ -348,12 +346,11 @@ func (s *Store) FrontierSize(ctx context.Context) (int, error) {
 func (s *Store) pipelineScript(ctx context.Context, script *redis.Script, n int, args func(i int) ([]string, []any)) ([]*redis.Cmd, error) {
 	cmds := make([]*redis.Cmd, n)
 	run := func() ([]redis.Cmder, error) {
-		return s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		return s.pipelined(ctx, func(p redis.Pipeliner) {
 			for i := range n {
 				keys, a := args(i)
 				cmds[i] = script.EvalSha(ctx, p, keys, a...)
 			}
-			return nil
 		})
 	}
 	all, err := run()

@@ -238,16 +238,20 @@ end
 return out
 `)
 
-// frontierDoneScript removes host ARGV[2]'s handed-out entries ARGV[3…] (ARGV[1] is the key base) and
-// lowers the shard's count (KEYS[1]) by those it removed: an entry done twice (by a taker whose lease
-// ran out, and by the next) counts once.
+// frontierDoneScript removes handed-out entries of hosts of one shard (ARGV[1] is its key base): ARGV
+// then holds, for each host, its name, how many IDs, and the IDs. It lowers the shard's count
+// (KEYS[1]) by the entries it removed: an entry done twice (by a taker whose lease ran out, and by the
+// next) counts once.
 var frontierDoneScript = redis.NewScript(`
-local base, host = ARGV[1], ARGV[2]
-local tk, rk = base .. 'taken:' .. host, base .. 'redo:' .. host
-local n = 0
-for i = 3, #ARGV do
-  n = n + redis.call('HDEL', tk, ARGV[i])
-  redis.call('SREM', rk, ARGV[i])
+local base, n, i = ARGV[1], 0, 2
+while i < #ARGV do
+  local host, k = ARGV[i], tonumber(ARGV[i + 1])
+  local tk, rk = base .. 'taken:' .. host, base .. 'redo:' .. host
+  for j = i + 2, i + 1 + k do
+    n = n + redis.call('HDEL', tk, ARGV[j])
+    redis.call('SREM', rk, ARGV[j])
+  end
+  i = i + 2 + k
 end
 if n > 0 then redis.call('DECRBY', KEYS[1], n) end
 return n

@@ -42,6 +42,8 @@ type Store struct {
 	acksMu sync.Mutex
 	acks   []pendingAck // acknowledgements of takes that failed, sent again before the next take
 
+	batch batch // writes buffered for the next round trip (batch.go)
+
 	closeOnce sync.Once
 	closeErr  error // set by closeOnce
 }
@@ -226,7 +228,9 @@ func wrapErr(err error, format string, args ...any) error {
 // does not parse returns an error wrapping ext.ErrCorruptState. A host that was only ever admitted
 // (Admit before any SaveHosts) has no saved state: ok is false.
 func (s *Store) LoadHost(ctx context.Context, host string) (ext.StoredHost, bool, error) {
-	m, err := s.c.HGetAll(ctx, s.hostKey(host)).Result()
+	var get *redis.MapStringStringCmd
+	_, _ = s.pipelined(ctx, func(p redis.Pipeliner) { get = p.HGetAll(ctx, s.hostKey(host)) })
+	m, err := get.Result()
 	if err != nil {
 		return ext.StoredHost{}, false, wrapErr(err, "load host %q", host)
 	}
@@ -241,7 +245,7 @@ func (s *Store) SaveHosts(ctx context.Context, states []ext.StoredHost) error {
 		return nil
 	}
 	run := func() ([]redis.Cmder, error) {
-		return s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		return s.pipelined(ctx, func(p redis.Pipeliner) {
 			now := time.Now()
 			for _, st := range states {
 				args := append(hostArgs(st), timeLeft(st.HoldUntil, now), s.ttlMS(),
@@ -249,7 +253,6 @@ func (s *Store) SaveHosts(ctx context.Context, states []ext.StoredHost) error {
 					strconv.FormatInt(int64(st.RefusedInterval), 10), strconv.FormatInt(st.ModelVersion, 10), strconv.Itoa(int(st.Noise)))
 				saveScript.EvalSha(ctx, p, []string{s.hostKey(st.Host)}, args...)
 			}
-			return nil
 		})
 	}
 	cmds, err := run()
@@ -349,13 +352,12 @@ func (s *Store) admitOnce(ctx context.Context, host string, gap time.Duration, l
 	var res *redis.Cmd
 	alive := s.aliveDue()
 	run := func() ([]redis.Cmder, error) {
-		return s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		return s.pipelined(ctx, func(p redis.Pipeliner) {
 			if alive {
 				s.markAlive(ctx, p)
 			}
 			epoch = p.Get(ctx, s.epochKey())
 			res = admitScript.EvalSha(ctx, p, keys, args...)
-			return nil
 		})
 	}
 	cmds, err := run()
@@ -464,10 +466,9 @@ func decodeAdmission(host string, cmd *redis.Cmd) (ext.Admission, time.Time, str
 // A Store that never looked adopts the epoch it finds.
 func (s *Store) CheckLost(ctx context.Context) (bool, error) {
 	var get *redis.StringCmd
-	_, err := s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+	_, err := s.pipelined(ctx, func(p redis.Pipeliner) {
 		s.markAlive(ctx, p) // the pacer calls it every 200 ms: this process's heartbeat
 		get = p.Get(ctx, s.epochKey())
-		return nil
 	})
 	if err == nil || errors.Is(err, redis.Nil) {
 		s.aliveAt.Store(time.Now().UnixNano())
@@ -492,7 +493,7 @@ func (s *Store) lookAtEpoch(ctx context.Context) (bool, error) {
 	if k := s.epoch.Load(); k != nil {
 		knew = *k
 	}
-	res, err := epochScript.Run(ctx, s.c, []string{s.epochKey()}, newToken(), knew).Slice()
+	res, err := s.run(ctx, epochScript, []string{s.epochKey()}, newToken(), knew).Slice()
 	if err == nil && len(res) != 3 {
 		err = fmt.Errorf("script returned %v", res)
 	}
@@ -545,7 +546,7 @@ func optionalDuration(s string) (time.Duration, error) {
 // Departed implements ext.SharedStore: the host's last departure becomes at least ago before the
 // server's now.
 func (s *Store) Departed(ctx context.Context, host string, ago time.Duration) error {
-	if err := departedScript.Run(ctx, s.c, []string{s.hostKey(host)}, int64(max(ago, 0)), s.ttlMS()).Err(); err != nil {
+	if err := s.run(ctx, departedScript, []string{s.hostKey(host)}, int64(max(ago, 0)), s.ttlMS()).Err(); err != nil {
 		return wrapErr(err, "record the departure of host %q", host)
 	}
 	return nil
@@ -553,22 +554,14 @@ func (s *Store) Departed(ctx context.Context, host string, ago time.Duration) er
 
 // DepartedAtAdmission ends host's pending departure, which reached the wire at its admission (within
 // the pacer's slack of a millisecond) or never will: Departed with the ago of the admission, whose
-// instant the admission recorded as the last departure already. It is plain commands, one round trip:
-// an HDEL of the pending departure, and a PEXPIRE of the key with WithTTL. A pacer on the Store calls
-// it instead of Departed for such a departure.
+// instant the admission recorded as the last departure already. It is plain commands, an HDEL of the
+// pending departure and a PEXPIRE of the key with WithTTL, written behind (batch.go): they go with the
+// Store's next command, at most batchLinger later, so the other processes wait that much longer at
+// most, never less. A pacer on the Store calls it instead of Departed for such a departure. The error
+// is an earlier write's that failed, kept for the next flush (this one is buffered all the same).
 func (s *Store) DepartedAtAdmission(ctx context.Context, host string) error {
-	key := s.hostKey(host)
-	var err error
-	if ttl := s.ttlMS(); ttl > 0 {
-		_, err = s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
-			p.HDel(ctx, key, "pending", "pending_by")
-			p.PExpire(ctx, key, time.Duration(ttl)*time.Millisecond)
-			return nil
-		})
-	} else {
-		err = s.c.HDel(ctx, key, "pending", "pending_by").Err()
-	}
-	if err != nil {
+	now := time.Now()
+	if err := s.buffer(ctx, func(b *batch) int { return addDepart(b, host, now) }); err != nil {
 		return wrapErr(err, "record the departure of host %q", host)
 	}
 	return nil
@@ -576,7 +569,7 @@ func (s *Store) DepartedAtAdmission(ctx context.Context, host string) error {
 
 // Refused implements ext.SharedStore in one script run: the fleet's departure seq to host was refused.
 func (s *Store) Refused(ctx context.Context, host string, seq uint64) error {
-	if err := refusedScript.Run(ctx, s.c, []string{s.hostKey(host)}, seq, s.ttlMS()).Err(); err != nil {
+	if err := s.run(ctx, refusedScript, []string{s.hostKey(host)}, seq, s.ttlMS()).Err(); err != nil {
 		return wrapErr(err, "record the refusal of a departure to host %q", host)
 	}
 	return nil
@@ -590,13 +583,25 @@ func (s *Store) ttlMS() int64 {
 	return max(s.ttl.Milliseconds(), 1)
 }
 
-// Close implements ext.Store. It closes the client when Open made it; a client given to New stays
-// open. Close is idempotent.
+// Close implements ext.Store. It sends the writes buffered (batch.go) and stops the linger timer, then
+// closes the client when Open made it; a client given to New stays open. Close is idempotent.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
+		s.batch.mu.Lock()
+		s.batch.closed = true
+		if s.batch.timer != nil {
+			s.batch.timer.Stop()
+		}
+		s.batch.mu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), flushTimeout)
+		err := s.flush(ctx)
+		cancel()
+		if err != nil {
+			s.closeErr = fmt.Errorf("redisstore: close: flush the buffered writes: %w", err)
+		}
 		if s.owned {
 			if err := s.c.Close(); err != nil && !errors.Is(err, redis.ErrClosed) {
-				s.closeErr = fmt.Errorf("redisstore: close: %w", err)
+				s.closeErr = errors.Join(s.closeErr, fmt.Errorf("redisstore: close: %w", err))
 			}
 		}
 	})

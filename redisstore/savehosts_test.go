@@ -94,6 +94,9 @@ func TestDepartedAtAdmissionEndsThePending(t *testing.T) {
 	if err := a.DepartedAtAdmission(ctx, "w.test"); err != nil {
 		t.Fatal(err)
 	}
+	if err := redisstore.Flush(a); err != nil { // written behind: its linger or its next command sends it
+		t.Fatal(err)
+	}
 	if v := c.HGet(ctx, key, "last_departure").Val(); v != strconv.FormatInt(at.UnixNano(), 10) {
 		t.Errorf("last_departure %s after DepartedAtAdmission, want the admission's %d", v, at.UnixNano())
 	}
