@@ -282,17 +282,33 @@ func TestBatchConcurrentOrder(t *testing.T) {
 	prefix := newPrefix()
 	c, look, trips := srv.Client(), srv.Client(), &tripCounter{}
 	c.AddHook(trips)
-	st := redisstore.New(c, redisstore.WithPrefix(prefix))
+	st := redisstore.New(c, redisstore.WithPrefix(prefix), redisstore.WithLeaseTTL(time.Minute)) // the leases outlast the test
 	defer st.Close()
 	redisstore.SetLinger(st, time.Hour)
 	const workers, rounds = 16, 300
+	lease := map[string]ext.Lease{}
+	for w := range workers {
+		host := fmt.Sprintf("h%d.test", w)
+		reqs, keys := frontierReqs(host, "/0")
+		if _, err := st.FrontierAdd(ctx, host, reqs, keys, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	leases, _, _, _, err := st.FrontierLease(ctx, "me", workers, nil)
+	if err != nil || len(leases) != workers {
+		t.Fatalf("leases = %v, %v; want %d", leases, err, workers)
+	}
+	for _, l := range leases {
+		lease[l.Host] = l
+	}
+	before := trips.n.Load()
 	var wg sync.WaitGroup
 	var lost atomic.Int64
 	for w := range workers {
 		wg.Go(func() {
 			host := fmt.Sprintf("h%d.test", w)
 			for range rounds {
-				if a, err := st.Admit(ctx, host, 0); err != nil || !a.OK {
+				if a, err := st.FrontierAdmit(ctx, lease[host], 0); err != nil || !a.OK {
 					t.Errorf("admission of %s = %+v, %v", host, a, err)
 					return
 				}
@@ -300,7 +316,7 @@ func TestBatchConcurrentOrder(t *testing.T) {
 					t.Error(err)
 					return
 				}
-				if a, err := st.Admit(ctx, host, 0); err != nil || !a.OK {
+				if a, err := st.FrontierAdmit(ctx, lease[host], 0); err != nil || !a.OK {
 					t.Errorf("admission of %s = %+v, %v", host, a, err)
 					return
 				}
@@ -319,10 +335,33 @@ func TestBatchConcurrentOrder(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	if n, most := trips.n.Load(), int64(3*workers*rounds+workers); n > most { // 2 admissions and a flush a round (the first runs' NOSCRIPT aside)
+	if n, most := trips.n.Load()-before, int64(3*workers*rounds+workers); n > most { // 2 admissions and a flush a round (the first runs' NOSCRIPT aside)
 		t.Errorf("%d round trips for %d rounds of 2 admissions, 2 departures' ends and a flush: want at most %d", n, workers*rounds, most)
 	}
 	if n := lost.Load(); n > 0 {
 		t.Errorf("%d of %d admissions lost their pending departure to an earlier departure's end sent after them", n, workers*rounds)
+	}
+}
+
+// A departure admitted without a lease (Admit: processes pacing a host together through the store)
+// ends its pending departure at once, in its own round trip, not a linger later: another process
+// waits for it, and a fast host shared by several would be held to a departure a linger.
+func TestUnleasedDepartureEndsItsPendingAtOnce(t *testing.T) {
+	f := newBatchFixture(t, time.Hour)
+	if a, err := f.st.Admit(ctx, "a.test", 0); err != nil || !a.OK {
+		t.Fatalf("admission = %+v, %v", a, err)
+	}
+	if held, _ := f.pending(t); !held {
+		t.Fatal("no pending departure after the admission")
+	}
+	before := f.trips.n.Load()
+	if err := f.st.DepartedAtAdmission(ctx, "a.test"); err != nil {
+		t.Fatal(err)
+	}
+	if n := f.trips.n.Load() - before; n != 1 {
+		t.Errorf("the end of an unleased departure took %d round trips, want 1 (at once)", n)
+	}
+	if held, by := f.pending(t); held {
+		t.Errorf("the unleased departure is still pending (by %q) after DepartedAtAdmission", by)
 	}
 }

@@ -26,19 +26,22 @@
 //
 // # Written behind
 //
-// FrontierDone and DepartedAtAdmission are written behind (batch.go): a Store buffers them and sends
-// them ahead of its next command (an admission, a loss check, a take, a lease, a renewal, a release…),
-// in that command's pipeline, a round trip made anyway; alone 20 ms after the first was buffered when
-// nothing else goes; and at Close. A done is durable within 20 ms, and a pending departure ends up to
-// 20 ms later: the other processes wait that much longer, never less. Each command waits for a flush
-// under way, so a host's done requests reach the server before this Store's next take, lease or
-// release, and a pending departure's end before its next admission of the host. A flush that fails
-// keeps what it carried for the next one (4,096 writes at most: beyond, a write is flushed at once,
-// and fails alone), and the next FrontierDone or DepartedAtAdmission returns its error. A process
-// killed loses its last 20 ms of them at most: the requests done then are handed out again, as those
-// in flight are, and a departure left pending holds its host until the store finds the process dead
-// (its alive key). The done script takes a shard's hosts in one run; the HDELs are commands of their
-// own, since a host's hash and its frontier shard are in different slots of a cluster.
+// FrontierDone, and DepartedAtAdmission for a departure admitted under a lease (FrontierAdmit), are
+// written behind (batch.go): a Store buffers them and sends them ahead of its next command (an
+// admission, a loss check, a take, a lease, a renewal, a release…), in that command's pipeline, a
+// round trip made anyway; alone 60 ms after the first was buffered when nothing else goes; and at
+// Close. A done is durable within 60 ms, and a leased host's pending departure ends up to 60 ms later:
+// a process pacing the host without the lease waits that much longer, never less (a departure admitted
+// without a lease, Admit, ends its pending at once: processes sharing a fast host would otherwise be
+// held to a departure a linger). Each command waits for a flush under way, so a host's done requests
+// reach the server before this Store's next take, lease or release, and a pending departure's end
+// before its next admission of the host. A flush that fails keeps what it carried for the next one
+// (4,096 writes at most: beyond, a write is flushed at once, and fails alone), and the next
+// FrontierDone or DepartedAtAdmission returns its error. A process killed loses its last 60 ms of them
+// at most: the requests done then are handed out again, as those in flight are, and a departure left
+// pending holds its host until the store finds the process dead (its alive key). The done script takes
+// a shard's hosts in one run; the HDELs are commands of their own, since a host's hash and its
+// frontier shard are in different slots of a cluster.
 //
 // A take (TakeSpilled, TakeDeferred) is two scripts on one key: the first marks the entries it hands
 // out with a token of its own, in place (a spill list's head, or the deferred set scored -ID), and the

@@ -331,6 +331,9 @@ func (s *Store) admit(ctx context.Context, host string, gap time.Duration, lease
 	if err == nil && !a.OK && a.Pending && by != "" && by != s.token && s.endDeadPending(ctx, host, by) {
 		a, now, _, err = s.admitOnce(ctx, host, gap, lease)
 	}
+	if err == nil && a.OK {
+		s.batch.admitted(host, lease != nil)
+	}
 	return a, now, err
 }
 
@@ -546,6 +549,7 @@ func optionalDuration(s string) (time.Duration, error) {
 // Departed implements ext.SharedStore: the host's last departure becomes at least ago before the
 // server's now.
 func (s *Store) Departed(ctx context.Context, host string, ago time.Duration) error {
+	s.batch.leasedDeparture(host) // its end goes now
 	if err := s.run(ctx, departedScript, []string{s.hostKey(host)}, int64(max(ago, 0)), s.ttlMS()).Err(); err != nil {
 		return wrapErr(err, "record the departure of host %q", host)
 	}
@@ -555,16 +559,39 @@ func (s *Store) Departed(ctx context.Context, host string, ago time.Duration) er
 // DepartedAtAdmission ends host's pending departure, which reached the wire at its admission (within
 // the pacer's slack of a millisecond) or never will: Departed with the ago of the admission, whose
 // instant the admission recorded as the last departure already. It is plain commands, an HDEL of the
-// pending departure and a PEXPIRE of the key with WithTTL, written behind (batch.go): they go with the
-// Store's next command, at most batchLinger later, so the other processes wait that much longer at
-// most, never less. A pacer on the Store calls it instead of Departed for such a departure. The error
-// is an earlier write's that failed, kept for the next flush (this one is buffered all the same).
+// pending departure and a PEXPIRE of the key with WithTTL. For a departure admitted under a lease
+// (FrontierAdmit) they are written behind (batch.go): they go with the Store's next command, at most
+// batchLinger later, so a process pacing the host without the lease waits that much longer at most,
+// never less; the error is then an earlier write's that failed, kept for the next flush (this one is
+// buffered all the same). A pacer on the Store calls it instead of Departed for such a departure.
 func (s *Store) DepartedAtAdmission(ctx context.Context, host string) error {
+	if !s.batch.leasedDeparture(host) {
+		// Admitted without a lease (Admit): other processes pace the host through the store as well,
+		// and each waits for this pending departure to end: written at once, as a fast host shared by
+		// several processes would otherwise be held to a departure a linger.
+		if err := s.endPending(ctx, host); err != nil {
+			return wrapErr(err, "record the departure of host %q", host)
+		}
+		return nil
+	}
 	now := time.Now()
 	if err := s.buffer(ctx, func(b *batch) int { return addDepart(b, host, now) }); err != nil {
 		return wrapErr(err, "record the departure of host %q", host)
 	}
 	return nil
+}
+
+// endPending ends host's pending departure now, in one round trip (with what is buffered): an HDEL,
+// and a PEXPIRE with WithTTL.
+func (s *Store) endPending(ctx context.Context, host string) error {
+	key := s.hostKey(host)
+	_, err := s.pipelined(ctx, func(p redis.Pipeliner) {
+		p.HDel(ctx, key, "pending", "pending_by")
+		if ttl := s.ttlMS(); ttl > 0 {
+			p.PExpire(ctx, key, time.Duration(ttl)*time.Millisecond)
+		}
+	})
+	return err
 }
 
 // Refused implements ext.SharedStore in one script run: the fleet's departure seq to host was refused.
