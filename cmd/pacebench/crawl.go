@@ -116,6 +116,9 @@ func crawl(ctx context.Context, sc *Scenario, mode Mode) (*Run, error) {
 	specs := make([]workerSpec, procs)
 	for i := range specs {
 		specs[i] = workerSpec{Mode: mode, Interval: sc.Interval, Jitter: sc.Jitter, Sample: i == 0 && mode == Adaptive}
+		if procs > 1 {
+			specs[i].Member = fmt.Sprintf("member-%d", i+1) // the merged audit trail says whose each event is
+		}
 		for _, b := range base {
 			specs[i].Hosts = append(specs[i].Hosts, strings.TrimPrefix(b, "http://"))
 		}
@@ -214,6 +217,9 @@ func crawlClient(ctx context.Context, spec workerSpec) (*workerResult, error) {
 			ext.WithJitter(spec.Jitter),
 			ext.WithLogger(zerolog.New(&audit)),
 			ext.WithTransport(stamp),
+		}
+		if spec.Member != "" {
+			opts = append(opts, ext.WithPipelineID(spec.Member))
 		}
 		if spec.Redis != "" {
 			store, err := redisstore.Open(spec.Redis)

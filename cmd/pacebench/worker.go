@@ -31,6 +31,7 @@ type workerSpec struct {
 	Deadline time.Time // the collector's context deadline (the scenario's Limit from the start)
 	Redis    string    // redisstore address shared by the fleet; "" keeps the pacer's state in memory
 	Sample   bool      // sample the pacer's host states for the chart
+	Member   string    // a fleet member's name, the pipeline_id of its audit events ("" for one process)
 }
 
 // workerResult is what one crawler reports back (the servers' logs are the parent's).
