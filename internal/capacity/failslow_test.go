@@ -419,3 +419,23 @@ func TestFleetConfirmedHalfStepEndsTheClimb(t *testing.T) {
 		}
 	}
 }
+
+// A member that adopted another's half step, which a third member then confirms, cruises at it too:
+// the half step's marker does not outlive the probe here, and its next clean response is no climbing
+// step.
+func TestFleetHalfStepConfirmedElsewhereEndsTheClimbHere(t *testing.T) {
+	const floor, ceiling = 10 * ms, time.Minute
+	a := cruising(850*ms, t0.Add(-time.Minute))
+	a.Adopt(578*ms, 850*ms, 578*ms, t0.UnixNano(), floor, ceiling)                    // the prober's 32% step
+	a.Adopt(850*ms, 850*ms, 833*ms, t0.Add(time.Second).UnixNano(), floor, ceiling)   // refused
+	a.Adopt(714*ms, 850*ms, 714*ms, t0.Add(2*time.Second).UnixNano(), floor, ceiling) // its half step, 16%
+	a.Adopt(714*ms, 714*ms, 714*ms, t0.Add(9*time.Second).UnixNano(), floor, ceiling) // confirmed elsewhere
+	at := t0.Add(9 * time.Second)
+	for range 3 {
+		at = at.Add(714 * ms)
+		a.Succeed(Sample{Gen: a.gen, Credited: 714 * ms, Spacing: 714 * ms, Fleet: true, At: at}, floor, ceiling)
+	}
+	if a.delay != 714*ms {
+		t.Errorf("the half step 714ms confirmed elsewhere: delay %v after clean responses at it, want a cruise at 714ms", a.delay)
+	}
+}

@@ -94,13 +94,18 @@ func (a *Model) Adopt(delay, good, bad time.Duration, version int64, floor, ceil
 		// It ends this member's climb too: a step twice the last, or half a refused one, is the
 		// prober's to take (members with a climbing gain left probed at once, in turn: 8 refusals in
 		// two minutes on HAProxy's window at 2/s).
-		a.gain, a.regain = probeGain, 0
+		a.gain = probeGain
 	}
 	// A cruise probe (at or below the refused bound it set) started elsewhere is probing here too, with
 	// its step as the gain: a member that confirms it climbs from the prober's step, not from its own
 	// (a climb's 32% step confirmed by another member was followed by a 16% one, refused and read as a
 	// cruise probe: a minute at 16% below the rate on HAProxy's window).
 	a.probing = delay < good && bad > 0 && delay <= bad
+	// A half step marks this member only while it runs here: once the fleet's model moved on (the half
+	// step confirmed or refused elsewhere), a marker kept would make the next clean response here a
+	// climbing step (loopback HAProxy at 2/s: a member that had adopted the half step probed 11% further
+	// at once after another member confirmed it, and was refused).
+	a.regain = 0
 	if a.probing {
 		a.gain = uint8(min(max(int64(good-delay)*100/int64(good), probeGain), maxProbeGain))
 		// The half step after a refused climbing probe, started by its prober: confirmed, it ends the
