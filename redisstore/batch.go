@@ -183,15 +183,20 @@ func (b *batch) takeLocked() *flight {
 // touches one slot.
 func (s *Store) queue(ctx context.Context, f *flight, p redis.Pipeliner) {
 	f.doneCmds, f.doneOf = s.queueDones(ctx, p, f.dones, frontierDoneScript.EvalSha)
-	ttl := s.ttlMS()
 	for _, host := range slices.Sorted(maps.Keys(f.departs)) {
-		key := s.hostKey(host)
 		f.hosts = append(f.hosts, host)
-		f.hdels = append(f.hdels, p.HDel(ctx, key, "pending", "pending_by"))
-		if ttl > 0 {
-			p.PExpire(ctx, key, time.Duration(ttl)*time.Millisecond)
-		}
+		f.hdels = append(f.hdels, s.queueEndPending(ctx, p, host))
 	}
+}
+
+// queueEndPending puts in p the end of host's pending departure: an HDEL, and a PEXPIRE with WithTTL.
+func (s *Store) queueEndPending(ctx context.Context, p redis.Pipeliner, host string) *redis.IntCmd {
+	key := s.hostKey(host)
+	hdel := p.HDel(ctx, key, "pending", "pending_by")
+	if ttl := s.ttlMS(); ttl > 0 {
+		p.PExpire(ctx, key, time.Duration(ttl)*time.Millisecond)
+	}
+	return hdel
 }
 
 // queueDones puts in p a done script run a shard (by run: EvalSha, or Eval), and returns them with the

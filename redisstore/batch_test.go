@@ -111,21 +111,33 @@ func (f *batchFixture) pending(t *testing.T) (bool, string) {
 	return v[0] != nil, by
 }
 
-// A request marked done and a pending departure ended go with the Store's next command, in its round
-// trip: the done and the departure's end, then the next admission of the host, are one round trip,
-// and the admission's new pending departure stays (the HDEL went before it).
-func TestBatchRidesTheNextAdmission(t *testing.T) {
-	f := newBatchFixture(t, time.Hour)
+// admit admits a departure to a.test under the fixture's lease.
+func (f *batchFixture) admit(t *testing.T) {
+	t.Helper()
 	if a, err := f.st.FrontierAdmit(ctx, f.lease, 0); err != nil || !a.OK {
 		t.Fatalf("admission = %+v, %v", a, err)
 	}
-	before := f.trips.n.Load()
-	if err := f.st.FrontierDone(ctx, "a.test", f.taken[:1]); err != nil {
+}
+
+// doneAndDeparted marks requests ids of a.test done and ends its pending departure: two buffered writes.
+func (f *batchFixture) doneAndDeparted(t *testing.T, ids []int64) {
+	t.Helper()
+	if err := f.st.FrontierDone(ctx, "a.test", ids); err != nil {
 		t.Fatal(err)
 	}
 	if err := f.st.DepartedAtAdmission(ctx, "a.test"); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// A request marked done and a pending departure ended go with the Store's next command, in its round
+// trip: the done and the departure's end, then the next admission of the host, are one round trip,
+// and the admission's new pending departure stays (the HDEL went before it).
+func TestBatchRidesTheNextAdmission(t *testing.T) {
+	f := newBatchFixture(t, time.Hour)
+	f.admit(t)
+	before := f.trips.n.Load()
+	f.doneAndDeparted(t, f.taken[:1])
 	if a, err := f.st.FrontierAdmit(ctx, f.lease, 0); err != nil || !a.OK {
 		t.Fatalf("second admission = %+v, %v", a, err)
 	}
@@ -148,16 +160,9 @@ func TestBatchRidesTheNextAdmission(t *testing.T) {
 // one round trip.
 func TestBatchLingerFlushes(t *testing.T) {
 	f := newBatchFixture(t, 0) // the default linger
-	if a, err := f.st.FrontierAdmit(ctx, f.lease, 0); err != nil || !a.OK {
-		t.Fatalf("admission = %+v, %v", a, err)
-	}
+	f.admit(t)
 	before := f.trips.n.Load()
-	if err := f.st.FrontierDone(ctx, "a.test", f.taken); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.st.DepartedAtAdmission(ctx, "a.test"); err != nil {
-		t.Fatal(err)
-	}
+	f.doneAndDeparted(t, f.taken)
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
 		p, _ := f.pending(t)
 		if f.isDone(t, f.taken[0]) && f.isDone(t, f.taken[1]) && !p {
@@ -179,16 +184,9 @@ func TestBatchLingerFlushes(t *testing.T) {
 // Close sends what is buffered.
 func TestBatchCloseFlushes(t *testing.T) {
 	f := newBatchFixture(t, time.Hour)
-	if a, err := f.st.FrontierAdmit(ctx, f.lease, 0); err != nil || !a.OK {
-		t.Fatalf("admission = %+v, %v", a, err)
-	}
+	f.admit(t)
 	before := f.trips.n.Load()
-	if err := f.st.FrontierDone(ctx, "a.test", f.taken[:1]); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.st.DepartedAtAdmission(ctx, "a.test"); err != nil {
-		t.Fatal(err)
-	}
+	f.doneAndDeparted(t, f.taken[:1])
 	if n := f.trips.n.Load() - before; n != 0 {
 		t.Errorf("a done and a departure's end took %d round trips before the linger, want 0 (buffered)", n)
 	}

@@ -581,16 +581,9 @@ func (s *Store) DepartedAtAdmission(ctx context.Context, host string) error {
 	return nil
 }
 
-// endPending ends host's pending departure now, in one round trip (with what is buffered): an HDEL,
-// and a PEXPIRE with WithTTL.
+// endPending ends host's pending departure now, in one round trip with what is buffered.
 func (s *Store) endPending(ctx context.Context, host string) error {
-	key := s.hostKey(host)
-	_, err := s.pipelined(ctx, func(p redis.Pipeliner) {
-		p.HDel(ctx, key, "pending", "pending_by")
-		if ttl := s.ttlMS(); ttl > 0 {
-			p.PExpire(ctx, key, time.Duration(ttl)*time.Millisecond)
-		}
-	})
+	_, err := s.pipelined(ctx, func(p redis.Pipeliner) { s.queueEndPending(ctx, p, host) })
 	return err
 }
 
