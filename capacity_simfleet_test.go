@@ -25,6 +25,10 @@ type simFleetHost struct {
 	refused   uint64    // the number of the latest departure reported refused
 	pending   time.Time // an admitted departure not yet on the wire holds the host until then (zero: none)
 	pendingBy int       // the view that admitted it
+	// The pooled refusals (refusalPool): the departure numbers of the last two backoff marks, the
+	// count before the last and its refusals, and the refusals reported after it.
+	mark, markBefore                    uint64
+	before, beforeRefused, afterRefused uint32
 }
 
 // simSharedView is one pacer's handle on a simShared. Each of its calls takes the member's own
@@ -211,6 +215,7 @@ func (v *simSharedView) Admit(_ context.Context, host string, gap time.Duration)
 	}
 	f.seq++
 	a.Seq, a.RefusedSeq = f.seq, f.refused
+	a.PoolMark, a.PoolBefore, a.PoolBeforeRefused, a.PoolAfterRefused = f.mark, f.before, f.beforeRefused, f.afterRefused
 	f.last, f.pending, f.pendingBy = now, now.Add(simPendingBound), v.token
 	a.OK = true
 	return a, nil
@@ -226,6 +231,51 @@ func (v *simSharedView) Refused(_ context.Context, host string, seq uint64) erro
 	}
 	return nil
 }
+
+// PoolRefused implements refusalPool as refusedScript does with a refusal: Refused, and the refusal
+// counted on its side of the last mark.
+func (v *simSharedView) PoolRefused(ctx context.Context, host string, seq uint64) error {
+	if err := v.Refused(ctx, host, seq); err != nil {
+		return err
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	f := v.fleet[host]
+	switch {
+	case f == nil || seq > f.seq:
+	case seq > f.mark:
+		f.afterRefused++
+	case seq > f.markBefore:
+		f.beforeRefused++
+	}
+	return nil
+}
+
+// PoolBackoff implements refusalPool as poolBackoffScript does: the departures since the last mark
+// become the count before (added to it when paced or fewer than 3), halved past 64.
+func (v *simSharedView) PoolBackoff(_ context.Context, host string, paced bool) error {
+	v.enter()
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	f := v.fleet[host]
+	if f == nil || f.seq == 0 {
+		return nil
+	}
+	n := uint32(f.seq - f.mark)
+	if paced || n < 3 {
+		f.before, f.beforeRefused = f.before+n, f.beforeRefused+f.afterRefused
+	} else {
+		f.before, f.beforeRefused = n, f.afterRefused
+	}
+	for f.before >= 64 {
+		f.before, f.beforeRefused = f.before/2, f.beforeRefused/2
+	}
+	f.beforeRefused = min(f.beforeRefused, f.before)
+	f.markBefore, f.mark, f.afterRefused = f.mark, f.seq, 0
+	return nil
+}
+
+var _ refusalPool = (*simSharedView)(nil)
 
 // Departed implements SharedStore: the last departure becomes at least ago before now, and the
 // pending departure ends.

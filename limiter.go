@@ -54,14 +54,15 @@ type host struct {
 
 	mu            sync.Mutex // protects the fields below
 	delay         capacity.Model
-	lastDeparture time.Time // when the latest departure reached the wire (its admission until then)
-	lastAccepted  time.Time // when the latest departure the host accepted (any response but a refusal) was admitted
-	fleetSeq      uint64    // the fleet's number of this process's latest departure to the host (0: none)
-	fleetSeqGen   uint32    // the model's generation that departure was made in
-	pendingSince  time.Time // when the oldest departure admitted but not on the wire yet was admitted
-	pendingWire   int32     // departures admitted whose headers have not reached the wire yet
-	inFlight      int32     // departures of the blocking path whose flight has not finished: at most the cap (capLocked)
-	holdUntil     time.Time // no departure before: Retry-After window or exhausted rate limit
+	lastDeparture time.Time  // when the latest departure reached the wire (its admission until then)
+	lastAccepted  time.Time  // when the latest departure the host accepted (any response but a refusal) was admitted
+	fleetSeq      uint64     // the fleet's number of this process's latest departure to the host (0: none)
+	fleetSeqGen   uint32     // the model's generation that departure was made in
+	pool          *fleetPool // the fleet's pooled refusals, from a pooling store's latest admission here (nil: none)
+	pendingSince  time.Time  // when the oldest departure admitted but not on the wire yet was admitted
+	pendingWire   int32      // departures admitted whose headers have not reached the wire yet
+	inFlight      int32      // departures of the blocking path whose flight has not finished: at most the cap (capLocked)
+	holdUntil     time.Time  // no departure before: Retry-After window or exhausted rate limit
 	holdTrigger   audit.Trigger
 	crawlDelay    time.Duration
 	rate          ratelimit.Signal
@@ -248,6 +249,7 @@ func (h *host) departLocked(res *Reservation, now time.Time, traced bool) {
 			res.facts.span = uint8(min(res.facts.seq-prev, maxFleetSpan))
 		}
 		h.fleetSeq, h.fleetSeqGen = res.facts.seq, res.gen // a lower number: the store lost its count, which starts again
+		h.keepPoolLocked(res.facts)
 	}
 	res.traced = traced && (res.Interval > 0 || res.fleet)
 	if res.traced {

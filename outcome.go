@@ -154,13 +154,16 @@ func (p *Pacer) readSignals(o Outcome, v Verdict, now time.Time) outcomeSignals 
 
 // outcomeEffects is what applying an outcome changed on its host, for reporting after the lock.
 type outcomeEffects struct {
-	base      time.Duration // the host's base delay, for the audit events
-	events    []auditEvent  // the signals' events and those of the changes
-	brk       *breaker.Change
-	held      bool // the host is held after the outcome
-	stops     bool // a change that stops other processes (a hold, a longer interval): written through
-	model     bool // the capacity model changed: written through to a shared store, which the fleet learns from
-	compliant bool // the host's schedule follows what the server published (no clamped Crawl-delay)
+	base   time.Duration // the host's base delay, for the audit events
+	events []auditEvent  // the signals' events and those of the changes
+	brk    *breaker.Change
+	held   bool // the host is held after the outcome
+	stops  bool // a change that stops other processes (a hold, a longer interval): written through
+	model  bool // the capacity model changed: written through to a shared store, which the fleet learns from
+	// poolBackoff: the model backed off for a fleet's refusal; a store that pools refusals marks it before the model
+	// is written (see fleetPoolBackoff).
+	poolBackoff bool
+	compliant   bool // the host's schedule follows what the server published (no clamped Crawl-delay)
 }
 
 // applySignals applies s to h under its lock: the holds and the rate-limit interval, the adaptive
@@ -173,8 +176,12 @@ func (p *Pacer) applySignals(h *host, res Reservation, s outcomeSignals, now tim
 	}
 	before := h.stopMarkLocked(now)
 	events := h.applyLimitsLocked(s, now, p.now)
-	model, noisy := h.delay.Bounds(), h.delay.Noisy()
+	model, noisy, backoffs := h.delay.Bounds(), h.delay.Noisy(), h.delay.Backoffs()
 	moved, event, trigger := h.applyVerdictLocked(res, s, now)
+	poolBackoff := res.fleet && res.facts.seq > 0 && h.delay.Backoffs() != backoffs && h.delay.Backoffs() != 0
+	if poolBackoff {
+		h.markPoolLocked(res.facts.seq)
+	}
 	governed := h.governLocked(res, s.v, now)
 	changed := h.delay.Bounds() != model || h.delay.Noisy() != noisy // the verdict is shared too
 	if changed {
@@ -200,7 +207,7 @@ func (p *Pacer) applySignals(h *host, res Reservation, s outcomeSignals, now tim
 		}
 	}
 	return outcomeEffects{base: h.policy.BaseDelay, events: events, brk: brk, held: now.Before(h.holdUntil), compliant: !h.crawlClamped,
-		stops: h.stopMarkLocked(now).stopsMore(before), model: changed}
+		stops: h.stopMarkLocked(now).stopsMore(before), model: changed, poolBackoff: poolBackoff}
 }
 
 // noiseEvent is the audit event of the capacity model entering noise mode (noisy: the host's refusals
@@ -325,6 +332,9 @@ func (h *host) sampleLocked(res Reservation, s outcomeSignals, now time.Time) ca
 	if !s.v.Refused && s.o.Err == nil && !res.robots {
 		h.lastAccepted = later(h.lastAccepted, res.At)
 	}
+	if res.fleet && s.v.Refused {
+		smp.Pool = h.poolSampleLocked(res.facts.seq, true)
+	}
 	return smp
 }
 
@@ -355,6 +365,9 @@ func refusalKindOf(s outcomeSignals) capacity.RefusalKind {
 // transition, the observer and the audit trail.
 func (p *Pacer) reportOutcome(h *host, res Reservation, s outcomeSignals, eff outcomeEffects, now time.Time) {
 	h.markDirty(p)
+	if eff.poolBackoff && p.fleetActive() {
+		p.fleetPoolBackoff(h, !s.hold.IsZero())
+	}
 	p.reportBreaker(h, eff.brk, now) // a transition is written through
 	if eff.brk == nil && (eff.stops || eff.model && p.fleetActive()) {
 		p.persistNow(h)

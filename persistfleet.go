@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/collypace/ext/audit"
+	"github.com/collypace/ext/internal/capacity"
 	"github.com/rs/zerolog"
 )
 
@@ -53,6 +54,7 @@ type fleetFacts struct {
 	// refusedSeq is the number of the fleet's latest departure reported refused or a robots.txt read
 	// (0: none): a span holding it is 1, since such a departure confirms nothing.
 	refusedSeq uint64
+	pool       capacity.Pool // a RefusalPool's count of the fleet's refusals (Mark 0: none)
 }
 
 // afterUncounted reports whether the fleet's departure before this one was reported as not an accepted
@@ -75,7 +77,13 @@ func (p *Pacer) fleetUncounted(h *host, res Reservation) {
 	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
 	defer cancel()
 	start := p.now()
-	if err := p.persist.shared.Refused(ctx, h.key, res.facts.seq); err != nil {
+	var err error
+	if pool, ok := p.persist.shared.(refusalPool); ok && !res.robots {
+		err = pool.PoolRefused(ctx, h.key, res.facts.seq)
+	} else {
+		err = p.persist.shared.Refused(ctx, h.key, res.facts.seq)
+	}
+	if err != nil {
 		p.storeStalled(h.key, "refused", err, start, p.now())
 	}
 }
@@ -189,7 +197,7 @@ func (p *Pacer) fleetAdmit(ctx context.Context, h *host, gap time.Duration, now 
 		}
 	}
 	if a.OK {
-		return 0, true, false, fleetFacts{seq: a.Seq, since: a.Since, refusedSeq: a.RefusedSeq}, nil
+		return 0, true, false, fleetFacts{seq: a.Seq, since: a.Since, refusedSeq: a.RefusedSeq, pool: poolOf(a)}, nil
 	}
 	return a.Wait + time.Duration(p.cfg.random()*float64(fleetReaskJitter)), false, a.Pending, facts, nil
 }

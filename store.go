@@ -166,6 +166,25 @@ type SharedStore interface {
 	CheckLost(ctx context.Context) (bool, error)
 }
 
+// refusalPool is a SharedStore that pools a fleet's refusals on each host, for the capacity model's
+// noise test: whether slowing down made refusals rarer is then judged on the fleet's departures at two
+// paces, not on one member's third of them (a limiter judged on a third was read as noise, and
+// flooded). Its admissions return the count (Admission.PoolMark and the fields after it). A fleet on a
+// store that does not pool never reads noise: it keeps backing off on a host whose refusals do not
+// depend on the pace (it fails slow). redisstore.Store implements it. The interface is unexported, as
+// sessionStore is: a store implements its methods, no user calls them.
+type refusalPool interface {
+	SharedStore
+	// PoolRefused is Refused for a refusal (not a robots.txt read), counted in the pool on its side of
+	// the last backoff: after it when seq is above the mark, before it when above the mark before.
+	PoolRefused(ctx context.Context, host string, seq uint64) error
+	// PoolBackoff marks a backoff of the fleet's pace on host at the fleet's latest departure: the
+	// departures since the last mark become the pace before (added to it instead when paced, the
+	// backoff answering a Retry-After, whose holds space the departures whatever the pace, or when
+	// fewer than three), and the count after starts again.
+	PoolBackoff(ctx context.Context, host string, paced bool) error
+}
+
 // Admission is a SharedStore's answer to Admit.
 type Admission struct {
 	OK            bool          // the departure may go now; the store recorded it
@@ -196,6 +215,13 @@ type Admission struct {
 	// request it accepted).
 	Seq, RefusedSeq uint64
 	Since           time.Duration
+	// What a store that pools the fleet's refusals (redisstore does) counted of the fleet's departures
+	// to the host (an admitted departure only, this one counted): PoolMark is the number of the fleet's
+	// departure at its last backoff (0: none yet); PoolBefore the departures of the pace before it and
+	// PoolBeforeRefused those of them reported refused (halved past 64: older paces weigh half);
+	// PoolAfterRefused the departures since (Seq - PoolMark) reported refused.
+	PoolMark                                        uint64
+	PoolBefore, PoolBeforeRefused, PoolAfterRefused uint32
 }
 
 // repairLimits bounds what a stored state may say, relative to the pacer's configuration.

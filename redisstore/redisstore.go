@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/url"
 	"strconv"
@@ -420,8 +421,15 @@ func decodeAdmission(host string, cmd *redis.Cmd) (ext.Admission, time.Time, str
 	bad := func() (ext.Admission, time.Time, string, error) {
 		return ext.Admission{}, time.Time{}, "", fmt.Errorf("redisstore: admit a departure to host %q: script returned %v: %w", host, res, ext.ErrCorruptState)
 	}
-	if len(res) != 15 {
+	if len(res) != 19 {
 		return bad()
+	}
+	var pool [4]int64 // mark, before, refused before, refused after
+	for i := range pool {
+		pool[i], _ = res[15+i].(int64)
+		if pool[i] < 0 {
+			return bad()
+		}
 	}
 	seq, _ := res[12].(int64)
 	sinceText, _ := res[13].(string)
@@ -458,7 +466,8 @@ func decodeAdmission(host string, cmd *redis.Cmd) (ext.Admission, time.Time, str
 	}
 	return ext.Admission{OK: ok == 1, Wait: time.Duration(wait), AdaptiveDelay: ad, KnownLimit: kl, Pending: pending == 1,
 		RefusedInterval: ri, ModelVersion: int64(mv), Noise: audit.NoiseVerdict(noise), LeaseLost: leaseState != 0, Fence: fence,
-		Seq: uint64(seq), Since: since, RefusedSeq: uint64(refusedSeq)}, now, by, nil
+		Seq: uint64(seq), Since: since, RefusedSeq: uint64(refusedSeq),
+		PoolMark: uint64(pool[0]), PoolBefore: count32(pool[1]), PoolBeforeRefused: count32(pool[2]), PoolAfterRefused: count32(pool[3])}, now, by, nil
 }
 
 // CheckLost implements ext.SharedStore: the store keeps an epoch key (<prefix>epoch), created by the
@@ -587,13 +596,39 @@ func (s *Store) endPending(ctx context.Context, host string) error {
 	return err
 }
 
-// Refused implements ext.SharedStore in one script run: the fleet's departure seq to host was refused.
+// Refused implements ext.SharedStore in one script run: the fleet's departure seq to host was refused
+// (or was a robots.txt read).
 func (s *Store) Refused(ctx context.Context, host string, seq uint64) error {
-	if err := s.run(ctx, refusedScript, []string{s.hostKey(host)}, seq, s.ttlMS()).Err(); err != nil {
+	if err := s.run(ctx, refusedScript, []string{s.hostKey(host)}, seq, s.ttlMS(), "0").Err(); err != nil {
 		return wrapErr(err, "record the refusal of a departure to host %q", host)
 	}
 	return nil
 }
+
+// PoolRefused pools a refusal for the fleet's noise test (the pacer finds the method; no user calls it),
+// in one script run: Refused, with the refusal counted in the
+// pool on its side of the last backoff mark.
+func (s *Store) PoolRefused(ctx context.Context, host string, seq uint64) error {
+	if err := s.run(ctx, refusedScript, []string{s.hostKey(host)}, seq, s.ttlMS(), "1").Err(); err != nil {
+		return wrapErr(err, "record the refusal of a departure to host %q", host)
+	}
+	return nil
+}
+
+// PoolBackoff marks a backoff in the pool of refusals (as PoolRefused, for the pacer), in one script run: the fleet's pace on host backed off.
+func (s *Store) PoolBackoff(ctx context.Context, host string, paced bool) error {
+	flag := "0"
+	if paced {
+		flag = "1"
+	}
+	if err := s.run(ctx, poolBackoffScript, []string{s.hostKey(host)}, flag, s.ttlMS()).Err(); err != nil {
+		return wrapErr(err, "mark a backoff of the fleet's pace on host %q", host)
+	}
+	return nil
+}
+
+// count32 is a count the pool of refusals keeps (never negative: decodeAdmission checks), saturated.
+func count32(v int64) uint32 { return uint32(min(v, math.MaxUint32)) }
 
 // ttlMS is the host keys' TTL in milliseconds, 0 for none.
 func (s *Store) ttlMS() int64 {

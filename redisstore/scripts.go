@@ -109,7 +109,7 @@ end
 var admitScript = redis.NewScript(timeLua + nowLua + ttlLua + `
 local f = redis.call('HMGET', KEYS[1], 'last_departure', 'hold_srv', 'adaptive_delay', 'known_limit',
   'crawl_delay', 'rate_interval', 'rate_srv', 'pending', 'pending_by', 'refused_interval', 'model_ver', 'noise', 'fence',
-  'seq', 'refused_seq')
+  'seq', 'refused_seq', 'pool_mark', 'pool_bn', 'pool_br', 'pool_ar')
 local ad, kl, ri, mv = f[3] or '', f[4] or '', f[10] or '', f[11] or ''
 local nv = math.floor(tonumber(f[12] or '') or 0)
 local sq = math.floor(tonumber(f[14] or '') or 0)
@@ -131,7 +131,7 @@ if ARGV[7] ~= '' then
   elseif now_s * 1000 + math.floor(now_n / 1000000) >= tonumber(ARGV[8]) then
     lease = 2
   end
-  if lease > 0 then return {0, '0', format(now_s, now_n), ad, kl, 0, ri, mv, '', nv, lease, fence, 0, '', rq} end
+  if lease > 0 then return {0, '0', format(now_s, now_n), ad, kl, 0, ri, mv, '', nv, lease, fence, 0, '', rq, 0, 0, 0, 0} end
   if token > fence then
     fence = token
     redis.call('HSET', KEYS[1], 'fence', ARGV[7])
@@ -165,7 +165,7 @@ if less(now_s, now_n, al_s, al_n) then
   if w_n < 0 then w_s, w_n = w_s - 1, w_n + E9 end
   local by = ''
   if pending == 1 then by = f[9] or '' end
-  return {0, format(w_s, w_n), format(now_s, now_n), ad, kl, pending, ri, mv, by, nv, 0, fence, 0, '', rq}
+  return {0, format(w_s, w_n), format(now_s, now_n), ad, kl, pending, ri, mv, by, nv, 0, fence, 0, '', rq, 0, 0, 0, 0}
 end
 local since = ''
 if ld_s and not less(now_s, now_n, ld_s, ld_n) then
@@ -184,14 +184,53 @@ else
   redis.call('HDEL', KEYS[1], 'pending', 'pending_by')
 end
 refresh(ARGV[3])
-return {1, '0', nowText, ad, kl, 0, ri, mv, '', nv, 0, fence, sq, since, rq}
+local function count(v) return math.max(math.floor(tonumber(v or '') or 0), 0) end
+local pm = count(f[16])
+if pm > sq then pm = 0 end -- a mark beyond the count: the count started again (lost), the pool with it
+return {1, '0', nowText, ad, kl, 0, ri, mv, '', nv, 0, fence, sq, since, rq, pm, count(f[17]), count(f[18]), count(f[19])}
 `)
 
 // refusedScript records that the fleet's departure numbered ARGV[1] to the host was refused, when
-// later than the one recorded (refused_seq); ARGV[2] is the TTL as for admitScript.
+// later than the one recorded (refused_seq); ARGV[2] is the TTL as for admitScript. ARGV[3] "1" counts
+// it in the pool of refusals (Store.PoolRefused): pool_ar, after the last backoff mark (pool_mark), when
+// numbered above it, or pool_br, before it, when above the mark before (pool_mark0); a departure not
+// numbered yet (above seq: the count started again) is not counted.
 var refusedScript = redis.NewScript(ttlLua + `
-local r = math.floor(tonumber(redis.call('HGET', KEYS[1], 'refused_seq') or '') or 0)
-if tonumber(ARGV[1]) > r then redis.call('HSET', KEYS[1], 'refused_seq', ARGV[1]) end
+local f = redis.call('HMGET', KEYS[1], 'refused_seq', 'seq', 'pool_mark', 'pool_mark0')
+local function count(v) return math.floor(tonumber(v or '') or 0) end
+local q = tonumber(ARGV[1])
+if q > count(f[1]) then redis.call('HSET', KEYS[1], 'refused_seq', ARGV[1]) end
+if ARGV[3] == '1' and q <= count(f[2]) then
+  if q > count(f[3]) then
+    redis.call('HINCRBY', KEYS[1], 'pool_ar', 1)
+  elseif q > count(f[4]) then
+    redis.call('HINCRBY', KEYS[1], 'pool_br', 1)
+  end
+end
+refresh(ARGV[2])
+return 1
+`)
+
+// poolBackoffScript marks a backoff of the fleet's pace in the pool of refusals (Store.PoolBackoff) at the
+// fleet's latest departure (seq): the departures since the last mark (seq - pool_mark) and the refusals
+// counted after it (pool_ar) become the count before (pool_bn, pool_br), or are added to it when
+// ARGV[1] is "1" (a backoff for a Retry-After) or they are fewer than 3, halved while 64 or more; the
+// mark moves to pool_mark0 and seq becomes the mark. ARGV[2] is the TTL as for admitScript. A count
+// that does not read as a whole number is taken as 0.
+var poolBackoffScript = redis.NewScript(ttlLua + `
+local f = redis.call('HMGET', KEYS[1], 'seq', 'pool_mark', 'pool_bn', 'pool_br', 'pool_ar')
+local function count(v) return math.max(math.floor(tonumber(v or '') or 0), 0) end
+local sq, pm, bn, br, ar = count(f[1]), count(f[2]), count(f[3]), count(f[4]), count(f[5])
+if sq == 0 then return 0 end
+if pm > sq then pm = 0 end
+local n = sq - pm
+if ARGV[1] == '1' or n < 3 then
+  bn, br = bn + n, br + ar
+else
+  bn, br = n, ar
+end
+while bn >= 64 do bn, br = math.floor(bn / 2), math.floor(br / 2) end
+redis.call('HSET', KEYS[1], 'pool_mark0', pm, 'pool_mark', sq, 'pool_bn', bn, 'pool_br', math.min(br, bn), 'pool_ar', 0)
 refresh(ARGV[2])
 return 1
 `)

@@ -445,6 +445,80 @@ func RunShared(t *testing.T, newStore func(t *testing.T) ext.SharedStore) {
 			t.Errorf("after the second was refused: %+v, %v; want RefusedSeq %d", third, err, second.Seq)
 		}
 	})
+	t.Run("PoolCountsRefusalsEachSideOfABackoff", func(t *testing.T) {
+		// Issue 32: a fleet reads noise from the refusals it pooled at two paces, never from a member's
+		// third of them. The pacer finds the two methods on the store; no user calls them.
+		s := newStore(t)
+		pool, ok := s.(interface {
+			PoolRefused(ctx context.Context, host string, seq uint64) error
+			PoolBackoff(ctx context.Context, host string, paced bool) error
+		})
+		if !ok {
+			t.Skip("the store does not pool refusals: a fleet on it reads no noise")
+		}
+		type count struct {
+			mark                                       uint64
+			before, beforeRefused, after, afterRefused uint64
+		}
+		countOf := func(a ext.Admission) count {
+			c := count{mark: a.PoolMark, before: uint64(a.PoolBefore), beforeRefused: uint64(a.PoolBeforeRefused), afterRefused: uint64(a.PoolAfterRefused)}
+			if a.PoolMark > 0 {
+				c.after = a.Seq - a.PoolMark
+			}
+			return c
+		}
+		depart := func(n int) (last ext.Admission) {
+			t.Helper()
+			for range n {
+				a, err := s.Admit(ctx, "p.test", 0)
+				if err != nil || !a.OK {
+					t.Fatalf("admit: %+v, %v", a, err)
+				}
+				last = a
+			}
+			return last
+		}
+		if a := depart(1); countOf(a) != (count{}) {
+			t.Fatalf("before any backoff: %+v, want no count", countOf(a))
+		}
+		a := depart(5) // departures 2-6: 2 and 5 refused, then the pace backs off
+		for _, seq := range []uint64{a.Seq - 4, a.Seq - 1} {
+			if err := pool.PoolRefused(ctx, "p.test", seq); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := pool.PoolBackoff(ctx, "p.test", false); err != nil {
+			t.Fatal(err)
+		}
+		mark := a.Seq
+		depart(4) // 7-10: 8 refused, and 6, before the backoff, reported late
+		for _, seq := range []uint64{mark + 2, mark} {
+			if err := pool.PoolRefused(ctx, "p.test", seq); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := s.Refused(ctx, "p.test", mark+3); err != nil { // a robots.txt read: not counted
+			t.Fatal(err)
+		}
+		want := count{mark: mark, before: 6, beforeRefused: 3, after: 5, afterRefused: 1}
+		if got := countOf(depart(1)); got != want {
+			t.Fatalf("after a backoff at departure %d: %+v, want %+v", mark, got, want)
+		}
+		if err := pool.PoolBackoff(ctx, "p.test", false); err != nil { // unpaced: the pace just left is the one before
+			t.Fatal(err)
+		}
+		want = count{mark: mark + 5, before: 5, beforeRefused: 1, after: 1}
+		if got := countOf(depart(1)); got != want {
+			t.Errorf("after a second backoff: %+v, want %+v", got, want)
+		}
+		if err := pool.PoolBackoff(ctx, "p.test", true); err != nil { // paced: the paces add up
+			t.Fatal(err)
+		}
+		want = count{mark: mark + 6, before: 6, beforeRefused: 1, after: 1}
+		if got := countOf(depart(1)); got != want {
+			t.Errorf("after a backoff for a Retry-After: %+v, want %+v", got, want)
+		}
+	})
 	t.Run("ConcurrentAdmissionsAdmitOne", func(t *testing.T) {
 		s := newStore(t)
 		var admitted atomic.Int32

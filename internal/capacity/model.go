@@ -172,6 +172,10 @@ func (a *Model) Gen() uint32 { return a.gen }
 // Noisy reports noise mode: refusals that speed does not cause no longer move the delay.
 func (a *Model) Noisy() bool { return a.noisy }
 
+// Backoffs changes with every backoff of the delay the noise test will judge (a fleet member tells the
+// shared store, which pools the fleet's outcomes on each side of it: see Pool).
+func (a *Model) Backoffs() uint16 { return a.noise.gen }
+
 // GovernMin is the delay's minimum the refusal governor set (0: none).
 func (a *Model) GovernMin() time.Duration { return a.govern.min }
 
@@ -299,12 +303,11 @@ func (a *Model) refuse(s Sample, floor, ceiling time.Duration) bool {
 		// spaces the next departures whatever the delay.)
 		*a = snapshot
 		return false
-	case backoff && !s.Fleet && a.noise.slowedInVain(paced):
+	case backoff && (!s.Fleet && a.noise.slowedInVain(paced) || s.Fleet && a.pooledSlowedInVain(s.Pool, paced)):
 		// Slowing down did not make refusals rarer: undo what this refusal taught, stop backing off,
 		// and let the delay decay to the floor. A fleet member sees a third of the outcomes, at paces
-		// the others set too: it never reads noise from them alone (a limiter read as noise floods
-		// it; the fleet's pooled outcomes are not in the store yet), and the noise a process of the
-		// fleet without a store of its own reads elsewhere is not the fleet's.
+		// the others set too: it never reads noise from them alone (a limiter read as noise flooded
+		// it), only from the fleet's, pooled by the store (s.Pool; none: no noise read).
 		*a = snapshot
 		a.becomeNoisy(floor, ceiling)
 		return false

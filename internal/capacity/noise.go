@@ -215,3 +215,43 @@ func (n *noise) slowedInVain(paced bool) bool {
 	}
 	return n.before.share() < noiseMaxShare && 1-n.after.share() <= noiseKeep*rateBackoff*(1-n.before.share())
 }
+
+// Pool is what a shared store counted of a fleet's outcomes on a host, on each side of the fleet's last
+// backoff: the noise test's two paces, read from every member's departures rather than one member's
+// third of them (a limiter judged on a third was read as noise, and flooded). Departures count as they
+// are admitted, refusals as they are reported: a departure still in flight counts as accepted, which
+// makes the pace after a backoff look better than it is, as a limiter's would (fail slow).
+type Pool struct {
+	Mark          uint64 // the fleet's departure number at the last backoff (0: none yet)
+	Before, After PoolCounts
+}
+
+// PoolCounts is a number of the fleet's departures and how many of them were reported refused.
+type PoolCounts struct{ N, Refused uint32 }
+
+// counts is c as the noise test reads it, halved until it holds fewer than 2×noiseWindow outcomes.
+func (c PoolCounts) counts() counts {
+	n, r := c.N, min(c.Refused, c.N)
+	for n >= 2*noiseWindow {
+		n, r = n/2, r/2
+	}
+	return counts{n: uint8(n), refused: uint8(r)}
+}
+
+// pooledSlowedInVain is slowedInVain read from the fleet's pooled outcomes (p), for a fleet member whose
+// refusal would back off: the shares at the two paces are the fleet's; whether a refusal came clearly
+// later after the host's last accepted request than an accepted one is this member's own reading (its
+// exact credits: a member never credits the others' outcomes), which only errs towards a limiter.
+// Refusals with a Retry-After (paced) are never read as noise in a fleet: their holds space the
+// departures whatever the pace, and on the fleet's counts a window limiter's shares looked like noise
+// (HAProxy's window at 2/s, read as noise and flooded in 5 of 40 virtual draws); the fleet keeps
+// backing off on such a host (it fails slow).
+func (a *Model) pooledSlowedInVain(p Pool, paced bool) bool {
+	if p.Mark == 0 || a.noise.refuted || paced {
+		return false
+	}
+	own := a.noise.before.plus(a.noise.after)
+	n := noise{gen: 1, before: p.Before.counts(), after: p.After.counts()}
+	n.before.shortestClean, n.before.longestRefused = own.shortestClean, own.longestRefused
+	return n.slowedInVain(paced)
+}

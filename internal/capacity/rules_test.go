@@ -460,3 +460,36 @@ func TestNoiseNeedsARefusalPastAnAcceptedGap(t *testing.T) {
 		}
 	}
 }
+
+// Issue 32: a fleet member reads noise only from the outcomes the fleet pooled in its store, at the
+// fleet's two paces, never from its own third of them; and not at all from refusals with a Retry-After,
+// whose holds space the departures whatever the pace (a window limiter's shares then look like noise
+// in a fleet's counts: HAProxy's window at 2/s was flooded in 5 of 40 virtual draws). Its own exact
+// credits still say whether a refusal came clearly later than a gap the host accepted.
+func TestFleetReadsNoiseFromThePooledOutcomes(t *testing.T) {
+	const floor, ceiling = 100 * ms, time.Minute
+	noisy := Pool{Mark: 20, Before: PoolCounts{N: 12, Refused: 4}, After: PoolCounts{N: 9, Refused: 3}} // a third at both paces
+	limiter := Pool{Mark: 20, Before: PoolCounts{N: 12, Refused: 6}, After: PoolCounts{N: 9, Refused: 3}}
+	for _, c := range []struct {
+		name   string
+		pool   Pool
+		paced  bool
+		credit time.Duration // the refusal's, since the host's last accepted request (accepted: 300-320 ms)
+		noise  bool
+	}{
+		{"a third refused at both paces", noisy, false, 600 * ms, true},
+		{"no pool: the store does not pool", Pool{}, false, 600 * ms, false},
+		{"a half refused before: a limiter's share", limiter, false, 600 * ms, false},
+		{"refused at an accepted gap: a limiter's edge", noisy, false, 310 * ms, false},
+		{"with Retry-After", noisy, true, 600 * ms, false},
+	} {
+		a := New(floor)
+		for i, credit := range []time.Duration{300 * ms, 320 * ms, 310 * ms} { // this member's own outcomes
+			a.Succeed(Sample{Gen: a.gen, Credited: credit, Spacing: credit, Fleet: true, At: t0.Add(time.Duration(i) * time.Second)}, floor, ceiling)
+		}
+		a.Refuse(Sample{Gen: a.gen, Kind: RefusedRate, Paced: c.paced, Credited: c.credit, Spacing: c.credit, Fleet: true, Pool: c.pool, At: t0.Add(5 * time.Second)}, floor, ceiling)
+		if a.noisy != c.noise {
+			t.Errorf("%s: noise mode %v, want %v (delay %v)", c.name, a.noisy, c.noise, a.delay)
+		}
+	}
+}

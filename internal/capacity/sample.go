@@ -41,6 +41,10 @@ type Sample struct {
 	// Span: how many of the fleet's departures a clean response stands for, its own and the other
 	// members' since this member's previous one under the same model (0 or 1: itself alone).
 	Span uint8
+	// Pool is the fleet's outcomes on the host, pooled by a shared store, for the noise test (a fleet
+	// member's only: Mark 0 when the store does not pool them or its count is older than this
+	// member's last backoff).
+	Pool Pool
 }
 
 // gap is the interval the host refused, on the longer reading (the bound it sets is then slower):
