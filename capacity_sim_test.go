@@ -272,9 +272,11 @@ func simGrid(length time.Duration) []simCell {
 			targets: simTargets{makespan: time.Minute, noDeferred: true, noLoss: true, maxIntervalBases: 4},
 		}
 		if fleet > 0 {
-			// Each process reads the noise from its own outcomes, a third of the host's: in 30 pages it
-			// often does not see it, and the others follow only once one has (BENCHMARKS.md).
-			c.missing = "a fleet's process sees a third of the host's outcomes: the noise is often not seen within 30 pages"
+			// The fleet reads the noise from the outcomes its store pooled, at its two paces: refusals with
+			// a Retry-After only after whole holds, once refusals were seen at two paces; each refusal
+			// meanwhile backs the fleet off, as a limiter's would, and in 30 pages the noise is often not
+			// seen (BENCHMARKS.md).
+			c.missing = "a fleet reads noise only from the outcomes pooled at its two paces (with a Retry-After, after whole holds): the noise is often not seen within 30 pages"
 			c.known = map[string]string{"makespan": fleetBlind}
 		}
 		if name == "ri-429" {
@@ -331,7 +333,7 @@ func simGrid(length time.Duration) []simCell {
 // Why some cells miss a target (reported, not asserted: BENCHMARKS.md).
 const (
 	edgeLanding = "the interval learnt from below lands on the limit's 2% edge step, a little slower than before issue 32"
-	fleetBlind  = "a fleet member credits a clean response with the fleet's spacing and hears of a refusal only once the refusing member read it: a refused step can cost another member's refusal, and a member never reads noise from its third of the outcomes"
+	fleetBlind  = "a fleet member credits a clean response with the fleet's spacing and hears of a refusal only once the refusing member read it: a refused step can cost another member's refusal, and a member reads noise only from the fleet's pooled outcomes"
 	// HAProxy's counter reads cur + prev × remaining / period, rounded down: at one or two requests a
 	// period it accepts gaps shorter than its rate, depending on the phase, so the interval learnt sits
 	// under the rate and the edge refuses; at 0.5/s the refusal governor slows the start's flood.

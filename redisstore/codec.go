@@ -59,6 +59,13 @@ const (
 	// The fleet's departures, numbered (admitScript), and the latest reported refused (refusedScript).
 	fieldSeq        = "seq"
 	fieldRefusedSeq = "refused_seq"
+	// The pool of the fleet's refusals (poolBackoffScript, refusedScript): the departure numbers of the
+	// last two backoff marks, the count before the last and its refusals, and the refusals after it.
+	fieldPoolMark          = "pool_mark"
+	fieldPoolMarkBefore    = "pool_mark0"
+	fieldPoolBefore        = "pool_bn"
+	fieldPoolBeforeRefused = "pool_br"
+	fieldPoolAfterRefused  = "pool_ar"
 )
 
 // hostFields lists every field of a host hash, in ARGV order.
@@ -148,12 +155,15 @@ func decodeHostHash(host string, m map[string]string) (st ext.StoredHost, ok boo
 	if !saved {
 		ld, admitted := m[fieldLastDeparture]
 		scriptOnly := 0 // fields only the admission scripts write
-		for _, f := range [...]string{fieldLastDeparture, fieldPending, fieldPendingBy, fieldSeq, fieldRefusedSeq, fieldFence} {
+		for _, f := range [...]string{fieldLastDeparture, fieldPending, fieldPendingBy, fieldSeq, fieldRefusedSeq, fieldFence,
+			fieldPoolMark, fieldPoolMarkBefore, fieldPoolBefore, fieldPoolBeforeRefused, fieldPoolAfterRefused} {
 			if _, ok := m[f]; ok {
 				scriptOnly++
 			}
 		}
-		if scriptOnly == len(m) { // a lease's fence may come with or before the first admission
+		// A lease's fence may come with or before the first admission; the pool's mark of the fleet's
+		// first backoff comes before the model it backed off is written.
+		if scriptOnly == len(m) {
 			if _, err := decodeTime(ld); admitted && err != nil {
 				return ext.StoredHost{}, false, corrupt(host, "field %s %q: %v", fieldLastDeparture, ld, err)
 			}

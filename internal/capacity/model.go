@@ -224,7 +224,9 @@ func (a *Model) refuse(s Sample, floor, ceiling time.Duration) bool {
 		kind = RefusedSpaced
 	}
 	if kind == RefusedSpaced {
-		if !a.noisy && a.noise.spacedRefusal() && a.noise.twoPaces() && !s.Fleet {
+		// Refusals at two paces: this process's, or a fleet's pooled in its store (a member's third
+		// of them is not read: see pooledSlowedInVain).
+		if !a.noisy && a.noise.spacedRefusal() && (!s.Fleet && a.noise.twoPaces() || s.Fleet && pooledTwoPaces(s.Pool)) {
 			a.becomeNoisy(floor, ceiling)
 		}
 		return false

@@ -242,10 +242,10 @@ func (c PoolCounts) counts() counts {
 // refusal would back off: the shares at the two paces are the fleet's; whether a refusal came clearly
 // later after the host's last accepted request than an accepted one is this member's own reading (its
 // exact credits: a member never credits the others' outcomes), which only errs towards a limiter.
-// Refusals with a Retry-After (paced) are never read as noise in a fleet: their holds space the
-// departures whatever the pace, and on the fleet's counts a window limiter's shares looked like noise
-// (HAProxy's window at 2/s, read as noise and flooded in 5 of 40 virtual draws); the fleet keeps
-// backing off on such a host (it fails slow).
+// Refusals with a Retry-After (paced) are not read so in a fleet: their holds space the departures
+// whatever the pace, and on the fleet's counts a window limiter's shares looked like noise (HAProxy's
+// window at 2/s, read as noise and flooded in 5 of 40 virtual draws). They read as noise only after
+// whole holds (RefusedSpaced, pooledTwoPaces); until then the fleet backs off (it fails slow).
 func (a *Model) pooledSlowedInVain(p Pool, paced bool) bool {
 	if p.Mark == 0 || a.noise.refuted || paced {
 		return false
@@ -254,4 +254,11 @@ func (a *Model) pooledSlowedInVain(p Pool, paced bool) bool {
 	n := noise{gen: 1, before: p.Before.counts(), after: p.After.counts()}
 	n.before.shortestClean, n.before.longestRefused = own.shortestClean, own.longestRefused
 	return n.slowedInVain(paced)
+}
+
+// pooledTwoPaces is twoPaces on the fleet's pooled outcomes (p): a fleet member reads refusals after
+// whole holds (RefusedSpaced) as noise only once the fleet saw refusals at two paces.
+func pooledTwoPaces(p Pool) bool {
+	n := noise{gen: 1, before: p.Before.counts(), after: p.After.counts()}
+	return p.Mark != 0 && n.twoPaces()
 }

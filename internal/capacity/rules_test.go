@@ -493,3 +493,30 @@ func TestFleetReadsNoiseFromThePooledOutcomes(t *testing.T) {
 		}
 	}
 }
+
+// A fleet member reads refusals after whole holds as noise only once the fleet's pooled outcomes saw
+// refusals at two paces, never its own third of them (twoPaces on a member's counts), and never
+// without a pool.
+func TestFleetRefusalsAfterWholeHoldsAreNoiseOnThePool(t *testing.T) {
+	atTwoPaces := Pool{Mark: 12, Before: PoolCounts{N: 12, Refused: 4}, After: PoolCounts{N: 8, Refused: 3}}
+	atOne := Pool{Mark: 12, Before: PoolCounts{N: 12, Refused: 4}, After: PoolCounts{N: 2, Refused: 1}}
+	for _, c := range []struct {
+		name  string
+		pool  Pool
+		noise bool
+	}{
+		{"pooled at two paces", atTwoPaces, true},
+		{"pooled at one pace", atOne, false},
+		{"no pool", Pool{}, false},
+	} {
+		a := New(100 * ms)
+		a.set(2*time.Second, 100*ms, time.Minute)
+		seenAtTwoPaces(&a.noise) // the member's own counts: never read in a fleet
+		for range noiseSpaced {
+			a.Refuse(Sample{Gen: a.gen, Kind: RefusedSpaced, Paced: true, Fleet: true, Pool: c.pool, At: t0}, 100*ms, time.Minute)
+		}
+		if a.noisy != c.noise {
+			t.Errorf("%s: noise mode %v, want %v", c.name, a.noisy, c.noise)
+		}
+	}
+}
