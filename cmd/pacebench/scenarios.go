@@ -458,8 +458,12 @@ func realScenarios(sz size) []Scenario {
 // The scenario of refusals that speed does not cause (issue 26): run only when asked, by name.
 const (
 	scRateIndependent = "rate-independent"
-	riBase            = 200 * time.Millisecond
-	riSettleRefusals  = 4 // after a host's fourth refusal, the model has seen that slowing down does not help
+	// scRateIndependentFleet: the same refusals on two hosts (429 + Retry-After: 2 on one, 503 on the
+	// other) crawled by a fleet on one redisstore, which reads the noise from the outcomes the store
+	// pools (issue 32, item 3). As TestCapacityVirtual's ri-fleet-429 and ri-fleet-503 cells.
+	scRateIndependentFleet = "rate-independent-fleet"
+	riBase                 = 200 * time.Millisecond
+	riSettleRefusals       = 4 // after a host's fourth refusal, the model has seen that slowing down does not help
 )
 
 // rateIndependentScenario returns two hosts of 30 pages (12 short) at a base of 200 ms, each refusing
@@ -483,6 +487,28 @@ func rateIndependentScenario(sz size) Scenario {
 		})
 	}
 	sc.Groups = []Group{{Label: "2 hosts, 1/3 of first attempts refused", Hosts: hosts}}
+	return sc
+}
+
+// rateIndependentFleetScenario returns two hosts of 30 pages (12 short) at a base of 200 ms, each
+// refusing a third of the first attempts of its pages whatever the rate (429 with Retry-After: 2 on
+// one, 503 without on the other; every retry served), crawled by a fleet of fleetSize processes on one
+// redisstore.
+func rateIndependentFleetScenario(sz size) Scenario {
+	pick, _ := sizes(sz == sizeShort)
+	sc := Scenario{
+		Name:     scRateIndependentFleet,
+		Title:    fmt.Sprintf("Refusals that speed does not cause, a fleet of %d processes on one redisstore: a third of first attempts refused (429 + Retry-After: 2; 503), two hosts", fleetSize),
+		Interval: riBase, Jitter: ext.DefaultJitter, Limit: 3 * time.Minute, Processes: fleetSize,
+	}
+	var hosts []scenario.HostConfig
+	for i, kind := range []scenario.FlakyKind{scenario.FlakyTooMany, scenario.FlakyUnavailable} {
+		hosts = append(hosts, scenario.HostConfig{
+			Name: fmt.Sprintf("%s-%d", scRateIndependentFleet, i+1), Pages: pick(30, 12), Latency: 20 * time.Millisecond,
+			Flaky: &scenario.Flaky{Fraction: 1.0 / 3, Seed: uint64(i + 1), RetryAfter: 2 * time.Second, Kinds: []scenario.FlakyKind{kind}},
+		})
+	}
+	sc.Groups = []Group{{Label: "2 hosts, 1/3 of first attempts refused, 3 processes", Hosts: hosts}}
 	return sc
 }
 
@@ -534,10 +560,12 @@ func catalogue(sz size) (scs []Scenario, all func(Scenario) bool) {
 	if sz == sizeLong {
 		return longScenarios(), func(Scenario) bool { return true }
 	}
-	scs = append(allScenarios(sz == sizeShort), rateIndependentScenario(sz))
+	scs = append(allScenarios(sz == sizeShort), rateIndependentScenario(sz), rateIndependentFleetScenario(sz))
 	scs = append(scs, realScenarios(sz)...)
 	scs = append(scs, lowRateScenarios(sz)...)
-	return scs, func(sc Scenario) bool { return sc.Limiter == nil && sc.Name != scRateIndependent && !isLowRate(&sc) }
+	return scs, func(sc Scenario) bool {
+		return sc.Limiter == nil && sc.Name != scRateIndependent && sc.Name != scRateIndependentFleet && !isLowRate(&sc)
+	}
 }
 
 // selectScenarios returns the scenarios of size sz named in a comma-separated list, in their canonical

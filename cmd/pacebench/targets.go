@@ -214,7 +214,7 @@ func evaluateIssue15(r *ScenarioResult) []Target {
 		add("nothing refused", fmtRefused(a), fmtRefused(s), a.Refused == 0)
 	case scRealNginx503, scRealNginx429, scRealHAProxy:
 		out = append(out, evaluateReal(r)...)
-	case scRateIndependent:
+	case scRateIndependent, scRateIndependentFleet:
 		a, s := ad[0], st[0]
 		ar, sr := r.Runs[Adaptive], r.Runs[Static]
 		add("the crawl ends within 60 s", fmtCrawl(ar), fmtCrawl(sr), !ar.TimedOut && ar.Wall <= targetRIWall)
