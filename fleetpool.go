@@ -31,30 +31,32 @@ func poolOf(a Admission) capacity.Pool {
 		After:  capacity.PoolCounts{N: uint32(min(a.Seq-a.PoolMark, math.MaxUint32)), Refused: a.PoolAfterRefused}}
 }
 
-// keepPoolLocked keeps the pooled count of an admission here when it is the latest (by the fleet's
-// departure number).
+// keepPoolLocked keeps the pooled count of the latest admission here. A lower departure number than
+// the last one's means the store lost its count (as for fleetSeq), its marks with it: this member's
+// last mark is forgotten too.
 func (h *host) keepPoolLocked(f fleetFacts) {
-	if f.pool.Mark == 0 {
-		return
-	}
 	if h.pool == nil {
+		if f.pool.Mark == 0 {
+			return
+		}
 		h.pool = &fleetPool{}
 	}
-	if f.seq >= h.pool.seq {
-		h.pool.counts, h.pool.seq = f.pool, f.seq
+	if f.seq < h.pool.seq {
+		h.pool.min = 0
 	}
+	h.pool.counts, h.pool.seq = f.pool, f.seq
 }
 
 // poolSampleLocked is the pooled count a refusal of the fleet's departure seq is judged on: the latest
 // count, with this refusal on its side of the mark (the store counts it once reported, after the
 // model read it). None (Mark 0) when the count does not know this member's last backoff.
-func (h *host) poolSampleLocked(seq uint64, refused bool) capacity.Pool {
+func (h *host) poolSampleLocked(seq uint64) capacity.Pool {
 	if h.pool == nil || h.pool.counts.Mark < h.pool.min || seq == 0 {
 		return capacity.Pool{}
 	}
 	c := h.pool.counts
 	switch {
-	case !refused || seq > h.pool.seq:
+	case seq > h.pool.seq: // not in the count yet
 	case seq > c.Mark:
 		c.After.Refused++
 	default:

@@ -333,7 +333,7 @@ func (h *host) sampleLocked(res Reservation, s outcomeSignals, now time.Time) ca
 		h.lastAccepted = later(h.lastAccepted, res.At)
 	}
 	if res.fleet && s.v.Refused {
-		smp.Pool = h.poolSampleLocked(res.facts.seq, true)
+		smp.Pool = h.poolSampleLocked(res.facts.seq)
 	}
 	return smp
 }
