@@ -7,8 +7,8 @@ import (
 	"github.com/collypace/ext/internal/capacity"
 )
 
-// This file is a fleet member's side of the refusals a shared store pools (refusalPool) for the noise test: the
-// latest count its admissions returned, the count a refusal is judged on, and the backoff marks.
+// This file is a fleet member's side of the refusals a shared store pools (refusalPool) for the noise
+// test: the latest count its admissions returned, the count a refusal is judged on, and the marks.
 
 // fleetPool is what a member knows of the fleet's pooled refusals on a host (under the host's lock).
 type fleetPool struct {
@@ -74,8 +74,8 @@ func (h *host) markPoolLocked(seq uint64) {
 	h.pool.min = max(h.pool.min, seq)
 }
 
-// fleetPoolBackoff tells a store that pools refusals that the fleet's pace on h backed off (paced: for a Retry-After),
-// before the backed-off model is written: a member that adopts the model reads counts marked by it.
+// fleetPoolBackoff tells a store that pools refusals that the fleet's pace on h backed off (paced: for
+// a Retry-After), before the backed-off model is written: a member that adopts it reads counts marked by it.
 func (p *Pacer) fleetPoolBackoff(h *host, paced bool) {
 	pool, ok := p.persist.shared.(refusalPool)
 	if !ok {

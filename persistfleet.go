@@ -54,7 +54,7 @@ type fleetFacts struct {
 	// refusedSeq is the number of the fleet's latest departure reported refused or a robots.txt read
 	// (0: none): a span holding it is 1, since such a departure confirms nothing.
 	refusedSeq uint64
-	pool       capacity.Pool // a RefusalPool's count of the fleet's refusals (Mark 0: none)
+	pool       capacity.Pool // a pooling store's count of the fleet's refusals (refusalPool; Mark 0: none)
 }
 
 // afterUncounted reports whether the fleet's departure before this one was reported as not an accepted

@@ -95,16 +95,18 @@ func encodeTime(t time.Time) string {
 	return strconv.FormatInt(t.UnixNano(), 10)
 }
 
+// encodeBool is a boolean as the hash and the scripts keep it: "1" or "0".
+func encodeBool(b bool) string {
+	if b {
+		return "1"
+	}
+	return "0"
+}
+
 // hostArgs returns st's fields as the save script's ARGV, in hostFields order, then "1" when
 // st.Replace (write without the merge), else "0".
 func hostArgs(st ext.StoredHost) []any {
-	clamped, replace := "0", "0"
-	if st.CrawlClamped {
-		clamped = "1"
-	}
-	if st.Replace {
-		replace = "1"
-	}
+	clamped, replace := encodeBool(st.CrawlClamped), encodeBool(st.Replace)
 	return []any{
 		strconv.Itoa(st.Version),
 		strconv.FormatInt(int64(st.AdaptiveDelay), 10),

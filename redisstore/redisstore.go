@@ -599,29 +599,27 @@ func (s *Store) endPending(ctx context.Context, host string) error {
 // Refused implements ext.SharedStore in one script run: the fleet's departure seq to host was refused
 // (or was a robots.txt read).
 func (s *Store) Refused(ctx context.Context, host string, seq uint64) error {
-	if err := s.run(ctx, refusedScript, []string{s.hostKey(host)}, seq, s.ttlMS(), "0").Err(); err != nil {
-		return wrapErr(err, "record the refusal of a departure to host %q", host)
-	}
-	return nil
+	return s.refused(ctx, host, seq, false)
 }
 
-// PoolRefused pools a refusal for the fleet's noise test (the pacer finds the method; no user calls it),
-// in one script run: Refused, with the refusal counted in the
-// pool on its side of the last backoff mark.
+// PoolRefused is Refused for a refusal, counted in the pool of refusals on its side of the last backoff
+// mark, for the fleet's noise test (the pacer finds the method on the Store; no user calls it).
 func (s *Store) PoolRefused(ctx context.Context, host string, seq uint64) error {
-	if err := s.run(ctx, refusedScript, []string{s.hostKey(host)}, seq, s.ttlMS(), "1").Err(); err != nil {
+	return s.refused(ctx, host, seq, true)
+}
+
+// refused runs refusedScript for the fleet's departure seq to host, counting it in the pool when pool.
+func (s *Store) refused(ctx context.Context, host string, seq uint64, pool bool) error {
+	if err := s.run(ctx, refusedScript, []string{s.hostKey(host)}, seq, s.ttlMS(), encodeBool(pool)).Err(); err != nil {
 		return wrapErr(err, "record the refusal of a departure to host %q", host)
 	}
 	return nil
 }
 
-// PoolBackoff marks a backoff in the pool of refusals (as PoolRefused, for the pacer), in one script run: the fleet's pace on host backed off.
+// PoolBackoff marks, in one script run, a backoff of the fleet's pace on host in the pool of refusals
+// (paced: for a Retry-After), as PoolRefused for the pacer.
 func (s *Store) PoolBackoff(ctx context.Context, host string, paced bool) error {
-	flag := "0"
-	if paced {
-		flag = "1"
-	}
-	if err := s.run(ctx, poolBackoffScript, []string{s.hostKey(host)}, flag, s.ttlMS()).Err(); err != nil {
+	if err := s.run(ctx, poolBackoffScript, []string{s.hostKey(host)}, encodeBool(paced), s.ttlMS()).Err(); err != nil {
 		return wrapErr(err, "mark a backoff of the fleet's pace on host %q", host)
 	}
 	return nil

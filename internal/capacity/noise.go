@@ -251,7 +251,7 @@ func (a *Model) pooledSlowedInVain(p Pool, paced bool) bool {
 		return false
 	}
 	own := a.noise.before.plus(a.noise.after)
-	n := noise{gen: 1, before: p.Before.counts(), after: p.After.counts()}
+	n := p.noise()
 	n.before.shortestClean, n.before.longestRefused = own.shortestClean, own.longestRefused
 	return n.slowedInVain(paced)
 }
@@ -259,6 +259,11 @@ func (a *Model) pooledSlowedInVain(p Pool, paced bool) bool {
 // pooledTwoPaces is twoPaces on the fleet's pooled outcomes (p): a fleet member reads refusals after
 // whole holds (RefusedSpaced) as noise only once the fleet saw refusals at two paces.
 func pooledTwoPaces(p Pool) bool {
-	n := noise{gen: 1, before: p.Before.counts(), after: p.After.counts()}
+	n := p.noise()
 	return p.Mark != 0 && n.twoPaces()
+}
+
+// noise is the fleet's counts as the noise test's two sides of a backoff.
+func (p Pool) noise() noise {
+	return noise{gen: 1, before: p.Before.counts(), after: p.After.counts()}
 }
