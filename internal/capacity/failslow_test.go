@@ -439,3 +439,29 @@ func TestFleetHalfStepConfirmedElsewhereEndsTheClimbHere(t *testing.T) {
 		t.Errorf("the half step 714ms confirmed elsewhere: delay %v after clean responses at it, want a cruise at 714ms", a.delay)
 	}
 }
+
+// A cruise probe refused elsewhere in the fleet, started and refused between two of this member's
+// admissions, leaves the fleet cruising at the same good interval with its refused bound at the creep
+// below it, a hair under the gap an edge refusal had left there. The member takes it as the refusal it
+// is: its next probe waits twice the probe wait from it, as the prober's does, so the fleet probes as
+// one crawler (it probed 31 s after the fleet's refused probe, 4 refused probes in 200 s at 2/s).
+func TestFleetProbeRefusedElsewhereDelaysTheNextProbeHere(t *testing.T) {
+	const floor, ceiling = 10 * ms, time.Minute
+	good := 508597 * time.Microsecond
+	edge := t0.Add(-time.Minute)
+	a := cruising(good, edge)
+	a.bad = good - good/50 + 2*time.Microsecond // the edge's refused gap, just above the creep
+	refused := t0
+	a.Adopt(good, good, a.creep(), refused.UnixNano(), floor, ceiling)
+	at := refused
+	for a.delay == good {
+		at = at.Add(good)
+		a.Succeed(Sample{Gen: a.gen, Credited: good, Spacing: good, Fleet: true, At: at}, floor, ceiling)
+		if at.Sub(refused) > 10*time.Minute {
+			t.Fatal("no cruise probe in 10 minutes")
+		}
+	}
+	if wait := at.Sub(refused); wait < 2*cruiseMinTime {
+		t.Errorf("the next probe %v after a cruise probe refused elsewhere, want at least %v", wait, 2*cruiseMinTime)
+	}
+}

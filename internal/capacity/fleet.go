@@ -81,7 +81,12 @@ func (a *Model) Adopt(delay, good, bad time.Duration, version int64, floor, ceil
 		// refused probe every 35-48 s rather than 60-75).
 		a.holdBound = false
 	}
-	if delay > a.delay || bad > a.bad { // a refusal elsewhere
+	// Cruising at the good interval this member cruises at, with the refused bound moved: a cruise probe
+	// started and refused elsewhere between two of its admissions. Its bound is the creep below good,
+	// which may lie a hair under the gap an edge refusal left (by 2 µs: the member read it as no
+	// refusal, kept its probe wait, and probed 42 s after the fleet's refused probe at the server).
+	recruised := delay == good && good == a.good && a.delay == a.good && a.good > 0
+	if delay > a.delay || bad > a.bad || recruised { // a refusal elsewhere
 		// Cruising again after it (a cruise probe or the edge refused) doubles the probe wait here,
 		// whether or not this member saw the probe start (one that had not probed every 30 s in turn,
 		// each refused: 1.7 refusals a minute).
