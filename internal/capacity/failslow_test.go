@@ -465,3 +465,30 @@ func TestFleetProbeRefusedElsewhereDelaysTheNextProbeHere(t *testing.T) {
 		t.Errorf("the next probe %v after a cruise probe refused elsewhere, want at least %v", wait, 2*cruiseMinTime)
 	}
 }
+
+// A good interval lately confirmed and refused at once (a creep step the host let through by phase or
+// by the network's jitter) finds the host's edge, as a refusal at a good interval long held does: the
+// model goes back to the good before it, and the next cruise probe waits twice the probe wait. It
+// probed 30 s later, and nginx at 2/s saw three refusals in the two minutes after the first; HAProxy's
+// window at 2/s did in a third of the draws.
+func TestYoungGoodRefusedDelaysTheNextProbe(t *testing.T) {
+	const floor, ceiling = 10 * ms, time.Minute
+	good := 510 * ms
+	a := cruising(500*ms, t0.Add(-time.Minute))
+	a.prevGood, a.held = good, 2
+	a.Refuse(Sample{Gen: a.gen, Kind: RefusedRate, Paced: true, Credited: 499 * ms, Spacing: 500 * ms, At: t0}, floor, ceiling)
+	if a.delay != good || a.good != good {
+		t.Fatalf("a good confirmed 2 responses ago, refused: delay %v good %v, want back at %v", a.delay, a.good, good)
+	}
+	at := t0
+	for a.delay == good {
+		at = at.Add(good)
+		a.Succeed(Sample{Gen: a.gen, Credited: good, Spacing: good, At: at}, floor, ceiling)
+		if at.Sub(t0) > 10*time.Minute {
+			t.Fatal("no cruise probe in 10 minutes")
+		}
+	}
+	if wait := at.Sub(t0); wait < 2*cruiseMinTime {
+		t.Errorf("the next probe %v after it, want at least %v", wait, 2*cruiseMinTime)
+	}
+}

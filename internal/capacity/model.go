@@ -49,9 +49,12 @@ const (
 	// followed by the next at once, each step twice the last (up to maxProbeGain), so a capacity that
 	// rose is climbed in a few seconds; each refused probe in a row doubles the wait, up to
 	// cruiseMaxTime (or what a long Retry-After hold demands: see spaceProbes), and so does a refusal
-	// at the edge (no capacity beyond it), so a host whose capacity holds sees at most about one refusal
-	// a minute once learnt. A climbing probe (after an accepted one) is confirmed by as many responses
-	// as its step needs (confirmNeed). Gains in percent.
+	// at the edge or at a good interval lately confirmed (no capacity beyond it), so a host whose
+	// capacity holds sees at most about one refusal a minute once learnt. A refused bisection or creep
+	// step does not: the first probe comes one probe wait after learning, and finds a capacity that
+	// rose within it (issue 26's step from 2/s to 4/s at 90 s was found at 163 s when it waited
+	// twice). A climbing probe (after an accepted one) is confirmed by as many responses as its step
+	// needs (confirmNeed). Gains in percent.
 	cruiseBeforeProbe = 30
 	cruiseMinTime     = 30 * time.Second
 	cruiseMaxTime     = 75 * time.Second
@@ -348,7 +351,7 @@ func (a *Model) becomeNoisy(floor, ceiling time.Duration) {
 //     cruise probe refused leaves the bounds close (no bisection) and doubles the wait before the next;
 //     a climbing one (more than twice probeGain) is followed at once by one half as far;
 //   - good lately confirmed (fewer than 4 confirmation runs: a burst, or lucky jitter, let it
-//     through): the good before it;
+//     through): the good before it, and the wait before the next probe doubled;
 //   - the good interval, refused after dropRun clean responses at it: one edgeStep slower;
 //   - refused at good within dropRun clean responses of its confirmation or of the last refusal
 //     (the host accepts measurably less: its capacity dropped): rateBackoff × the refused interval,
@@ -380,6 +383,7 @@ func (a *Model) learnRefusal(s Sample, floor time.Duration, bursty bool) (next t
 	if a.good > 0 && interval == a.good && a.prevGood > a.good && int(a.held) < 4*a.confirmRun() {
 		a.bad, a.good, a.prevGood = min(refused, a.prevGood), a.prevGood, 0
 		a.confirm = uint8(min(2*a.confirmRun(), maxConfirmRun))
+		a.missed() // the edge lies between the two goods: as at the edge, below
 		return a.good, false
 	}
 	if a.good > 0 && interval >= a.good && a.held >= dropRun {
