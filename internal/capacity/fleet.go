@@ -89,7 +89,9 @@ func (a *Model) Adopt(delay, good, bad time.Duration, version int64, floor, ceil
 	if delay > a.delay || bad > a.bad || recruised { // a refusal elsewhere
 		// Cruising again after it (a cruise probe or the edge refused) doubles the probe wait here,
 		// whether or not this member saw the probe start (one that had not probed every 30 s in turn,
-		// each refused: 1.7 refusals a minute).
+		// each refused: 1.7 refusals a minute). A creep step refused elsewhere doubles it here too, not
+		// in the member that met it (see learnRefusal): that member probes next, one wait on, and
+		// the others only err slow.
 		a.refusedElsewhere(version, delay == good && good >= a.good && a.good > 0)
 		if a.probing && a.gain > 2*probeGain {
 			// The refused probe was a climbing one, this member's as much as its prober's: the next
