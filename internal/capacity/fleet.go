@@ -63,11 +63,15 @@ func (a *Model) Adopt(delay, good, bad time.Duration, version int64, floor, ceil
 	a.version = version
 	halfOf := a.halfOf // a climbing probe refused elsewhere, adopted before this: is this its half step?
 	a.halfOf = 0
+	// The fleet's model moved and came back to cruising at the good interval this member cruises at: a
+	// cruise probe started and was refused elsewhere between two of its admissions (a member that kept
+	// its own wait probed 26-46 s after the fleet's refused probe). The refused bound may have come back
+	// as it was (at the creep already) or moved: the creep below good may lie a hair under the gap an
+	// edge refusal left (by 2 µs: the member read no refusal and probed 42 s after the fleet's at the
+	// server).
+	recruised := delay == good && good == a.good && a.delay == a.good && a.good > 0
 	if (Bounds{delay, good, bad}) == a.Bounds() {
-		if delay == good && a.good > 0 {
-			// The fleet's model moved and came back to this member's, cruising: a cruise probe started
-			// and was refused elsewhere between two of its admissions (with the bound at its creep
-			// already); a member that kept its own wait probed 26-46 s after the fleet's refused probe.
+		if recruised {
 			a.refusedElsewhere(version, true)
 		}
 		return
@@ -81,11 +85,6 @@ func (a *Model) Adopt(delay, good, bad time.Duration, version int64, floor, ceil
 		// refused probe every 35-48 s rather than 60-75).
 		a.holdBound = false
 	}
-	// Cruising at the good interval this member cruises at, with the refused bound moved: a cruise probe
-	// started and refused elsewhere between two of its admissions. Its bound is the creep below good,
-	// which may lie a hair under the gap an edge refusal left (by 2 µs: the member read it as no
-	// refusal, kept its probe wait, and probed 42 s after the fleet's refused probe at the server).
-	recruised := delay == good && good == a.good && a.delay == a.good && a.good > 0
 	if delay > a.delay || bad > a.bad || recruised { // a refusal elsewhere
 		// Cruising again after it (a cruise probe or the edge refused) doubles the probe wait here,
 		// whether or not this member saw the probe start (one that had not probed every 30 s in turn,
