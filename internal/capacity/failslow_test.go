@@ -492,3 +492,60 @@ func TestYoungGoodRefusedDelaysTheNextProbe(t *testing.T) {
 		t.Errorf("the next probe %v after it, want at least %v", wait, 2*cruiseMinTime)
 	}
 }
+
+// A refused cruise probe followed by a refusal at the edge is two misses in seconds: the next probe
+// waits until the first lies missSpan behind, not one probe wait after the second, so a host whose
+// edge is noisy sees at most about one refusal a minute (real nginx at 2/s: a probe refused, the edge
+// 4 s later, the next probe 75 s on, three refusals in 80 s).
+func TestProbeAndEdgeRefusedTogetherSpaceTheNextProbe(t *testing.T) {
+	const floor, ceiling = 10 * ms, time.Minute
+	good := 500 * ms
+	a := cruising(good, t0.Add(-2*time.Minute))
+	at := t0
+	for a.delay == good { // cruise to the first probe
+		at = at.Add(good)
+		a.Succeed(Sample{Gen: a.gen, Credited: good, Spacing: good, At: at}, floor, ceiling)
+	}
+	probe := a.delay
+	at = at.Add(probe)
+	refusedProbe := at
+	a.Refuse(Sample{Gen: a.gen, Kind: RefusedRate, Paced: true, Credited: probe, Spacing: probe, At: at}, floor, ceiling)
+	if a.delay != good {
+		t.Fatalf("a refused cruise probe: delay %v, want back at good %v", a.delay, good)
+	}
+	for range 8 { // 4 s at good, then the edge refuses it
+		at = at.Add(good)
+		a.Succeed(Sample{Gen: a.gen, Credited: good, Spacing: good, At: at}, floor, ceiling)
+	}
+	at = at.Add(good)
+	a.Refuse(Sample{Gen: a.gen, Kind: RefusedRate, Paced: true, Credited: good, Spacing: good, At: at}, floor, ceiling)
+	edge := a.delay
+	if a.good != edge || edge <= good {
+		t.Fatalf("refused at the good interval long held: delay %v good %v, want one edge step slower", edge, a.good)
+	}
+	for a.delay == edge {
+		at = at.Add(edge)
+		a.Succeed(Sample{Gen: a.gen, Credited: edge, Spacing: edge, At: at}, floor, ceiling)
+		if at.Sub(t0) > 10*time.Minute {
+			t.Fatal("no cruise probe in 10 minutes")
+		}
+	}
+	if wait, want := at.Sub(refusedProbe), 2*time.Minute; wait < want { // two refusals in a minute, then none for one
+		t.Errorf("the next probe %v after a refused probe and an edge refusal, want at least %v", wait, want)
+	}
+}
+
+// A drop (refused again at the good interval soon after the edge) bounds the host's interval by the gap
+// it refused, its jitter included, not by the delay under it: the way back from the backoff creeps
+// down to that bound, never under it (a fleet on HAProxy's window at 0.5/s crept 40 ms under a gap
+// refused 4 s before, and was refused twice more in a minute).
+func TestDropBoundsByTheGapRefused(t *testing.T) {
+	const floor, ceiling = 100 * ms, time.Minute
+	a := New(floor)
+	a.good, a.bad, a.held = 250*ms, 245*ms, dropRun/2 // refused at the edge lately
+	a.set(250*ms, floor, ceiling)
+	a.Refuse(Sample{Gen: a.gen, Kind: RefusedRate, Jitter: 10 * ms, Credited: 260 * ms, Spacing: 260 * ms, At: t0}, floor, ceiling)
+	if a.good != 0 || a.bad != 260*ms {
+		t.Errorf("refused at good 250ms + 10ms of jitter within %d clean responses: good %v bad %v, want unknown and 260ms (the gap refused)", dropRun, a.good, a.bad)
+	}
+}

@@ -58,14 +58,23 @@ const (
 	cruiseBeforeProbe = 30
 	cruiseMinTime     = 30 * time.Second
 	cruiseMaxTime     = 75 * time.Second
+	// missSpan: no cruise probe leaves while the last two misses (refused probes, refusals at the edge
+	// or at a good lately confirmed) lie within missSpan before it, so a probe and an edge refusal that
+	// follows it cost one probe wait more: at most about one refusal a minute where the edge is noisy
+	// (real nginx at 2/s: a probe refused, the edge 4 s later, the next probe 75 s on, three refusals
+	// in 80 s). A host whose edge is clean keeps the doubling waits above.
+	missSpan = 2 * time.Minute
 	// probeCostShare is the share of the crawl's time that refused probes may cost (see spaceProbes).
 	probeCostShare = 0.05
 	probeGain      = 8
 	maxProbeGain   = 50
-	// edgeStep is how much slower, in percent, a refusal at the good interval moves it: the model
-	// cruises at the edge of what the host accepts, where a fraction of a millisecond of timing noise
-	// decides (nginx keeps its rate per millisecond). That refusal says "at the edge", not "capacity
-	// dropped": one small step clears the noise, where a doubling would halve the crawl.
+	// edgeStep: a refusal at the good interval moves it this many percent beyond the gap refused. The
+	// model cruises at the edge of what the host accepts, where a fraction of a millisecond of timing
+	// noise decides (nginx keeps its rate per millisecond). That refusal says "at the edge", not
+	// "capacity dropped": one small step clears the noise, where a doubling would halve the crawl. The
+	// step starts from the gap refused, its jitter included, not from good: HAProxy's window lets a
+	// pace a few percent too fast through by phase, and steps from under the gap it refused cost three
+	// refusals a minute.
 	edgeStep = 2
 	// dropRun: a refusal at the good interval within this many clean responses of its confirmation or
 	// of the last refusal there shows that the host accepts measurably less than it did (its capacity
@@ -119,6 +128,7 @@ type Model struct {
 	upper    time.Duration // while nothing good is known: the shortest interval accepted since the last refusal (0: none)
 	version  int64         // orders the model's changes across a fleet (unix nanoseconds of the last one)
 	refused  int64         // unix nanoseconds of the last refusal
+	missedAt [2]int64      // unix nanoseconds of the last two misses (see missed), the latest first
 	undoGood time.Duration // restored when a second unclear refusal proves an outage
 	undoBad  time.Duration
 	lat      latencyWindow
@@ -352,9 +362,10 @@ func (a *Model) becomeNoisy(floor, ceiling time.Duration) {
 //     a climbing one (more than twice probeGain) is followed at once by one half as far;
 //   - good lately confirmed (fewer than 4 confirmation runs: a burst, or lucky jitter, let it
 //     through): the good before it, and the wait before the next probe doubled;
-//   - the good interval, refused after dropRun clean responses at it: one edgeStep slower;
+//   - the good interval, refused after dropRun clean responses at it: one edgeStep beyond the gap refused;
 //   - refused at good within dropRun clean responses of its confirmation or of the last refusal
-//     (the host accepts measurably less: its capacity dropped): rateBackoff × the refused interval,
+//     (the host accepts measurably less: its capacity dropped): the gap refused is the refused bound,
+//     and the delay rateBackoff × the refused interval,
 //     or on a host known to be bursty the interval it sustained since its last refusal (drain) when
 //     that lies between them;
 //   - nothing known: see learnFromBelow.
@@ -387,7 +398,8 @@ func (a *Model) learnRefusal(s Sample, floor time.Duration, bursty bool) (next t
 		return a.good, false
 	}
 	if a.good > 0 && interval >= a.good && a.held >= dropRun {
-		a.good = duration.Add(max(a.good, interval), max(a.good, interval)*edgeStep/100)
+		edge := max(a.good, interval, s.bound(a.delay)) // the gap refused, jitter included
+		a.good = duration.Add(edge, edge*edgeStep/100)
 		a.bad = max(min(refused, a.good), a.creep()) // the edge is known: no creep back to it
 		a.held = 0
 		a.missed() // no capacity beyond the edge: wait longer before the next probe
@@ -410,7 +422,8 @@ func (a *Model) learnRefusal(s Sample, floor time.Duration, bursty bool) (next t
 		return next, true
 	}
 	a.upper = a.good // accepted until now: a refusal at it again is not explained by speed
-	a.good, a.bad, a.prevGood = 0, interval, 0
+	// The gap refused, jitter included, bounds the way back: it stops above it.
+	a.good, a.bad, a.prevGood = 0, max(interval, s.bound(a.delay)), 0
 	next = duration.Mul(max(interval, floor, minBackoff), rateBackoff)
 	if est := a.drain.sustained(now); bursty && est > interval && est < next {
 		next = est
@@ -554,7 +567,8 @@ const maxHoldWait = 4 * time.Hour
 // probe in a row, up to cruiseMaxTime), or what the last Retry-After hold demands, if longer.
 func (a *Model) cruised(now time.Time) bool {
 	wait := max(min(cruiseMinTime<<min(a.misses, maxMisses), cruiseMaxTime), time.Duration(a.holdWait)*time.Second)
-	return int(a.clean) >= cruiseBeforeProbe<<min(a.misses, 2) && time.Duration(now.UnixNano()-a.refused) >= wait
+	return int(a.clean) >= cruiseBeforeProbe<<min(a.misses, 2) && time.Duration(now.UnixNano()-a.refused) >= wait &&
+		time.Duration(now.UnixNano()-a.missedAt[1]) >= missSpan
 }
 
 // probingFaster reports whether the delay tests an interval below the good one (a probe or a
@@ -569,8 +583,14 @@ func (a *Model) ProbingFaster() bool {
 // cruiseMaxTime caps long before.
 const maxMisses = 8
 
-// missed counts a refused probe in a row, or a refusal at the edge: the next probe waits twice as long.
-func (a *Model) missed() { a.misses = min(a.misses+1, maxMisses) }
+// missed counts a refused probe in a row, or a refusal at the edge, at the last refusal's instant:
+// the next probe waits twice as long, and until the miss before it lies missSpan behind.
+func (a *Model) missed() {
+	a.misses = min(a.misses+1, maxMisses)
+	if a.refused != a.missedAt[0] {
+		a.missedAt = [2]int64{a.refused, a.missedAt[0]}
+	}
+}
 
 // creep is the next step of the creep towards the refused bound: creepStep below good.
 func (a *Model) creep() time.Duration {
