@@ -68,13 +68,14 @@ const (
 	probeCostShare = 0.05
 	probeGain      = 8
 	maxProbeGain   = 50
-	// edgeStep: a refusal at the good interval moves it this many percent beyond the gap refused. The
-	// model cruises at the edge of what the host accepts, where a fraction of a millisecond of timing
-	// noise decides (nginx keeps its rate per millisecond). That refusal says "at the edge", not
-	// "capacity dropped": one small step clears the noise, where a doubling would halve the crawl. The
-	// step starts from the gap refused, its jitter included, not from good: HAProxy's window lets a
-	// pace a few percent too fast through by phase, and steps from under the gap it refused cost three
-	// refusals a minute.
+	// edgeStep: a refusal at the good interval moves it this many percent beyond the gap the refused
+	// departure asked for. The model cruises at the edge of what the host accepts, where a fraction of
+	// a millisecond of timing noise decides (nginx keeps its rate per millisecond). That refusal says
+	// "at the edge", not "capacity dropped": one small step clears the noise, where a doubling would
+	// halve the crawl. The step starts from the gap asked for, its jitter included, not from good:
+	// HAProxy's window lets a pace a few percent too fast through by phase, and steps from under the
+	// gap it refused cost three refusals a minute. Not from the gap measured, which carries the
+	// crawler's own lateness (nginx at 4/s: 7 ms, and good went 5.6% over the limit, not 2.8%).
 	edgeStep = 2
 	// dropRun: a refusal at the good interval within this many clean responses of its confirmation or
 	// of the last refusal there shows that the host accepts measurably less than it did (its capacity
@@ -362,9 +363,10 @@ func (a *Model) becomeNoisy(floor, ceiling time.Duration) {
 //     a climbing one (more than twice probeGain) is followed at once by one half as far;
 //   - good lately confirmed (fewer than 4 confirmation runs: a burst, or lucky jitter, let it
 //     through): the good before it, and the wait before the next probe doubled;
-//   - the good interval, refused after dropRun clean responses at it: one edgeStep beyond the gap refused;
+//   - the good interval, refused after dropRun clean responses at it: one edgeStep beyond the gap it
+//     asked for (the interval and its jitter);
 //   - refused at good within dropRun clean responses of its confirmation or of the last refusal
-//     (the host accepts measurably less: its capacity dropped): the gap refused is the refused bound,
+//     (the host accepts measurably less: its capacity dropped): the gap asked for is the refused bound,
 //     and the delay rateBackoff × the refused interval,
 //     or on a host known to be bursty the interval it sustained since its last refusal (drain) when
 //     that lies between them;
@@ -398,7 +400,7 @@ func (a *Model) learnRefusal(s Sample, floor time.Duration, bursty bool) (next t
 		return a.good, false
 	}
 	if a.good > 0 && interval >= a.good && a.held >= dropRun {
-		edge := max(a.good, interval, s.bound(a.delay)) // the gap refused, jitter included
+		edge := max(a.good, interval+s.Jitter) // the gap asked for, jitter included
 		a.good = duration.Add(edge, edge*edgeStep/100)
 		a.bad = max(min(refused, a.good), a.creep()) // the edge is known: no creep back to it
 		a.held = 0
@@ -422,8 +424,8 @@ func (a *Model) learnRefusal(s Sample, floor time.Duration, bursty bool) (next t
 		return next, true
 	}
 	a.upper = a.good // accepted until now: a refusal at it again is not explained by speed
-	// The gap refused, jitter included, bounds the way back: it stops above it.
-	a.good, a.bad, a.prevGood = 0, max(interval, s.bound(a.delay)), 0
+	// The gap asked for, jitter included, bounds the way back: it stops above it.
+	a.good, a.bad, a.prevGood = 0, interval+s.Jitter, 0
 	next = duration.Mul(max(interval, floor, minBackoff), rateBackoff)
 	if est := a.drain.sustained(now); bursty && est > interval && est < next {
 		next = est

@@ -186,16 +186,20 @@ func TestYoungGoodRefusedGoesBack(t *testing.T) {
 }
 
 // A refusal at the known-good interval is the edge of what the host accepts (timing noise decides
-// there): it costs one edgeStep beyond the gap refused (its jitter included: HAProxy's window let a
-// pace 5% too fast through by phase, and steps from the good interval under the gap it refused cost
-// three refusals a minute), not a doubling, and the good interval stays known.
+// there): it costs one edgeStep beyond the gap the departure asked for (its jitter included: HAProxy's
+// window let a pace 5% too fast through by phase, and steps from the good interval under the gap it
+// refused cost three refusals a minute), not a doubling, and the good interval stays known. The gap
+// measured is not the host's: it carries the crawler's own lateness.
 func TestRefusalAtGoodCostsOneStep(t *testing.T) {
 	a := New(100 * ms)
 	a.good, a.bad, a.held = 250*ms, 200*ms, dropRun // held at good a while
 	a.set(250*ms, 100*ms, time.Minute)
-	a.Refuse(Sample{Gen: a.gen, Kind: RefusedRate, Jitter: 3 * ms, At: t0}, 100*ms, time.Minute)
-	if want := 253*ms + 253*ms*edgeStep/100; a.delay != want || a.good != a.delay || a.bad != 253*ms {
-		t.Errorf("refused at the good 250ms + 3ms of jitter: delay %v, good %v, bad %v; want %v (2%% beyond the gap refused), the same, 253ms (the gap refused)", a.delay, a.good, a.bad, want)
+	a.Refuse(Sample{Gen: a.gen, Kind: RefusedRate, Jitter: 3 * ms, Credited: 260 * ms, At: t0}, 100*ms, time.Minute)
+	if want := 253*ms + 253*ms*edgeStep/100; a.delay != want || a.good != a.delay {
+		t.Errorf("refused at the good 250ms + 3ms of jitter, sent 7ms late: delay %v, good %v; want %v (2%% beyond the gap asked for)", a.delay, a.good, want)
+	}
+	if a.bad < 253*ms {
+		t.Errorf("refused at the good 250ms + 3ms of jitter: bad %v, want at least 253ms (no creep back under the gap refused)", a.bad)
 	}
 }
 
