@@ -400,8 +400,8 @@ func (a *Model) learnRefusal(s Sample, floor time.Duration, bursty bool) (next t
 		return a.good, false
 	}
 	if a.good > 0 && interval >= a.good && a.held >= dropRun {
-		edge := max(a.good, interval+s.Jitter) // the gap asked for, jitter included
-		a.good = duration.Add(edge, edge*edgeStep/100)
+		asked := interval + s.Jitter // the gap asked for (interval is at least good here)
+		a.good = duration.Add(asked, asked*edgeStep/100)
 		a.bad = max(min(refused, a.good), a.creep()) // the edge is known: no creep back to it
 		a.held = 0
 		a.missed() // no capacity beyond the edge: wait longer before the next probe
@@ -566,7 +566,8 @@ const maxHoldWait = 4 * time.Hour
 // cruised reports whether the model has cruised at good long enough to probe: cruiseBeforeProbe
 // clean responses (doubled by each refused probe in a row, twice at most: a slow host, whose probe wait
 // is in responses rather than seconds, sees at most a refused probe per 120 of its responses), and the probe wait since the last refusal (cruiseMinTime, doubled by each refused
-// probe in a row, up to cruiseMaxTime), or what the last Retry-After hold demands, if longer.
+// probe in a row, up to cruiseMaxTime), or what the last Retry-After hold demands, if longer; and the
+// miss before the last at least missSpan behind.
 func (a *Model) cruised(now time.Time) bool {
 	wait := max(min(cruiseMinTime<<min(a.misses, maxMisses), cruiseMaxTime), time.Duration(a.holdWait)*time.Second)
 	return int(a.clean) >= cruiseBeforeProbe<<min(a.misses, 2) && time.Duration(now.UnixNano()-a.refused) >= wait &&
