@@ -216,6 +216,22 @@ func cruising(good time.Duration, refused time.Time) Model {
 	return Model{delay: good, good: good, bad: good - good/64, gain: probeGain, held: dropRun, refused: refused.UnixNano()}
 }
 
+// cruiseToProbe feeds the model a clean response every delay from s.At on, each spaced and credited
+// by it (the rest of s as given), until the delay moves (the next probe), and returns that instant.
+func cruiseToProbe(t *testing.T, a *Model, s Sample, floor, ceiling time.Duration) time.Time {
+	t.Helper()
+	iv, from := a.delay, s.At
+	for a.delay == iv {
+		if s.At.Sub(from) > 10*time.Minute {
+			t.Fatal("no cruise probe in 10 minutes")
+		}
+		s.At = s.At.Add(iv)
+		s.Gen, s.Credited, s.Spacing = a.gen, iv, iv
+		a.Succeed(s, floor, ceiling)
+	}
+	return s.At
+}
+
 // A cruise probe a share g faster than the good interval is confirmed by about 1.5/g clean responses,
 // not confirmRun: HAProxy's window, which counts every request in periods, lets a pace 8% too fast
 // through for about 12 requests by phase before it refuses one, and a probe confirmed by 3 made the
@@ -223,14 +239,7 @@ func cruising(good time.Duration, refused time.Time) Model {
 func TestCruiseProbeNeedsAsManyResponsesAsItsStep(t *testing.T) {
 	const floor = 50 * ms
 	a := cruising(time.Second, t0)
-	at := t0
-	for a.delay == time.Second {
-		at = at.Add(time.Second)
-		a.Succeed(Sample{Gen: a.gen, Credited: time.Second, Spacing: time.Second, At: at}, floor, time.Minute)
-		if at.Sub(t0) > 10*time.Minute {
-			t.Fatal("no cruise probe in 10 minutes")
-		}
-	}
+	at := cruiseToProbe(t, &a, Sample{At: t0}, floor, time.Minute)
 	probe := a.delay
 	g := float64(time.Second-probe) / float64(time.Second)
 	need := int(math.Ceil(stepConfirm / g))
@@ -259,14 +268,7 @@ func TestEdgeRefusalDelaysTheNextProbe(t *testing.T) {
 	if a.good != edge || edge <= 500*ms {
 		t.Fatalf("refused at the good interval long held: delay %v good %v, want one edge step slower", edge, a.good)
 	}
-	at := t0
-	for a.delay == edge {
-		at = at.Add(edge)
-		a.Succeed(Sample{Gen: a.gen, Credited: edge, Spacing: edge, At: at}, floor, time.Minute)
-		if at.Sub(t0) > 10*time.Minute {
-			t.Fatal("no cruise probe in 10 minutes")
-		}
-	}
+	at := cruiseToProbe(t, &a, Sample{At: t0}, floor, time.Minute)
 	if wait := at.Sub(t0); wait < 2*cruiseMinTime {
 		t.Errorf("the next probe %v after an edge refusal, want at least %v", wait, 2*cruiseMinTime)
 	}
@@ -453,14 +455,7 @@ func TestFleetProbeRefusedElsewhereDelaysTheNextProbeHere(t *testing.T) {
 	a.bad = good - good/50 + 2*time.Microsecond // the edge's refused gap, just above the creep
 	refused := t0
 	a.Adopt(good, good, a.creep(), refused.UnixNano(), floor, ceiling)
-	at := refused
-	for a.delay == good {
-		at = at.Add(good)
-		a.Succeed(Sample{Gen: a.gen, Credited: good, Spacing: good, Fleet: true, At: at}, floor, ceiling)
-		if at.Sub(refused) > 10*time.Minute {
-			t.Fatal("no cruise probe in 10 minutes")
-		}
-	}
+	at := cruiseToProbe(t, &a, Sample{Fleet: true, At: refused}, floor, ceiling)
 	if wait := at.Sub(refused); wait < 2*cruiseMinTime {
 		t.Errorf("the next probe %v after a cruise probe refused elsewhere, want at least %v", wait, 2*cruiseMinTime)
 	}
@@ -480,14 +475,7 @@ func TestYoungGoodRefusedDelaysTheNextProbe(t *testing.T) {
 	if a.delay != good || a.good != good {
 		t.Fatalf("a good confirmed 2 responses ago, refused: delay %v good %v, want back at %v", a.delay, a.good, good)
 	}
-	at := t0
-	for a.delay == good {
-		at = at.Add(good)
-		a.Succeed(Sample{Gen: a.gen, Credited: good, Spacing: good, At: at}, floor, ceiling)
-		if at.Sub(t0) > 10*time.Minute {
-			t.Fatal("no cruise probe in 10 minutes")
-		}
-	}
+	at := cruiseToProbe(t, &a, Sample{At: t0}, floor, ceiling)
 	if wait := at.Sub(t0); wait < 2*cruiseMinTime {
 		t.Errorf("the next probe %v after it, want at least %v", wait, 2*cruiseMinTime)
 	}
@@ -501,11 +489,7 @@ func TestProbeAndEdgeRefusedTogetherSpaceTheNextProbe(t *testing.T) {
 	const floor, ceiling = 10 * ms, time.Minute
 	good := 500 * ms
 	a := cruising(good, t0.Add(-2*time.Minute))
-	at := t0
-	for a.delay == good { // cruise to the first probe
-		at = at.Add(good)
-		a.Succeed(Sample{Gen: a.gen, Credited: good, Spacing: good, At: at}, floor, ceiling)
-	}
+	at := cruiseToProbe(t, &a, Sample{At: t0}, floor, ceiling) // cruise to the first probe
 	probe := a.delay
 	at = at.Add(probe)
 	refusedProbe := at
@@ -523,13 +507,7 @@ func TestProbeAndEdgeRefusedTogetherSpaceTheNextProbe(t *testing.T) {
 	if a.good != edge || edge <= good {
 		t.Fatalf("refused at the good interval long held: delay %v good %v, want one edge step slower", edge, a.good)
 	}
-	for a.delay == edge {
-		at = at.Add(edge)
-		a.Succeed(Sample{Gen: a.gen, Credited: edge, Spacing: edge, At: at}, floor, ceiling)
-		if at.Sub(t0) > 10*time.Minute {
-			t.Fatal("no cruise probe in 10 minutes")
-		}
-	}
+	at = cruiseToProbe(t, &a, Sample{At: at}, floor, ceiling)
 	if wait, want := at.Sub(refusedProbe), 2*time.Minute; wait < want { // two refusals in a minute, then none for one
 		t.Errorf("the next probe %v after a refused probe and an edge refusal, want at least %v", wait, want)
 	}
