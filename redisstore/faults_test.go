@@ -181,6 +181,15 @@ func (r *fleetRun) start(w int) *exec.Cmd {
 	return cmd
 }
 
+// waitArrivals waits until the host logged n arrivals, within limit.
+func (r *fleetRun) waitArrivals(n int, limit time.Duration) {
+	for deadline := time.Now().Add(limit); len(r.site.log()) < n; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			r.t.Fatalf("fewer than %d arrivals within %v", n, limit)
+		}
+	}
+}
+
 // wait waits for every worker started, within limit.
 func (r *fleetRun) wait(limit time.Duration) {
 	deadline := time.Now().Add(limit)
@@ -405,15 +414,17 @@ func TestFleetFaultMemberKilled(t *testing.T) {
 // store until their wire instant, so no other member's request reaches the host within an interval
 // of one of its own.
 func TestFleetFaultSlowDial(t *testing.T) {
-	r := newFleetRun(t, 3, 8, 200*time.Millisecond)
+	r := newFleetRun(t, 3, 12, 200*time.Millisecond)
 	r.specs[0].DialDelay = 300 * time.Millisecond
-	// The slow member sends 3 pages, the others 8: they are still waiting their turn whenever the slow
-	// member departs, so some of them find its departure on its way to the wire. With as many pages as
-	// the others, its departures could all come last, with nobody left to wait.
+	// The slow member sends 3 pages, the others 12, and it starts once they reach the host: they are
+	// still waiting their turn whenever it departs (about 4 s of pages left), so some of them find its
+	// departure on its way to the wire. Started with them, it could finish before they asked (their
+	// processes start late on a loaded machine), with nobody left to wait.
 	r.specs[0].URLs = r.specs[0].URLs[:3]
-	for w := range r.specs {
-		r.start(w)
-	}
+	r.start(1)
+	r.start(2)
+	r.waitArrivals(2, 30*time.Second)
+	r.start(0)
 	r.wait(60 * time.Second)
 	r.check()
 	t.Logf("wire waits: %d", r.trailCount(audit.EventFleetWireWait))
