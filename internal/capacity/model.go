@@ -400,7 +400,7 @@ func (a *Model) learnRefusal(s Sample, floor time.Duration, bursty bool) (next t
 		return a.good, false
 	}
 	if a.good > 0 && interval >= a.good && a.held >= dropRun {
-		asked := interval + s.Jitter // the gap asked for (interval is at least good here)
+		asked := s.asked(interval) // interval is at least good here
 		a.good = duration.Add(asked, asked*edgeStep/100)
 		a.bad = max(min(refused, a.good), a.creep()) // the edge is known: no creep back to it
 		a.held = 0
@@ -425,7 +425,7 @@ func (a *Model) learnRefusal(s Sample, floor time.Duration, bursty bool) (next t
 	}
 	a.upper = a.good // accepted until now: a refusal at it again is not explained by speed
 	// The gap asked for, jitter included, bounds the way back: it stops above it.
-	a.good, a.bad, a.prevGood = 0, interval+s.Jitter, 0
+	a.good, a.bad, a.prevGood = 0, s.asked(interval), 0
 	next = duration.Mul(max(interval, floor, minBackoff), rateBackoff)
 	if est := a.drain.sustained(now); bursty && est > interval && est < next {
 		next = est

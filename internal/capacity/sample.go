@@ -47,10 +47,16 @@ type Sample struct {
 	Pool Pool
 }
 
+// asked is the gap the departure asked for: the delay it was paced by and its jitter. What was
+// measured may be longer by the crawler's own lateness, which is not the host's.
+func (s Sample) asked(delay time.Duration) time.Duration {
+	return delay + s.Jitter
+}
+
 // gap is the interval the host refused, on the longer reading (the bound it sets is then slower):
 // since the last accepted departure when known, the departure's own spacing otherwise.
 func (s Sample) gap(delay time.Duration) time.Duration {
-	return max(delay+s.Jitter, s.Credited)
+	return max(s.asked(delay), s.Credited)
 }
 
 // bound is the gap a refusal bounds the host's interval by: the longer reading (gap), unless that is
@@ -60,7 +66,7 @@ func (s Sample) gap(delay time.Duration) time.Duration {
 // one said nothing of the gap since an accepted one).
 func (s Sample) bound(delay time.Duration) time.Duration {
 	if s.CreditLower {
-		return max(delay+s.Jitter, s.Spacing)
+		return max(s.asked(delay), s.Spacing)
 	}
 	return s.gap(delay)
 }
@@ -77,7 +83,7 @@ func (s Sample) exactCredit() time.Duration {
 // limiter counted since its last accepted request, and a refusal (or a hold) came in between. It then
 // confirms nothing about the delay under test (creditSlack for the network's and the clock's noise).
 func (s Sample) provesOnlyLonger(delay time.Duration) bool {
-	tested := delay + s.Jitter
+	tested := s.asked(delay)
 	return s.Credited > 0 && s.Credited > tested+tested/creditSlack+2*time.Millisecond
 }
 
