@@ -184,6 +184,16 @@ func (p *Pacer) waitInLine(ctx context.Context, h *host, start time.Time, traced
 			}
 			if !ok {
 				at = now.Add(wait)
+				if !pending {
+					// Another member departed first: this request draws its jitter again, as that
+					// member's next request does, so that no member keeps a high draw and loses slot
+					// after slot to the others.
+					w.r = p.cfg.random()
+					h.mu.Lock()
+					_, fresh := h.earliestLocked(now, p.cfg.jitter, w.r)
+					h.mu.Unlock()
+					at = at.Add(fresh.Jitter - res.Jitter)
+				}
 			} else {
 				if !wireWaitSince.IsZero() {
 					p.auditWireWait(h, now.Sub(wireWaitSince), now)

@@ -481,6 +481,20 @@ func TestYoungGoodRefusedDelaysTheNextProbe(t *testing.T) {
 	}
 }
 
+// A good interval lately confirmed and refused after its jitter lengthened the gap past the good before
+// it goes back no faster than one edge step beyond the gap refused: back at the good before it, the
+// model would cruise under a gap the host had just refused (a fleet on HAProxy's window at 0.5/s went
+// back to 1839 ms after a refusal at 1865 ms, and was refused twice more in 40 s).
+func TestYoungGoodRefusedNeverGoesBackUnderTheGapRefused(t *testing.T) {
+	const floor, ceiling = 10 * ms, time.Minute
+	a := cruising(1802*ms, t0.Add(-time.Minute))
+	a.prevGood, a.held = 1839*ms, 2
+	a.Refuse(Sample{Gen: a.gen, Kind: RefusedRate, Paced: true, Jitter: 63 * ms, Credited: 1865 * ms, Spacing: 1865 * ms, At: t0}, floor, ceiling)
+	if want := 1865*ms + 1865*ms*edgeStep/100; a.good != want || a.delay != want {
+		t.Errorf("refused at 1802 ms + 63 ms of jitter, the good before it 1839 ms: delay %v good %v, want %v (an edge step beyond the gap refused)", a.delay, a.good, want)
+	}
+}
+
 // A refused cruise probe followed by a refusal at the edge is two misses in seconds: the next probe
 // waits until the first lies missSpan behind, not one probe wait after the second, so a host whose
 // edge is noisy sees at most about one refusal a minute (real nginx at 2/s: a probe refused, the edge

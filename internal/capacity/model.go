@@ -394,7 +394,10 @@ func (a *Model) learnRefusal(s Sample, floor time.Duration, bursty bool) (next t
 		return a.good, false
 	}
 	if a.good > 0 && interval == a.good && a.prevGood > a.good && int(a.held) < 4*a.confirmRun() {
-		a.bad, a.good, a.prevGood = min(refused, a.prevGood), a.prevGood, 0
+		// Back to the good before it, but never to a gap at or under the one just refused (its jitter
+		// lengthened it past prevGood): one edge step beyond it then.
+		asked := s.asked(interval)
+		a.bad, a.good, a.prevGood = min(refused, a.prevGood), max(a.prevGood, duration.Add(asked, asked*edgeStep/100)), 0
 		a.confirm = uint8(min(2*a.confirmRun(), maxConfirmRun))
 		a.missed() // the edge lies between the two goods: as at the edge, below
 		return a.good, false
