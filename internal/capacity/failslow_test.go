@@ -491,7 +491,16 @@ func TestYoungGoodRefusedNeverGoesBackUnderTheGapRefused(t *testing.T) {
 	a.prevGood, a.held = 1839*ms, 2
 	a.Refuse(Sample{Gen: a.gen, Kind: RefusedRate, Paced: true, Jitter: 63 * ms, Credited: 1865 * ms, Spacing: 1865 * ms, At: t0}, floor, ceiling)
 	if want := 1865*ms + 1865*ms*edgeStep/100; a.good != want || a.delay != want {
-		t.Errorf("refused at 1802 ms + 63 ms of jitter, the good before it 1839 ms: delay %v good %v, want %v (an edge step beyond the gap refused)", a.delay, a.good, want)
+		t.Fatalf("refused at 1802 ms + 63 ms of jitter, the good before it 1839 ms: delay %v good %v, want %v (an edge step beyond the gap refused)", a.delay, a.good, want)
+	}
+	// Nor does it creep back to that gap: the next clean responses keep it at the edge.
+	at := t0
+	for range 2 * dropRun {
+		at = at.Add(a.good)
+		a.Succeed(Sample{Gen: a.gen, Credited: a.good, Spacing: a.good, At: at}, floor, ceiling)
+		if a.delay < 1865*ms {
+			t.Fatalf("%v after the refusal: delay %v, under the gap refused (1865 ms)", at.Sub(t0), a.delay)
+		}
 	}
 }
 
