@@ -185,8 +185,9 @@ func (p *Pacer) waitInLine(ctx context.Context, h *host, start time.Time, traced
 			if !ok {
 				at = now.Add(wait)
 				if !pending {
-					// Another member departed first: this request draws its jitter again, as that
-					// member's next request does, so that no member keeps a high draw and loses slot
+					// The fleet said wait (another member departed first, or the fleet's hold or
+					// interval runs): this request draws its jitter again, as a member that departed
+					// does for its next request, so that no member keeps a high draw and loses slot
 					// after slot to the others.
 					w.r = p.cfg.random()
 					h.mu.Lock()

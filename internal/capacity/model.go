@@ -395,12 +395,13 @@ func (a *Model) learnRefusal(s Sample, floor time.Duration, bursty bool) (next t
 	}
 	if a.good > 0 && interval == a.good && a.prevGood > a.good && int(a.held) < 4*a.confirmRun() {
 		a.bad, a.good, a.prevGood = min(refused, a.prevGood), a.prevGood, 0
-		if asked := s.asked(interval); duration.Add(asked, asked*edgeStep/100) > a.good {
+		asked := s.asked(interval)
+		if edge := duration.Add(asked, asked*edgeStep/100); edge > a.good {
 			// Its jitter lengthened the gap refused past the good before it: that gap is the edge, as
 			// below (back at the good before it, or creeping to it again, the model went under a gap
 			// just refused: a fleet on HAProxy's window at 0.5/s went back to 1848 ms after a refusal
 			// at 1849 ms, and was refused every 25 s).
-			a.good = duration.Add(asked, asked*edgeStep/100)
+			a.good = edge
 			a.bad = max(min(refused, a.good), a.creep())
 		}
 		a.confirm = uint8(min(2*a.confirmRun(), maxConfirmRun))
