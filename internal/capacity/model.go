@@ -395,23 +395,19 @@ func (a *Model) learnRefusal(s Sample, floor time.Duration, bursty bool) (next t
 	}
 	if a.good > 0 && interval == a.good && a.prevGood > a.good && int(a.held) < 4*a.confirmRun() {
 		a.bad, a.good, a.prevGood = min(refused, a.prevGood), a.prevGood, 0
-		asked := s.asked(interval)
-		if edge := duration.Add(asked, asked*edgeStep/100); edge > a.good {
+		if asked := s.asked(interval); beyondEdge(asked) > a.good {
 			// Its jitter lengthened the gap refused past the good before it: that gap is the edge, as
 			// below (back at the good before it, or creeping to it again, the model went under a gap
 			// just refused: a fleet on HAProxy's window at 0.5/s went back to 1848 ms after a refusal
 			// at 1849 ms, and was refused every 25 s).
-			a.good = edge
-			a.bad = max(min(refused, a.good), a.creep())
+			a.edgeAt(asked, refused)
 		}
 		a.confirm = uint8(min(2*a.confirmRun(), maxConfirmRun))
 		a.missed() // the edge lies between the two goods: as at the edge, below
 		return a.good, false
 	}
 	if a.good > 0 && interval >= a.good && a.held >= dropRun {
-		asked := s.asked(interval) // interval is at least good here
-		a.good = duration.Add(asked, asked*edgeStep/100)
-		a.bad = max(min(refused, a.good), a.creep()) // the edge is known: no creep back to it
+		a.edgeAt(s.asked(interval), refused) // interval is at least good here
 		a.held = 0
 		a.missed() // no capacity beyond the edge: wait longer before the next probe
 		return a.good, false
@@ -602,6 +598,18 @@ func (a *Model) missed() {
 	if a.refused != a.missedAt[0] {
 		a.missedAt = [2]int64{a.refused, a.missedAt[0]}
 	}
+}
+
+// beyondEdge is one edgeStep beyond the gap a refused departure asked for.
+func beyondEdge(asked time.Duration) time.Duration {
+	return duration.Add(asked, asked*edgeStep/100)
+}
+
+// edgeAt takes the gap a departure asked for, refused (refused: the longer reading), as the host's
+// edge: good one edgeStep beyond it, and the refused bound where no creep goes back to it.
+func (a *Model) edgeAt(asked, refused time.Duration) {
+	a.good = beyondEdge(asked)
+	a.bad = max(min(refused, a.good), a.creep())
 }
 
 // creep is the next step of the creep towards the refused bound: creepStep below good.
