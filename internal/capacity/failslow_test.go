@@ -551,3 +551,27 @@ func TestDropBoundsByTheGapAskedFor(t *testing.T) {
 		t.Errorf("refused at good 250ms + 10ms of jitter, sent 5ms late, within %d clean responses: good %v bad %v, want unknown and 260ms (the gap asked for)", dropRun, a.good, a.bad)
 	}
 }
+
+// A refusal at the good interval within missSpan of the last miss is a window's phase, not the edge's
+// timing noise: the step beyond the gap asked for is 1/held of it (a pace a share g too fast passes up to
+// 1/g requests), not edgeStep. A fleet on HAProxy's window at 0.5/s, 7% under the rate, climbed 2% a
+// refusal, five refusals in two minutes. A refusal at the edge with no miss in missSpan keeps edgeStep.
+func TestEdgeRefusedAgainStepsByThePhase(t *testing.T) {
+	const floor, ceiling = 10 * ms, time.Minute
+	asked := 1894 * ms
+	for _, c := range []struct {
+		name     string
+		lastMiss time.Duration // before the refusal
+		want     time.Duration
+	}{
+		{"the last miss 68 s before", 68 * time.Second, asked + asked/34},
+		{"the last miss 3 minutes before", 3 * time.Minute, asked + asked*edgeStep/100},
+	} {
+		a := cruising(1881*ms, t0.Add(-c.lastMiss))
+		a.held, a.missedAt = 34, [2]int64{t0.Add(-c.lastMiss).UnixNano(), 0}
+		a.Refuse(Sample{Gen: a.gen, Kind: RefusedRate, Paced: true, Jitter: 13 * ms, Credited: asked, Spacing: asked, At: t0}, floor, ceiling)
+		if a.good != c.want || a.delay != c.want {
+			t.Errorf("%s: refused at 1881 ms + 13 ms of jitter after 34 clean responses: delay %v good %v, want %v", c.name, a.delay, a.good, c.want)
+		}
+	}
+}

@@ -364,7 +364,8 @@ func (a *Model) becomeNoisy(floor, ceiling time.Duration) {
 //   - good lately confirmed (fewer than 4 confirmation runs: a burst, or lucky jitter, let it
 //     through): the good before it, and the wait before the next probe doubled;
 //   - the good interval, refused after dropRun clean responses at it: one edgeStep beyond the gap it
-//     asked for (the interval and its jitter);
+//     asked for (the interval and its jitter), or a window's phase beyond it when the last miss is
+//     recent (edgeStepAfter);
 //   - refused at good within dropRun clean responses of its confirmation or of the last refusal
 //     (the host accepts measurably less: its capacity dropped): the gap asked for is the refused bound,
 //     and the delay rateBackoff × the refused interval,
@@ -395,19 +396,19 @@ func (a *Model) learnRefusal(s Sample, floor time.Duration, bursty bool) (next t
 	}
 	if a.good > 0 && interval == a.good && a.prevGood > a.good && int(a.held) < 4*a.confirmRun() {
 		a.bad, a.good, a.prevGood = min(refused, a.prevGood), a.prevGood, 0
-		if asked := s.asked(interval); beyondEdge(asked) > a.good {
+		if asked := s.asked(interval); beyondEdge(asked, edgeStep) > a.good {
 			// Its jitter lengthened the gap refused past the good before it: that gap is the edge, as
 			// below (back at the good before it, or creeping to it again, the model went under a gap
 			// just refused: a fleet on HAProxy's window at 0.5/s went back to 1848 ms after a refusal
 			// at 1849 ms, and was refused every 25 s).
-			a.edgeAt(asked, refused)
+			a.edgeAt(asked, refused, edgeStep)
 		}
 		a.confirm = uint8(min(2*a.confirmRun(), maxConfirmRun))
 		a.missed() // the edge lies between the two goods: as at the edge, below
 		return a.good, false
 	}
 	if a.good > 0 && interval >= a.good && a.held >= dropRun {
-		a.edgeAt(s.asked(interval), refused) // interval is at least good here
+		a.edgeAt(s.asked(interval), refused, a.edgeStepAfter(now)) // interval is at least good here
 		a.held = 0
 		a.missed() // no capacity beyond the edge: wait longer before the next probe
 		return a.good, false
@@ -600,16 +601,30 @@ func (a *Model) missed() {
 	}
 }
 
-// beyondEdge is one edgeStep beyond the gap a refused departure asked for.
-func beyondEdge(asked time.Duration) time.Duration {
-	return duration.Add(asked, asked*edgeStep/100)
+// beyondEdge is step percent beyond the gap a refused departure asked for.
+func beyondEdge(asked time.Duration, step float64) time.Duration {
+	return duration.Add(asked, time.Duration(float64(asked)*step/100))
 }
 
 // edgeAt takes the gap a departure asked for, refused (refused: the longer reading), as the host's
-// edge: good one edgeStep beyond it, and the refused bound where no creep goes back to it.
-func (a *Model) edgeAt(asked, refused time.Duration) {
-	a.good = beyondEdge(asked)
+// edge: good step percent beyond it, and the refused bound where no creep goes back to it.
+func (a *Model) edgeAt(asked, refused time.Duration, step float64) {
+	a.good = beyondEdge(asked, step)
 	a.bad = max(min(refused, a.good), a.creep())
+}
+
+// edgeStepAfter is the step beyond a refusal at the good interval held since its confirmation or the
+// last refusal there: edgeStep, which clears the edge's timing noise; but when the last miss lies within
+// missSpan, the edge refused again is a window's phase, not noise: a window that counts every request
+// in periods (HAProxy's) lets a pace a share g too fast through for up to 1/g requests, so a refusal
+// after held of them says g may be as large as 1/held (the likeliest reading, and the slower), up to
+// probeGain. A fleet on HAProxy's window at 0.5/s, 7% under the rate, climbed 2% a refusal: five in
+// two minutes.
+func (a *Model) edgeStepAfter(now time.Time) float64 {
+	if time.Duration(now.UnixNano()-a.missedAt[0]) >= missSpan || a.held == 0 {
+		return edgeStep
+	}
+	return min(max(100/float64(a.held), edgeStep), probeGain)
 }
 
 // creep is the next step of the creep towards the refused bound: creepStep below good.
