@@ -618,10 +618,10 @@ func (a *Model) edgeAt(asked, refused time.Duration, step float64) {
 // missSpan, the edge refused again is a window's phase, not noise: a window that counts every request
 // in periods (HAProxy's) lets a pace a share g too fast through for up to 1/g requests, so a refusal
 // after held of them says g may be as large as 1/held (the likeliest reading, and the slower), up to
-// probeGain. A fleet on HAProxy's window at 0.5/s, 7% under the rate, climbed 2% a refusal: five in
-// two minutes.
+// probeGain (held is at least dropRun here). A fleet on HAProxy's window at 0.5/s, 7% under the rate,
+// climbed 2% a refusal: five in two minutes.
 func (a *Model) edgeStepAfter(now time.Time) float64 {
-	if time.Duration(now.UnixNano()-a.missedAt[0]) >= missSpan || a.held == 0 {
+	if time.Duration(now.UnixNano()-a.missedAt[0]) >= missSpan {
 		return edgeStep
 	}
 	return min(max(100/float64(a.held), edgeStep), probeGain)
